@@ -1,0 +1,124 @@
+"""Atomic file output and small file-reading helpers shared by every capability.
+
+Nothing twinspect writes is ever left half-written: every writer goes through
+:func:`atomic_write`, which writes to a temporary file in the destination directory and
+``os.replace``-s it into place only when the write completed (also on KeyboardInterrupt the
+temporary file is removed and the destination is untouched).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import IO, Any, Iterator
+
+import numpy as np
+
+from twinspect.errors import InputError
+
+
+@contextlib.contextmanager
+def atomic_write(path: str | Path, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[IO]:
+    """Open a temporary file beside ``path`` and move it onto ``path`` on success.
+
+    Args:
+        path: destination file; its parent directories are created.
+        mode: ``"w"`` (text) or ``"wb"`` (binary).
+        encoding: text encoding (ignored for binary mode).
+
+    Yields:
+        The open temporary file object.
+
+    Raises:
+        InputError: the destination directory cannot be created or written.
+    """
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise InputError(f"cannot write output: {exc.strerror or exc}", path) from exc
+    try:
+        with os.fdopen(fd, mode, encoding=None if "b" in mode else encoding) as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """Yield a temporary path beside ``path`` for writers that need a file name (np.savez, PNG, torch.save).
+
+    The temporary file is renamed onto ``path`` when the block exits normally and deleted otherwise.
+    The temporary name keeps ``path``'s suffix so that libraries choosing a format by suffix work.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=f".tmp{path.suffix}", dir=path.parent)
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _json_default(obj: Any) -> Any:
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, np.floating):
+        return float(obj)
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, Path):
+        return str(obj)
+    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
+
+
+def write_json(path: str | Path, obj: Any, indent: int | None = 2) -> None:
+    """Write ``obj`` as JSON atomically (numpy scalars/arrays and Paths are converted)."""
+    with atomic_write(path) as fh:
+        json.dump(obj, fh, indent=indent, default=_json_default)
+        fh.write("\n")
+
+
+def read_json(path: str | Path) -> Any:
+    """Read a JSON file.
+
+    Raises:
+        InputError: the file is missing, unreadable or not valid JSON (message names the file).
+    """
+    path = Path(path)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return json.load(fh)
+    except FileNotFoundError as exc:
+        raise InputError("file does not exist", path) from exc
+    except OSError as exc:
+        raise InputError(f"cannot read file: {exc.strerror or exc}", path) from exc
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InputError(f"not valid JSON: {exc}", path) from exc
+
+
+def require_readable(path: str | Path, kind: str = "path") -> Path:
+    """Check that ``path`` exists and can be read; return it as a :class:`Path`.
+
+    Raises:
+        InputError: with the path and ``"<kind> does not exist"`` or ``"cannot read <kind>"``.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"{kind} does not exist", path)
+    if not os.access(path, os.R_OK):
+        raise InputError(f"cannot read {kind} (permission denied)", path)
+    return path

@@ -1,0 +1,1 @@
+"""Deviated-behaviour search for compressed models: DFlare, DiffChaser, repair (Drepair)."""

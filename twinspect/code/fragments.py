@@ -5,7 +5,17 @@ The :class:`Fragment` record is the unit every code-side stage passes around.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import tree_sitter
+
+from twinspect.code.files import ScanStats, SourceFile, discover
+from twinspect.code.languages import NAME_SEPARATOR, canonical_language, get_error_query, get_parser, get_query
+from twinspect.errors import InputError
+from twinspect.progress import progress
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,3 +50,376 @@ class Fragment:
     def key(self) -> str:
         """Stable identifier ``path:start-end`` used in indexes and reports."""
         return f"{self.path}:{self.start_line}-{self.end_line}"
+
+    def to_dict(self, *, with_text: bool = True) -> dict:
+        """JSON-ready dict of the fields (``text``/``code`` left out when ``with_text`` is False)."""
+        out = {
+            "path": self.path,
+            "start_line": self.start_line,
+            "end_line": self.end_line,
+            "name": self.name,
+            "language": self.language,
+        }
+        if with_text:
+            out["text"] = self.text
+            out["code"] = self.code
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Fragment":
+        """Inverse of :meth:`to_dict` (missing ``text``/``code`` become "")."""
+        return cls(
+            path=str(data["path"]),
+            start_line=int(data["start_line"]),
+            end_line=int(data["end_line"]),
+            name=str(data.get("name", "")),
+            language=str(data["language"]),
+            text=str(data.get("text", "")),
+            code=str(data.get("code", "")),
+        )
+
+
+# ----------------------------------------------------------------------------------------------
+# Reading and parsing
+# ----------------------------------------------------------------------------------------------
+
+#: Bytes inspected for a NUL byte to tell binary files (same heuristic as git and grep).
+BINARY_SNIFF_BYTES = 8192
+
+# Every byte except LF and CR becomes a space: comments are blanked without moving any byte offset
+# or line break, so line numbers and tree-sitter byte ranges stay valid on the blanked text.
+_BLANK = bytes(b if b in (10, 13) else 32 for b in range(256))
+
+_CODEC_ERRORS = "surrogatepass"
+
+
+def read_source(sf: SourceFile, stats: ScanStats | None = None) -> str | None:
+    """Read and decode one source file, or count why it is skipped.
+
+    The file must be UTF-8 (a leading BOM is dropped); CRLF line ends become LF (line numbers are
+    unchanged). Nothing is ever decoded as Latin-1 or with replacement characters.
+
+    Args:
+        sf: the file, as returned by :func:`~twinspect.code.files.discover`.
+        stats: counters; the skip reason ``"unreadable"``, ``"binary"`` (NUL byte in the first
+            8 KiB) or ``"undecodable"`` (not valid UTF-8) is added when the file is skipped.
+
+    Returns:
+        The decoded text, or None when the file is skipped.
+    """
+    try:
+        with open(sf.path, "rb") as fh:
+            data = fh.read()
+    except OSError:
+        if stats is not None:
+            stats.skip("unreadable")
+        return None
+    if b"\0" in data[:BINARY_SNIFF_BYTES]:
+        if stats is not None:
+            stats.skip("binary")
+        return None
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        if stats is not None:
+            stats.skip("undecodable")
+        return None
+    if "\r\n" in text:
+        text = text.replace("\r\n", "\n")
+    return text
+
+
+# C/C++ declarator nodes that hold the declared name directly.
+_C_NAME_TYPES = frozenset(
+    {
+        "identifier",
+        "field_identifier",
+        "qualified_identifier",
+        "destructor_name",
+        "operator_name",
+        "template_function",
+        "template_method",
+        "type_identifier",
+    }
+)
+_C_SKIP_CHILDREN = frozenset({"type_qualifier", "attribute_specifier", "attribute_declaration", "ms_call_modifier"})
+_WS_RE = re.compile(r"\s+")
+
+
+def _text(src: bytes, node) -> str:
+    return src[node.start_byte:node.end_byte].decode("utf-8", _CODEC_ERRORS)
+
+
+def _operator_cast_name(src: bytes, node) -> str:
+    typ = node.child_by_field_name("type")
+    return "operator " + (_text(src, typ) if typ is not None else "")
+
+
+def _c_declarator_name(src: bytes, func) -> str:
+    """Name declared by a C/C++ ``function_definition`` (``f``, ``A::f``, ``operator==``, ``~A``)."""
+    d = func.child_by_field_name("declarator")
+    for _ in range(32):
+        if d is None:
+            return ""
+        t = d.type
+        if t == "qualified_identifier":
+            inner = d.child_by_field_name("name")
+            # A::B::operator int  -> scope text as written + the cast operator
+            while inner is not None and inner.type == "qualified_identifier":
+                inner = inner.child_by_field_name("name")
+            if inner is not None and inner.type == "operator_cast":
+                head = src[d.start_byte:inner.start_byte].decode("utf-8", _CODEC_ERRORS)
+                return _WS_RE.sub("", head) + _operator_cast_name(src, inner)
+            return _WS_RE.sub(" ", _text(src, d))
+        if t in _C_NAME_TYPES:
+            return _WS_RE.sub(" ", _text(src, d))
+        if t == "operator_cast":
+            return _operator_cast_name(src, d)
+        nxt = d.child_by_field_name("declarator")
+        if nxt is None:  # reference_declarator, parenthesized_declarator: the declarator is a child
+            nxt = next((c for c in d.named_children if c.type not in _C_SKIP_CHILDREN), None)
+        d = nxt
+    return ""
+
+
+def _plain_name(src: bytes, node) -> str:
+    name = node.child_by_field_name("name")
+    return "" if name is None else _text(src, name)
+
+
+def _scope_name(src: bytes, node, language: str) -> str:
+    name = node.child_by_field_name("name")
+    if name is None:
+        return ""
+    return _WS_RE.sub(" ", _text(src, name)) if language == "cpp" else _text(src, name)
+
+
+def _end_line(node) -> int:
+    sp, ep = node.start_point, node.end_point
+    # A node ending at column 0 ends with the previous line's newline.
+    return ep.row + 1 if ep.column > 0 or ep.row == sp.row else ep.row
+
+
+def extract_fragments(
+    text: str,
+    rel: str,
+    language: str,
+    *,
+    min_lines: int = 6,
+    stats: ScanStats | None = None,
+) -> list[Fragment]:
+    """Parse one file with tree-sitter and return its functions and methods as fragments.
+
+    One fragment per function/method definition, nested ones included: Python
+    ``function_definition`` (``async def`` too; the span starts at ``def``, decorators are not
+    part of it), Java ``method_declaration``, ``constructor_declaration`` and
+    ``compact_constructor_declaration`` (annotations and modifiers are part of the node), C and C++
+    ``function_definition`` (in-class methods, out-of-line ``A::f``, operators, template functions;
+    the ``template <...>`` header is not part of the span). Lambdas are never fragments.
+
+    Names are qualified by the enclosing classes and functions: ``Class.method`` and
+    ``outer.inner`` (Python, Java), ``A::f`` (C++: in-class methods get their class prefix,
+    out-of-line definitions keep the name as written, e.g. ``ns::A::f``); ``""`` when anonymous.
+
+    ``text`` is the source of the fragment's lines (from the start of the first line when only
+    indentation precedes the node, so nested code keeps its indentation); ``code`` is the same with
+    every comment node replaced by spaces (newlines kept, so line numbers stay valid). Python
+    docstrings are string literals and are kept.
+
+    Functions that contain an ERROR/MISSING node or lie inside an ERROR region are dropped and
+    counted (``fragments_skipped_errors``); the rest of such a file is still mined. Then functions
+    spanning fewer than ``min_lines`` lines (``end_line - start_line + 1``, blank and comment lines
+    included) are dropped (``fragments_too_short``).
+
+    Args:
+        text: the decoded file content.
+        rel: the file's relative path, stored as ``Fragment.path``.
+        language: one of :data:`~twinspect.code.languages.LANGUAGES`.
+        min_lines: minimum number of lines spanned by a kept fragment.
+        stats: counters updated in place (``files_parsed``, ``fragments``...).
+
+    Returns:
+        Fragments in source order (an enclosing function before the functions nested in it).
+
+    Raises:
+        InputError: unknown language.
+    """
+    language = canonical_language(language)
+    stats = stats if stats is not None else ScanStats()
+    src = text.encode("utf-8", _CODEC_ERRORS)
+    try:
+        tree = get_parser(language).parse(src)
+    except Exception:  # pragma: no cover - tree-sitter gave no tree (timeout, internal failure)
+        tree = None
+    if tree is None:  # pragma: no cover
+        stats.skip("unparsable")
+        return []
+    stats.files_parsed += 1
+    root = tree.root_node
+    caps = tree_sitter.QueryCursor(get_query(language)).captures(root)
+    funcs = caps.get("function", [])
+    if not funcs:
+        if root.has_error:
+            stats.files_with_parse_errors += 1
+        return []
+    comments = caps.get("comment", [])
+    scopes = caps.get("scope", [])
+
+    error_ranges: list[tuple[int, int]] = []
+    if root.has_error:
+        stats.files_with_parse_errors += 1
+        errs = tree_sitter.QueryCursor(get_error_query(language)).captures(root).get("error", [])
+        error_ranges = [(n.start_byte, n.end_byte) for n in errs]
+
+    if comments:
+        buf = bytearray(src)
+        for c in comments:
+            s, e = c.start_byte, c.end_byte
+            buf[s:e] = src[s:e].translate(_BLANK)
+        code_src = bytes(buf)
+    else:
+        code_src = src
+
+    c_like = language in ("c", "cpp")
+    sep = NAME_SEPARATOR[language]
+    items = [(n.start_byte, -n.end_byte, 1, i, n) for i, n in enumerate(funcs)]
+    items += [(n.start_byte, -n.end_byte, 0, i, n) for i, n in enumerate(scopes)]
+    items.sort()
+
+    out: list[Fragment] = []
+    stack: list[tuple[int, str]] = []  # (end_byte, name) of enclosing scopes/functions
+    for start, neg_end, is_func, _, node in items:
+        end = -neg_end
+        while stack and stack[-1][0] <= start:
+            stack.pop()
+        if not is_func:
+            stack.append((end, _scope_name(src, node, language)))
+            continue
+        own = _c_declarator_name(src, node) if c_like else _plain_name(src, node)
+        stack_names = [n for _, n in stack if n]
+        if own and stack_names and not (c_like and (sep in own)):
+            name = sep.join(stack_names) + sep + own
+        else:
+            name = own
+        stack.append((end, own))
+        if node.has_error or any(es <= start and end <= ee for es, ee in error_ranges):
+            stats.fragments_skipped_errors += 1
+            continue
+        start_line = node.start_point.row + 1
+        end_line = _end_line(node)
+        if end_line - start_line + 1 < min_lines:
+            stats.fragments_too_short += 1
+            continue
+        line_start = src.rfind(b"\n", 0, start) + 1
+        if line_start < start and src[line_start:start].isspace():
+            start = line_start
+        out.append(
+            Fragment(
+                path=rel,
+                start_line=start_line,
+                end_line=end_line,
+                name=name,
+                language=language,
+                text=src[start:end].decode("utf-8", _CODEC_ERRORS),
+                code=code_src[start:end].decode("utf-8", _CODEC_ERRORS),
+            )
+        )
+    stats.fragments += len(out)
+    return out
+
+
+def mine(
+    paths: Sequence[str | Path],
+    *,
+    exclude: Sequence[str] = (),
+    max_file_bytes: int = 1 << 20,
+    respect_gitignore: bool = True,
+    language: str | None = None,
+    min_lines: int = 6,
+    quiet: bool = True,
+) -> tuple[list[Fragment], ScanStats]:
+    """Discover, read and parse source files and return all their fragments.
+
+    Args:
+        paths: files and/or directories (see :func:`~twinspect.code.files.discover`).
+        exclude: gitignore-style globs of files to leave out.
+        max_file_bytes: skip larger files (bytes).
+        respect_gitignore: honour ``.gitignore`` files.
+        language: force a language (see :func:`~twinspect.code.files.discover`).
+        min_lines: minimum lines spanned by a fragment (see :func:`extract_fragments`).
+        quiet: hide the progress bar (shown on stderr otherwise).
+
+    Returns:
+        ``(fragments, stats)``: fragments ordered by file ``rel`` path then source position, and
+        the scan counters.
+
+    Raises:
+        InputError: a PATH does not exist or cannot be read, or the language name is unknown.
+    """
+    files, stats = discover(
+        paths,
+        exclude=exclude,
+        max_file_bytes=max_file_bytes,
+        respect_gitignore=respect_gitignore,
+        language=language,
+    )
+    fragments: list[Fragment] = []
+    with progress("parsing", total=len(files), quiet=quiet) as bar:
+        for sf in files:
+            text = read_source(sf, stats)
+            if text is not None:
+                fragments.extend(
+                    extract_fragments(text, sf.rel, sf.language, min_lines=min_lines, stats=stats)
+                )
+            bar.advance()
+    return fragments, stats
+
+
+def _norm_rel(rel: str) -> str:
+    rel = str(rel).replace("\\", "/")
+    while rel.startswith("./"):
+        rel = rel[2:]
+    return rel
+
+
+def fragment_at(fragments: Sequence[Fragment], rel: str, line: int | None) -> Fragment:
+    """The fragment a ``FILE[:LINE]`` reference points to.
+
+    Args:
+        fragments: mined fragments.
+        rel: the file's path as stored in ``Fragment.path``; when no fragment has exactly this
+            path, a unique fragment path that ends with ``/rel`` (or that ``rel`` ends with) is used.
+        line: 1-based line inside the wanted function, or None for the file's first fragment.
+
+    Returns:
+        The innermost (fewest lines) fragment of the file containing ``line``; for ``line=None``
+        the file's only fragment, or its first one in source order.
+
+    Raises:
+        InputError: no fragment of that file (or none containing the line, e.g. because the
+            function is shorter than ``--min-lines``).
+    """
+    want = _norm_rel(rel)
+    in_file = [f for f in fragments if f.path == want]
+    if not in_file:
+        paths = {f.path for f in fragments}
+        cands = [p for p in paths if p.endswith("/" + want) or want.endswith("/" + p)]
+        if len(cands) == 1:
+            want = cands[0]
+            in_file = [f for f in fragments if f.path == want]
+        elif len(cands) > 1:
+            raise InputError(
+                "file reference is ambiguous", rel, hint=f"matches {', '.join(sorted(cands)[:5])}"
+            )
+    if not in_file:
+        raise InputError("no fragment in this file", rel,
+                         hint="check the path (relative to the scanned directory) and --min-lines")
+    if line is None:
+        return min(in_file, key=lambda f: (f.start_line, -f.end_line))
+    containing = [f for f in in_file if f.start_line <= line <= f.end_line]
+    if not containing:
+        raise InputError(
+            f"no fragment contains line {line}", rel,
+            hint="the function may be shorter than --min-lines or the line outside any function",
+        )
+    return min(containing, key=lambda f: (f.loc, f.start_line))

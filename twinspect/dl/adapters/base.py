@@ -204,10 +204,13 @@ class Classifier(ABC):
         x = np.asarray(x)
         if x.dtype.kind not in "uif":
             raise InputError(f"images must be numeric (uint8 or float), got dtype {x.dtype}")
-        if x.ndim == len(self.input_shape):
-            x = x[None]
-        if x.ndim == 3 and self.input_shape[-1] == 1:
-            x = x[..., None]
+        gray = self.input_shape[-1] == 1
+        if x.ndim == 3 and gray and tuple(x.shape) != self.input_shape and tuple(x.shape[1:]) == self.input_shape[:2]:
+            x = x[..., None]  # (N, H, W) batch of a single-channel model
+        elif x.ndim == 3:
+            x = x[None]  # one (H, W, C) image
+        elif x.ndim == 2 and gray:
+            x = x[None, ..., None]  # one (H, W) grayscale image
         if x.ndim != 4 or tuple(x.shape[1:]) != self.input_shape:
             raise InputError(
                 f"images of shape {tuple(x.shape)} do not fit model {self.name!r} "

@@ -1,9 +1,125 @@
-"""``twinspect deviate``: search for inputs where a compressed model disagrees with its original."""
+"""``twinspect deviate``: search for inputs where a compressed model disagrees with its original.
+
+Examples::
+
+    twinspect deviate --pair lenet1 --seeds 100 -o runs/lenet1
+    twinspect deviate orig.h5 comp.tflite --data mnist --preprocess unit --algorithm diffchaser -o runs/x
+    twinspect deviate --pair lenet1 --seeds 500 -o runs/lenet1 --resume     # continue / extend a run
+
+Everything (models, data, options, output directory) is validated before the run directory is
+created; a user error prints one line and exits 2. Heavy libraries are imported inside the command.
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Annotated, Optional
+
 import typer
+
+from twinspect.errors import InputError
+
+def deviate(
+    original: Annotated[Optional[Path], typer.Argument(help="Original model file (.h5/.keras/.tflite/.onnx/.pt).", show_default=False)] = None,
+    compressed: Annotated[Optional[Path], typer.Argument(help="Compressed model file.", show_default=False)] = None,
+    output: Annotated[Path, typer.Option("--output", "-o", help="Run directory to write (results.jsonl, triggers/, summary.json).")] = ...,  # type: ignore[assignment]
+    data: Annotated[Optional[str], typer.Option("--data", help="Seed images: mnist, cifar10 or an .npz with arrays x (and y).")] = None,
+    split: Annotated[str, typer.Option("--split", help="Dataset split for mnist/cifar10.")] = "test",
+    preprocess: Annotated[Optional[str], typer.Option("--preprocess", help="Preprocessing preset for both models (unit, cifar10-dflare, ...); default: model metadata, else unit.")] = None,
+    pair: Annotated[Optional[str], typer.Option("--pair", help="Use a shared DFlare pair instead of two paths: lenet1, lenet5 or resnet.")] = None,
+    seeds: Annotated[int, typer.Option("--seeds", help="Number of seed images (a seeded random sample of the dataset).")] = 500,
+    seed: Annotated[int, typer.Option("--seed", help="Random seed of the run (seed sample and every search).")] = 0,
+    algorithm: Annotated[str, typer.Option("--algorithm", "-a", help="dflare, dflare-r (uniform operator choice), dflare-d (distance-only fitness) or diffchaser.")] = "dflare",
+    max_queries: Annotated[Optional[int], typer.Option("--max-queries", help="Budget per seed: generated inputs, each sent once to both models (default: none).")] = None,
+    timeout: Annotated[float, typer.Option("--timeout", help="Budget per seed in seconds (0 = none).")] = 180.0,
+    pop_size: Annotated[int, typer.Option("--pop-size", help="DiffChaser: population size.")] = 1000,
+    crossover_rate: Annotated[float, typer.Option("--crossover-rate", help="DiffChaser: crossover probability.")] = 0.5,
+    mutation_rate: Annotated[float, typer.Option("--mutation-rate", help="DiffChaser: mutation probability per child.")] = 0.5,
+    workers: Annotated[int, typer.Option("--workers", "-j", help="Parallel worker processes (each loads the models).")] = 1,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue the run in --output (skip finished seeds; same options required).")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+    fmt: Annotated[str, typer.Option("--format", "-f", help="Summary on stdout: table or json.")] = "table",
+) -> None:
+    """Find inputs on which a compressed model's top-1 label deviates from its original model's.
+
+    Runs DFlare (Tian et al., TOSEM 2023) or the DiffChaser baseline from seed images (seeds where the models already disagree are counted apart). Writes one line per seed to RUN_DIR/results.jsonl, triggering inputs to RUN_DIR/triggers/ and the success rate and query statistics to RUN_DIR/summary.json.
+    """
+    import json
+
+    import numpy as np
+
+    from twinspect.dl.deviate.results import seed_list, summary_rows
+    from twinspect.dl.deviate.runner import ALGORITHMS, load_model, run_search
+
+    # -- options ---------------------------------------------------------------------------------
+    if fmt not in ("table", "json"):
+        raise InputError(f"--format must be table or json, got {fmt!r}")
+    if algorithm not in ALGORITHMS:
+        raise InputError(f"unknown --algorithm {algorithm!r}; choose one of {', '.join(ALGORITHMS)}")
+    if pair is not None:
+        if original is not None or compressed is not None:
+            raise InputError("give either --pair or the ORIGINAL and COMPRESSED model paths, not both")
+        from twinspect.dl.data import dflare_pair
+
+        original, compressed, pair_pre, pair_data = dflare_pair(pair)
+        data = data or pair_data
+        preprocess = preprocess or pair_pre
+    if original is None or compressed is None:
+        raise InputError("give the ORIGINAL and COMPRESSED model paths (or --pair lenet1|lenet5|resnet)")
+    if data is None:
+        raise InputError("give the seed images with --data mnist|cifar10|FILE.npz")
+    if workers < 1:
+        raise InputError(f"--workers must be >= 1, got {workers}")
+    if timeout < 0:
+        raise InputError(f"--timeout must be >= 0, got {timeout}")
+    if max_queries is not None and max_queries < 1:
+        raise InputError(f"--max-queries must be >= 1, got {max_queries}")
+    if timeout == 0 and max_queries is None:
+        raise InputError("--timeout 0 needs --max-queries: the search would never stop")
+
+    params: dict = {"max_queries": max_queries, "timeout": None if timeout == 0 else timeout}
+    if algorithm == "diffchaser":
+        params.update(pop_size=pop_size, crossover_rate=crossover_rate, mutation_rate=mutation_rate)
+
+    # -- inputs (all validated before anything is written) --------------------------------------
+    from twinspect.dl.data import load_images
+
+    specs = []
+    for path in (original, compressed):
+        specs.append({"path": str(path), "preprocess": preprocess})
+    orig_clf, comp_clf = load_model(specs[0]), load_model(specs[1])
+    x, y = load_images(data, split=split)
+    indices = seed_list(len(x), seeds, seed)
+    dataset = data if data in ("mnist", "cifar10") else str(Path(data).resolve())
+    if data in ("mnist", "cifar10") and split != "test":
+        dataset = f"{data}:{split}"
+
+    summary = run_search(
+        specs[0],
+        specs[1],
+        x,
+        y,
+        indices,
+        algorithm,
+        output,
+        workers=workers,
+        resume=resume,
+        quiet=quiet,
+        seed=seed,
+        params=params,
+        dataset=dataset,
+        models=(orig_clf, comp_clf),
+    )
+
+    if fmt == "json":
+        typer.echo(json.dumps(summary, indent=2, default=lambda o: o.item() if isinstance(o, np.generic) else str(o)))
+    else:
+        from twinspect.reports.table import print_table
+
+        title = f"{algorithm}: {orig_clf.name} vs {comp_clf.name} ({summary['out_dir']})"
+        print_table(summary_rows(summary), headers=["metric", "value"], title=title)
 
 
 def register(app: typer.Typer) -> None:
     """Add the ``deviate`` command to the root app."""
+    app.command("deviate", no_args_is_help=True)(deviate)

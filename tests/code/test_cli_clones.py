@@ -1,0 +1,309 @@
+"""`twinspect clones` end to end through the real CLI entry point (exit codes, outputs, routing)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from twinspect.cli import main
+
+pytest.importorskip("twinspect.code.encoders.lexical")
+
+BASE = """def total_price(items, tax):
+    total = 0
+    for item in items:
+        total += item.price * item.qty
+    if tax:
+        total = total * (1 + tax)
+    return total
+"""
+T1_COPY = BASE.replace("    total = 0\n", "    # running sum\n    total = 0\n")
+T2_COPY = BASE.replace("total_price", "sum_cost").replace("total", "acc").replace("items", "goods").replace(
+    "item", "g")
+T3_COPY = BASE.replace("total_price", "total_price_logged").replace(
+    "    return total", "    print('total', total)\n    return total")
+OTHER = """def parse_config(path):
+    with open(path) as fh:
+        lines = fh.readlines()
+    out = {}
+    for ln in lines:
+        k, v = ln.split('=', 1)
+        out[k.strip()] = v.strip()
+    return out
+"""
+JAVA_A = """class Util {
+    static int sumOf(int[] xs) {
+        int s = 0;
+        for (int i = 0; i < xs.length; i++) {
+            s += xs[i];
+        }
+        return s;
+    }
+}
+"""
+JAVA_B = JAVA_A.replace("Util", "Helper").replace("sumOf", "total").replace(" s ", " acc ").replace(
+    "s +=", "acc +=").replace("return s", "return acc").replace("int s", "int acc")
+
+
+def run(capsys, *args) -> tuple[int, str, str]:
+    """Run the `twinspect` entry point; return (exit code, stdout, stderr)."""
+    with pytest.raises(SystemExit) as exc:
+        main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    code = exc.value.code
+    return (0 if code is None else code), out, err
+
+
+@pytest.fixture
+def tree(tmp_path) -> Path:
+    root = tmp_path / "proj"
+    (root / "src").mkdir(parents=True)
+    (root / "lib").mkdir()
+    (root / "src" / "shop.py").write_text(BASE + "\n\n" + OTHER)
+    (root / "src" / "cart.py").write_text(T1_COPY + "\n\n" + T3_COPY)
+    (root / "lib" / "costs.py").write_text(T2_COPY)
+    (root / "lib" / "Util.java").write_text(JAVA_A)
+    (root / "lib" / "Helper.java").write_text(JAVA_B)
+    (root / "README.md").write_text("# not code\n")
+    return root
+
+
+def pairs_by_location(doc: dict) -> dict[frozenset, dict]:
+    frags = doc["fragments"]
+    return {frozenset({f"{frags[p['a']]['path']}:{frags[p['a']]['name']}",
+                       f"{frags[p['b']]['path']}:{frags[p['b']]['name']}"}): p for p in doc["pairs"]}
+
+
+def test_help_on_every_command(capsys):
+    for args in (["clones", "--help"], ["clones", "-h"], ["clones", "scan", "--help"], ["clones", "index", "--help"],
+                 ["clones", "query", "--help"]):
+        code, out, _ = run(capsys, *args)
+        assert code == 0 and "Usage" in out, args
+    code, out, _ = run(capsys, "clones", "--help")
+    for sub in ("scan", "index", "query"):
+        assert sub in out
+
+
+def test_scan_json_finds_known_typed_pairs(capsys, tree):
+    code, out, err = run(capsys, "clones", tree, "--format", "json", "--threshold", "0.5", "--quiet")
+    assert code == 0 and err == ""
+    doc = json.loads(out)
+    pairs = pairs_by_location(doc)
+    assert pairs[frozenset({"src/shop.py:total_price", "src/cart.py:total_price"})]["type"] == "T1"
+    assert pairs[frozenset({"src/shop.py:total_price", "lib/costs.py:sum_cost"})]["type"] == "T2"
+    t3 = pairs[frozenset({"src/shop.py:total_price", "src/cart.py:total_price_logged"})]
+    assert t3["type"] == "T3" and t3["band"] in ("VST3", "ST3")
+    assert pairs[frozenset({"lib/Util.java:Util.sumOf", "lib/Helper.java:Helper.total"})]["type"] == "T2"
+    assert not any("parse_config" in name for key in pairs for name in key)
+    assert doc["stats"]["files_parsed"] == 5 and doc["stats"]["skipped"].get("unsupported") == 1
+    # a class holds the four total_price variants
+    names = [{doc["fragments"][i]["name"] for i in c} for c in doc["classes"]]
+    assert {"total_price", "sum_cost", "total_price_logged"} in names
+
+
+def test_scan_subcommand_and_default_route_agree(capsys, tree):
+    _, out1, _ = run(capsys, "clones", tree, "-f", "json", "-q")
+    _, out2, _ = run(capsys, "clones", "scan", tree, "-f", "json", "-q")
+    d1, d2 = json.loads(out1), json.loads(out2)
+    assert d1["pairs"] == d2["pairs"] and d1["fragments"] == d2["fragments"] and d1["classes"] == d2["classes"]
+    # options before the path are routed too
+    _, out3, _ = run(capsys, "clones", "-f", "json", "-q", tree)
+    assert json.loads(out3)["pairs"] == d1["pairs"]
+
+
+def test_table_output_and_quiet(capsys, tree):
+    code, out, _ = run(capsys, "clones", tree, "--threshold", "0.5")
+    assert code == 0
+    assert "src/shop.py:1-7" in out and "clone pairs" in out and "T1" in out
+    code, out, err = run(capsys, "clones", tree, "--quiet")
+    assert code == 0 and out == "" and err == ""
+
+
+def test_sarif_and_html_files(capsys, tree, tmp_path):
+    sarif, page = tmp_path / "out" / "r.sarif", tmp_path / "out" / "r.html"
+    code, out, err = run(capsys, "clones", tree, "-f", "sarif", "-o", sarif)
+    assert code == 0 and out == "" and "wrote" in err
+    log = json.loads(sarif.read_text())
+    assert log["version"] == "2.1.0" and log["runs"][0]["results"]
+    assert log["runs"][0]["originalUriBaseIds"]["SRCROOT"]["uri"] == tree.resolve().as_uri() + "/"
+    code, _, _ = run(capsys, "clones", tree, "-f", "html", "-o", page, "-q")
+    assert code == 0
+    text = page.read_text()
+    assert "total_price" in text and "i &lt; xs.length" in text
+
+
+def test_empty_tree_gives_empty_report(capsys, tmp_path):
+    (tmp_path / "empty").mkdir()
+    code, out, _ = run(capsys, "clones", tmp_path / "empty", "-f", "json", "-q")
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["fragments"] == [] and doc["pairs"] == [] and doc["classes"] == []
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--format", "xml"], "--format"),
+        (["--format", "html"], "needs an output file"),
+        (["--top-k", "0"], "top-k"),
+        (["--threshold", "1.5"], "threshold"),
+        (["--encoder", "bert"], "encoder"),
+        (["--index", "faiss"], "index"),
+        (["--linkage", "ward"], "linkage"),
+        (["--model-path", "."], "neural encoder only"),
+    ],
+)
+def test_bad_options_exit_2(capsys, tree, extra, message):
+    code, out, err = run(capsys, "clones", tree, *extra)
+    assert code == 2
+    assert message in err
+    assert "Traceback" not in err
+
+
+def test_missing_path_exit_2_one_line(capsys, tmp_path):
+    missing = tmp_path / "nope"
+    code, out, err = run(capsys, "clones", missing)
+    assert code == 2 and out == ""
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and str(missing) in lines[0] and "does not exist" in lines[0]
+
+
+def test_mistyped_subcommand_suggests(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run(capsys, "clones", "qeury", "x")
+    assert code == 2 and "query" in err
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads files whatever their permissions")
+def test_unreadable_path_exit_2(capsys, tmp_path):
+    d = tmp_path / "locked"
+    d.mkdir()
+    d.chmod(0)
+    try:
+        code, _, err = run(capsys, "clones", d)
+        assert code == 2 and "permission" in err
+    finally:
+        d.chmod(0o755)
+
+
+def test_interrupt_leaves_no_partial_output(capsys, tree, tmp_path, monkeypatch):
+    from twinspect.code import report as rp
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(rp, "to_html", interrupted)
+    out = tmp_path / "r.html"
+    code, _, _ = run(capsys, "clones", tree, "-f", "html", "-o", out, "-q")
+    assert code == 130
+    assert not out.exists() and list(tmp_path.glob(".r.html*")) == []
+
+
+# ----------------------------------------------------------------------------------- index/query
+@pytest.fixture
+def built_index(capsys, tree, tmp_path):
+    pytest.importorskip("twinspect.code.store")
+    idx = tmp_path / "idx"
+    code, _, err = run(capsys, "clones", "index", tree, "-o", idx, "-q")
+    assert code == 0, err
+    return idx
+
+
+def test_query_inside_tree(capsys, tree, built_index):
+    # line 3 of shop.py is inside total_price
+    code, out, err = run(capsys, "clones", "query", built_index, f"{tree / 'src' / 'shop.py'}:3", "-f", "json",
+                         "--threshold", "0.5")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["query"]["name"] == "total_price" and doc["query"]["path"] == "src/shop.py"
+    found = {(c["path"], c["name"]): c for c in doc["clones"]}
+    assert ("src/shop.py", "total_price") not in found  # never itself
+    assert found[("src/cart.py", "total_price")]["type"] == "T1"
+    assert found[("lib/costs.py", "sum_cost")]["type"] == "T2"
+    assert ("src/shop.py", "parse_config") not in found
+
+
+def test_query_file_outside_tree_and_table(capsys, tree, built_index, tmp_path):
+    outside = tmp_path / "elsewhere" / "snippet.py"
+    outside.parent.mkdir()
+    outside.write_text(T3_COPY)
+    code, out, _ = run(capsys, "clones", "query", built_index, outside, "--threshold", "0.5")
+    assert code == 0
+    assert "src/shop.py" in out and "snippet.py" in out and "clones of" in out
+
+
+@pytest.mark.parametrize("case", ["missing_index", "corrupt_index", "missing_file", "no_function_at_line"])
+def test_query_bad_input_exit_2(capsys, tree, built_index, tmp_path, case):
+    target = f"{tree / 'src' / 'shop.py'}:3"
+    idx = built_index
+    if case == "missing_index":
+        idx = tmp_path / "no-index"
+    elif case == "corrupt_index":
+        idx = tmp_path / "bad-index"
+        shutil.copytree(built_index, idx)
+        for f in idx.iterdir():
+            if f.is_file():
+                f.write_bytes(b"\x00garbage")
+    elif case == "missing_file":
+        target = str(tmp_path / "nope.py")
+    else:
+        target = f"{tree / 'src' / 'shop.py'}:9"  # the blank line between the two functions
+    code, out, err = run(capsys, "clones", "query", idx, target)
+    assert code == 2, err
+    assert "Traceback" not in err and err.startswith("error:")
+
+
+def test_index_update(capsys, tree, built_index):
+    (tree / "src" / "more.py").write_text(T2_COPY.replace("sum_cost", "sum_cost_again"))
+    code, _, err = run(capsys, "clones", "index", tree, "-o", built_index, "--update", "-q")
+    assert code == 0, err
+    code, out, _ = run(capsys, "clones", "query", built_index, f"{tree / 'src' / 'shop.py'}:3", "-f", "json",
+                       "-t", "0.5")
+    names = {c["name"] for c in json.loads(out)["clones"]}
+    assert "sum_cost_again" in names
+
+
+# ------------------------------------------------------------------------------ bundled example
+EXAMPLE = Path(__file__).resolve().parents[2] / "twinspect" / "examples" / "clones"
+
+
+def manifest_pairs() -> list[tuple[str, str, str]]:
+    """(type, "path:name", "path:name") rows of the example's MANIFEST.md table of intended clones."""
+    rows = []
+    for line in (EXAMPLE / "MANIFEST.md").read_text().splitlines():
+        cells = [c.strip().strip("`") for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 3 and cells[0] in ("T1", "T2", "T3", "T4"):
+            rows.append((cells[0], cells[1], cells[2]))
+    return rows
+
+
+@pytest.mark.skipif(not (EXAMPLE / "MANIFEST.md").is_file(), reason="bundled example codebase not present")
+def test_example_codebase_manifest_pairs(capsys, tmp_path):
+    expected = manifest_pairs()
+    assert len(expected) >= 6 and {t for t, _, _ in expected} >= {"T1", "T2", "T3"}
+    code, out, err = run(capsys, "clones", EXAMPLE, "-f", "json", "--threshold", "0.7", "-q")
+    assert code == 0, err
+    doc = json.loads(out)
+    got = {k: p["type"] for k, p in pairs_by_location(doc).items()}
+    for kind, a, b in expected:
+        assert got.get(frozenset({a, b})) == kind, (kind, a, b, got.get(frozenset({a, b})))
+    # every intended pair ends up in one clone class with its partner
+    where = {}
+    for ci, members in enumerate(doc["classes"]):
+        for m in members:
+            f = doc["fragments"][m]
+            where[f"{f['path']}:{f['name']}"] = ci
+    for kind, a, b in expected:
+        if kind in ("T1", "T2"):
+            assert where[a] == where[b]
+    assert doc["stats"]["files_with_parse_errors"] >= 1
+    # the same through SARIF and HTML
+    code, _, _ = run(capsys, "clones", EXAMPLE, "-t", "0.7", "-f", "sarif", "-o", tmp_path / "ex.sarif", "-q")
+    assert code == 0
+    results = json.loads((tmp_path / "ex.sarif").read_text())["runs"][0]["results"]
+    assert len(results) == len(doc["pairs"])
+    assert {r["ruleId"] for r in results} >= {"T1", "T2", "T3"}

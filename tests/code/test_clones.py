@@ -1,0 +1,293 @@
+"""The clone pipeline: buckets, k-NN pairs, typing, classes, on real fragments with controlled vectors."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import numpy as np
+import pytest
+
+from twinspect.code.clones import ClonePair, CloneReport, DetectConfig, detect, overlaps, scan
+from twinspect.code.fragments import Fragment, extract_fragments
+from twinspect.errors import InputError
+
+BASE = """def total_price(items, tax):
+    total = 0
+    for item in items:
+        total += item.price * item.qty
+    if tax:
+        total = total * (1 + tax)
+    return total
+"""
+T1_COPY = BASE.replace("    total = 0\n", "    total = 0   # start\n")
+T2_COPY = BASE.replace("total", "acc").replace("items", "goods").replace("item", "g")
+T3_COPY = BASE.replace("    return total", "    log(total)\n    return total")
+
+
+def distinct_function(i: int, path: str | None = None) -> Fragment:
+    """A function whose token structure differs from every other i (i + 3 statements)."""
+    body = "".join(f"    v{j} = x * {j} + v{j - 1 if j else 0}\n" for j in range(i + 3))
+    src = f"def f{i}(x):\n    v0 = 0\n{body}    return v0\n"
+    return one(src, path or f"d{i}.py")
+
+
+def one(src: str, path: str) -> Fragment:
+    frags = extract_fragments(src, path, "python", min_lines=1)
+    assert len(frags) == 1
+    return frags[0]
+
+
+def unit(*coords: float, dim: int = 16) -> np.ndarray:
+    v = np.zeros(dim, dtype=np.float32)
+    v[: len(coords)] = coords
+    return v / np.linalg.norm(v)
+
+
+def key_pairs(report: CloneReport) -> dict[tuple[str, str], ClonePair]:
+    return {(report.fragments[p.a].key, report.fragments[p.b].key): p for p in report.pairs}
+
+
+def check_invariants(report: CloneReport, config: DetectConfig) -> None:
+    frags = report.fragments
+    assert frags == sorted(frags, key=lambda f: (f.path, f.start_line, f.end_line, f.name))
+    seen = set()
+    for p in report.pairs:
+        assert p.a < p.b
+        assert (p.a, p.b) not in seen
+        seen.add((p.a, p.b))
+        assert not overlaps(frags[p.a], frags[p.b])
+        assert p.type in ("T1", "T2", "T3", "T4")
+        if p.type in ("T3", "T4"):
+            assert p.similarity >= config.threshold - 1e-6
+            assert p.band is not None and p.t3_similarity is not None
+        else:
+            assert p.band is None
+    members = [m for c in report.classes for m in c]
+    assert len(members) == len(set(members)), "classes must be disjoint"
+    sizes = [len(c) for c in report.classes]
+    assert sizes == sorted(sizes, reverse=True) and all(s >= 2 for s in sizes)
+    for c in report.classes:
+        assert c == sorted(c)
+
+
+def test_types_of_known_pairs_and_json_shape():
+    frags = [one(BASE, "a.py"), one(T1_COPY, "b.py"), one(T2_COPY, "c.py"), one(T3_COPY, "d.py"),
+             distinct_function(1, "e.py")]
+    vecs = np.stack([unit(1, 0.01), unit(1, 0.02), unit(1, 0.05), unit(1, 0.1), unit(0, 1)])
+    config = DetectConfig(threshold=0.8)
+    report = detect(frags, config, vectors=vecs)
+    check_invariants(report, config)
+    pairs = key_pairs(report)
+    assert pairs[("a.py:1-7", "b.py:1-7")].type == "T1"
+    assert pairs[("a.py:1-7", "c.py:1-7")].type == "T2"
+    assert pairs[("b.py:1-7", "c.py:1-7")].type == "T2"
+    t3 = pairs[("a.py:1-7", "d.py:1-8")]
+    assert t3.type == "T3" and t3.band == "VST3" and 0.9 <= t3.t3_similarity < 1
+    assert not any("e.py" in a or "e.py" in b for a, b in pairs)
+    assert report.classes == [[0, 1, 2, 3]]
+    assert report.stats["pairs_by_type"]["T1"] == 1 and report.stats["pairs_by_type"]["T3"] == 3
+    doc = report.to_json_dict()
+    assert {"fragments", "pairs", "classes", "stats", "version", "config"} <= set(doc)
+    assert set(doc["fragments"][0]) >= {"id", "path", "start_line", "end_line", "name", "language"}
+    assert [f["id"] for f in doc["fragments"]] == list(range(5))
+    p0 = doc["pairs"][0]
+    assert isinstance(p0["a"], int) and isinstance(p0["similarity"], float) and p0["type"] in ("T1", "T2", "T3", "T4")
+
+
+def test_input_order_does_not_matter():
+    frags = [one(BASE, "a.py"), one(T3_COPY, "b.py"), distinct_function(1, "c.py"), distinct_function(2, "d.py")]
+    vecs = np.stack([unit(1, 0.1), unit(1, 0.15), unit(0, 1, 0.2), unit(0, 1, 0.3)])
+    ref = key_pairs(detect(frags, vectors=vecs))
+    perm = [3, 1, 0, 2]
+    shuffled = detect([frags[i] for i in perm], vectors=vecs[perm])
+    assert [f.key for f in shuffled.fragments] == sorted(f.key for f in frags)
+    got = key_pairs(shuffled)
+    assert set(got) == set(ref) == {(frags[0].key, frags[1].key), (frags[2].key, frags[3].key)}
+    for k in ref:
+        assert got[k].similarity == pytest.approx(ref[k].similarity)
+
+
+def test_threshold_and_top_k_bound_pairs():
+    # fragment 0 at angle 0, others at growing angles: cos = 0.99, 0.95, 0.9, 0.8, 0.6
+    cosines = [0.99, 0.95, 0.9, 0.8, 0.6]
+    frags = [distinct_function(i) for i in range(6)]
+    vecs = [unit(1, 0)]
+    for c in cosines:
+        vecs.append(unit(c, math.sqrt(1 - c * c), 0, 0))
+    # make the others mutually dissimilar except through fragment 0: spread them on other axes
+    vecs = np.stack(vecs)
+    report = detect(frags, DetectConfig(threshold=0.85, top_k=10), vectors=vecs)
+    partners_of_0 = {p.b for p in report.pairs if p.a == 0}
+    assert partners_of_0 == {1, 2, 3}  # cos 0.99, 0.95, 0.9 >= 0.85; 0.8 and 0.6 are not
+    assert all(p.similarity >= 0.85 - 1e-6 for p in report.pairs)
+    top1 = detect(frags, DetectConfig(threshold=0.85, top_k=1), vectors=vecs)
+    # with top_k=1 fragment 0 keeps only its nearest neighbour (1); others may still find 0
+    assert (0, 1) in {(p.a, p.b) for p in top1.pairs}
+    assert len(top1.pairs) <= len(frags)  # at most one new pair per query
+
+
+def test_no_pairs_between_nested_function_and_parent():
+    src = """def outer(xs):
+    def inner(xs):
+        total = 0
+        for x in xs:
+            total += x
+        return total
+    return inner(xs)
+"""
+    frags = extract_fragments(src, "n.py", "python", min_lines=1)
+    assert len(frags) == 2 and overlaps(frags[0], frags[1])
+    other = distinct_function(4, "z.py")
+    vecs = np.stack([unit(1, 0), unit(1, 0), unit(1, 0.01)])  # all three nearly identical vectors
+    report = detect(frags + [other], DetectConfig(threshold=0.5), vectors=vecs)
+    got = {(report.fragments[p.a].name, report.fragments[p.b].name) for p in report.pairs}
+    assert ("outer", "outer.inner") not in got and ("outer.inner", "outer") not in got
+    assert len(report.pairs) == 2  # each of them with z.py
+
+
+def copies(n: int, src: str = BASE) -> list[Fragment]:
+    return [one(src, f"copy{i:03d}.py") for i in range(n)]
+
+
+def test_small_exact_bucket_reports_all_pairs_regardless_of_top_k():
+    frags = copies(6)
+    vecs = np.stack([unit(1, 0.001 * i) for i in range(6)])
+    report = detect(frags, DetectConfig(top_k=1), vectors=vecs)
+    assert len(report.pairs) == 15 and all(p.type == "T1" for p in report.pairs)
+    assert report.classes == [list(range(6))]
+
+
+def test_large_exact_bucket_is_one_class_with_star_pairs():
+    frags = copies(30)
+    vecs = np.stack([unit(1, 0.001 * i) for i in range(30)])
+    report = detect(frags, DetectConfig(top_k=2, max_bucket_pairs=20), vectors=vecs)
+    assert report.classes == [list(range(30))]
+    assert {(p.a, p.b) for p in report.pairs} == {(0, i) for i in range(1, 30)}
+    assert report.stats["buckets"] == 1 and report.stats["representatives"] == 1
+
+
+def test_neighbour_of_a_bucket_pairs_with_its_members():
+    # 15 identical copies + a Type-3 variant: only the representative is searched, top_k = 1
+    frags = copies(15) + [one(T3_COPY, "variant.py")]
+    vecs = np.stack([unit(1, 0) for _ in range(15)] + [unit(1, 0.2)])
+    report = detect(frags, DetectConfig(top_k=1, threshold=0.9), vectors=vecs)
+    v = next(i for i, f in enumerate(report.fragments) if f.path == "variant.py")
+    partners = {p.a if p.b == v else p.b for p in report.pairs if v in (p.a, p.b)}
+    assert len(partners) == 15
+    assert all(p.type == "T3" for p in report.pairs if v in (p.a, p.b))
+    assert report.classes == [list(range(16))]
+
+
+def test_without_buckets_duplicates_fill_the_top_k():
+    frags = copies(15) + [one(T3_COPY, "variant.py")]
+    vecs = np.stack([unit(1, 0) for _ in range(15)] + [unit(1, 0.2)])
+    report = detect(frags, DetectConfig(top_k=1, threshold=0.9, exact_buckets=False), vectors=vecs)
+    v = next(i for i, f in enumerate(report.fragments) if f.path == "variant.py")
+    partners = {p.a if p.b == v else p.b for p in report.pairs if v in (p.a, p.b)}
+    assert len(partners) == 1  # plain top-1: the variant finds one copy, the copies find each other
+
+
+def chain_vectors() -> np.ndarray:
+    a = math.acos(0.9)  # cos(0,1) = cos(1,2) = 0.9, cos(0,2) = cos(2a) = 0.62
+    return np.stack([unit(1, 0), unit(math.cos(a), math.sin(a)), unit(math.cos(2 * a), math.sin(2 * a))])
+
+
+@pytest.mark.parametrize("linkage, chained", [("single", True), ("average", False), ("complete", False)])
+def test_class_linkage_guards_against_chaining(linkage, chained):
+    frags = [distinct_function(i) for i in range(3)]
+    config = DetectConfig(threshold=0.85, linkage=linkage)
+    report = detect(frags, config, vectors=chain_vectors())
+    check_invariants(report, config)
+    assert len(report.pairs) == 2  # (0,1) and (1,2); cos(0,2) = 0.62 < 0.85
+    if chained:
+        assert report.classes == [[0, 1, 2]]
+    else:
+        assert len(report.classes) == 1 and len(report.classes[0]) == 2
+
+
+def test_class_threshold_above_threshold_splits_classes():
+    frags = [distinct_function(i) for i in range(3)]
+    report = detect(frags, DetectConfig(threshold=0.85, class_threshold=0.95, linkage="single"),
+                    vectors=chain_vectors())
+    assert len(report.pairs) == 2 and report.classes == []
+
+
+def test_linkage_none_keeps_only_buckets():
+    frags = copies(3) + [one(T3_COPY, "variant.py")]
+    vecs = np.stack([unit(1, 0)] * 3 + [unit(1, 0.1)])
+    report = detect(frags, DetectConfig(linkage="none", threshold=0.9), vectors=vecs)
+    assert report.classes == [[0, 1, 2]]
+    assert any(p.type == "T3" for p in report.pairs)
+
+
+def test_hnsw_matches_exact_on_small_input():
+    rng = np.random.default_rng(0)
+    frags = [distinct_function(i) for i in range(40)]
+    centers = rng.normal(size=(8, 32))
+    vecs = np.stack([centers[i % 8] + 0.3 * rng.normal(size=32) for i in range(40)])
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    cfg = dict(threshold=0.7, top_k=5)
+    exact = detect(frags, DetectConfig(**cfg), vectors=vecs)
+    hnsw = detect(frags, DetectConfig(index="hnsw", **cfg), vectors=vecs)
+    assert exact.pairs, "the test needs some pairs"
+    assert {(p.a, p.b) for p in hnsw.pairs} == {(p.a, p.b) for p in exact.pairs}
+    assert detect(frags, DetectConfig(index="hnsw", seed=3, **cfg), vectors=vecs).pairs == \
+        detect(frags, DetectConfig(index="hnsw", seed=3, **cfg), vectors=vecs).pairs
+
+
+def test_empty_and_single_inputs():
+    empty = detect([], DetectConfig())
+    assert empty.fragments == [] and empty.pairs == [] and empty.classes == []
+    single = detect([one(BASE, "a.py")], vectors=np.ones((1, 4)))
+    assert single.pairs == [] and single.classes == []
+
+
+def test_bad_arguments():
+    frags = [one(BASE, "a.py"), one(T3_COPY, "b.py")]
+    with pytest.raises(ValueError):
+        detect(frags, vectors=np.ones((3, 4)))
+    for bad in (dict(top_k=0), dict(threshold=1.5), dict(index="faiss"), dict(encoder="x"), dict(linkage="ward")):
+        with pytest.raises(InputError):
+            detect(frags, DetectConfig(**bad), vectors=np.ones((2, 4)))
+
+
+def test_random_inputs_keep_invariants():
+    rng = random.Random(1)
+    srcs = [BASE, T1_COPY, T2_COPY, T3_COPY]
+    frags = []
+    for i in range(60):
+        frags.append(one(rng.choice(srcs), f"r{i:02d}.py") if rng.random() < 0.5 else distinct_function(i % 9, f"r{i:02d}.py"))
+    vecs = np.random.default_rng(2).normal(size=(60, 8)) + 2.0
+    for linkage in ("single", "average", "complete"):
+        config = DetectConfig(threshold=0.9, top_k=3, linkage=linkage, max_bucket_pairs=4)
+        check_invariants(detect(frags, config, vectors=vecs), config)
+
+
+def test_scan_with_lexical_encoder_finds_typed_clones(tmp_path):
+    pytest.importorskip("twinspect.code.encoders.lexical")
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "a.py").write_text(BASE + "\n\n" + T2_COPY.replace("def acc_price", "def other_price"))
+    (tmp_path / "pkg" / "b.py").write_text(T1_COPY + "\n\n" + T3_COPY.replace("def total_price", "def total_price_logged"))
+    (tmp_path / "pkg" / "c.py").write_text(
+        "def parse_config(path):\n    with open(path) as fh:\n        lines = fh.readlines()\n    out = {}\n"
+        "    for ln in lines:\n        k, v = ln.split('=', 1)\n        out[k.strip()] = v.strip()\n    return out\n"
+    )
+    (tmp_path / "pkg" / "notes.txt").write_text("not code")
+    report = scan([tmp_path / "pkg"], DetectConfig(threshold=0.5))
+    assert report.root == str(tmp_path / "pkg")
+    names = {(report.fragments[p.a].name, report.fragments[p.b].name): p.type for p in report.pairs}
+    by_name = {frozenset(k): v for k, v in names.items()}
+    assert by_name[frozenset({"total_price"})] == "T1"  # a.py and b.py both define total_price
+    assert by_name[frozenset({"total_price", "other_price"})] == "T2"
+    assert by_name[frozenset({"total_price", "total_price_logged"})] == "T3"
+    assert not any("parse_config" in k for k in by_name)
+    st = report.stats
+    assert st["files_parsed"] == 3 and st["fragments"] == 5
+    assert st["skipped"].get("unsupported") == 1
+    assert set(st["timings"]) >= {"mine", "encode", "search", "pairs", "classes", "total"}
+
+
+def test_scan_missing_path_is_input_error(tmp_path):
+    with pytest.raises(InputError):
+        scan([tmp_path / "missing"])

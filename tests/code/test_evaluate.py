@@ -1,0 +1,216 @@
+"""Tests of the clone-benchmark metrics (twinspect.code.evaluate) on hand-made cases."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from twinspect.code import evaluate as ev
+from twinspect.code.evaluate import BCBPair, FoundPairs, SSCDLabel, Span
+
+SHARED = Path(__file__).resolve().parents[2] / ".." / "shared"
+SSCD_DIR = SHARED / "data" / "clones" / "sscd"
+
+
+# ---------------------------------------------------------------- line-range matching
+
+
+def test_overlap_exactly_seventy_percent_matches():
+    labelled = Span("f.c", 1, 10)  # 10 lines
+    # reported 4..20 shares lines 4..10 = 7 lines = 70 % of the shorter (10) → match
+    assert ev.spans_match(Span("f.c", 4, 20), labelled)
+    # 5..20 shares 6 lines = 60 % → no match
+    assert not ev.spans_match(Span("f.c", 5, 20), labelled)
+
+
+def test_overlap_uses_shorter_range_and_same_file():
+    labelled = Span("f.c", 100, 199)  # 100 lines
+    inner = Span("f.c", 120, 129)  # 10 lines fully inside: overlap 10 = 100 % of the shorter
+    assert ev.spans_match(inner, labelled)
+    assert not ev.spans_match(Span("g.c", 100, 199), labelled)
+    # 3 lines of a 10-line range: 30 % → no
+    assert not ev.spans_match(Span("f.c", 197, 206), labelled)
+
+
+def test_byte_identical_files_are_one_file(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "a" / "x.c").write_bytes(b"int f() { return 1; }\n")
+    (tmp_path / "b" / "y.c").write_bytes(b"int f() { return 1; }\n")
+    (tmp_path / "b" / "z.c").write_bytes(b"int f() { return 2; }\n")
+    eq = ev.file_equivalence(tmp_path, ["a/x.c", "b/y.c", "b/z.c"])
+    assert eq["a/x.c"] == eq["b/y.c"] == "a/x.c"
+    assert eq["b/z.c"] == "b/z.c"
+    assert ev.spans_match(Span("b/y.c", 1, 1), Span("a/x.c", 1, 1), eq)
+    assert not ev.spans_match(Span("b/z.c", 1, 1), Span("a/x.c", 1, 1), eq)
+
+
+# ---------------------------------------------------------------- SSCD pair scoring
+
+
+def _report(frags, pairs):
+    return {
+        "fragments": [
+            {"id": i, "path": p, "start_line": s, "end_line": e, "name": "", "language": "c"}
+            for i, (p, s, e) in enumerate(frags)
+        ],
+        "pairs": [{"a": a, "b": b, "similarity": 0.9, "type": "T3"} for a, b in pairs],
+        "classes": [],
+        "stats": {},
+    }
+
+
+def test_sscd_recall_and_precision_denominator():
+    labels = [
+        SSCDLabel(Span("p1.c", 10, 29), Span("o1.c", 5, 24), "function"),
+        SSCDLabel(Span("p2.c", 1, 10), Span("o2.c", 1, 10), "function"),
+    ]
+    frags = [
+        ("p1.c", 10, 29),  # 0 private of label 0
+        ("o1.c", 6, 24),  # 1 original of label 0 (19/19 overlap)
+        ("x.c", 1, 50),  # 2 unrelated
+        ("p2.c", 1, 10),  # 3 private of label 1
+        ("y.c", 1, 10),  # 4 unrelated
+        ("z.c", 1, 10),  # 5 unrelated
+        ("p1.c", 40, 60),  # 6 another function in the private file, not labelled
+    ]
+    pairs = [
+        (1, 0),  # true pair, reversed orientation → counts
+        (0, 2),  # private of label 0 with an unrelated fragment → FP in the denominator
+        (3, 4),  # private of label 1 with an unrelated fragment → FP in the denominator
+        (4, 5),  # no private side → not in the precision denominator
+        (6, 2),  # unlabelled fragment of a private file → not in the denominator
+    ]
+    out = ev.score_sscd(ev.report_view(_report(frags, pairs)), labels)
+    assert out["found"] == 1 and out["labels"] == 2
+    assert out["recall"] == pytest.approx(0.5)
+    assert out["private_pairs"] == 3 and out["true_pairs"] == 1
+    assert out["precision"] == pytest.approx(1 / 3)
+    assert out["missed"] == [1]
+
+
+def test_report_view_rejects_dangling_pair_ids():
+    bad = _report([("a.c", 1, 5)], [(0, 7)])
+    with pytest.raises(ev.InputError):
+        ev.report_view(bad)
+    with pytest.raises(ev.InputError):
+        ev.report_view({"pairs": []})
+
+
+def test_report_view_reads_json_file_and_prefix(tmp_path):
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(_report([("20/private/a.c", 1, 9)], [])))
+    view = ev.report_view(path, path_prefix="dataset_c/")
+    assert view.spans[0] == Span("dataset_c/20/private/a.c", 1, 9)
+
+
+# ---------------------------------------------------------------- query metrics
+
+
+def test_rank_metrics_recall_at_k_and_mrr():
+    ranks = [1, 3, None, 12]
+    out = ev.rank_metrics(ranks, ks=(1, 10))
+    assert out["recall@1"] == pytest.approx(1 / 4)
+    assert out["recall@10"] == pytest.approx(2 / 4)
+    # MRR = (1 + 1/3 + 0 + 1/12) / 4
+    assert out["mrr"] == pytest.approx((1 + 1 / 3 + 1 / 12) / 4)
+
+
+def test_first_relevant_rank_ties_and_absence():
+    sims = np.array([0.9, 0.5, 0.9, 0.7])
+    assert ev.first_relevant_rank(sims, np.array([False, False, True, False])) == 2  # tie, later index
+    assert ev.first_relevant_rank(sims, np.array([False, True, False, True])) == 3  # best relevant 0.7
+    assert ev.first_relevant_rank(sims, np.zeros(4, dtype=bool)) is None
+
+
+def test_sscd_query_ranks_excludes_own_file():
+    labels = [SSCDLabel(Span("p.c", 1, 10), Span("o.c", 1, 10), "function")]
+    cands = [Span("p.c", 1, 10), Span("q.c", 1, 10), Span("o.c", 1, 10)]
+    q = np.array([[1.0, 0.0]], dtype=np.float32)
+    vecs = np.array([[1.0, 0.0], [0.8, 0.6], [0.6, 0.8]], dtype=np.float32)
+    # the identical fragment in p.c is excluded; q.c (0.8) ranks before o.c (0.6) → rank 2
+    assert ev.sscd_query_ranks(q, cands, vecs, labels) == [2]
+
+
+# ---------------------------------------------------------------- MAP@R
+
+
+def test_average_precision_at_r_hand_worked():
+    # R = 3, top-3 relevance = [1, 0, 1]: (1/3) * (1/1 + 2/3) = 5/9
+    assert ev.average_precision_at_r([True, False, True, True], 3) == pytest.approx(5 / 9)
+
+
+def test_map_at_r_hand_worked():
+    # four items on a line (1-d cosine is degenerate, so use 2-d unit vectors at angles)
+    ang = np.deg2rad([0.0, 10.0, 30.0, 90.0])
+    x = np.stack([np.cos(ang), np.sin(ang)], axis=1)
+    labels = ["a", "a", "b", "b"]
+    # R = 1 for every item (one other item shares its label)
+    # item0 (0°): nearest 10° (a) → AP 1; item1 (10°): nearest 0° (a, 10° away) vs 30° (20°) → 1
+    # item2 (30°): nearest 10° (a) → 0; item3 (90°): nearest 30° (b) → 1
+    assert ev.map_at_r(x, labels) == pytest.approx(3 / 4)
+    # chunking does not change the answer
+    assert ev.map_at_r(x, labels, chunk=1) == pytest.approx(3 / 4)
+
+
+def test_map_at_r_larger_r():
+    # labels a,a,a,b; query 0 at 0°: ranking 1(5°)=a, 3(20°)=b, 2(40°)=a → R=2, top2 rel [1,0] → AP 1/2
+    ang = np.deg2rad([0.0, 5.0, 40.0, 20.0])
+    x = np.stack([np.cos(ang), np.sin(ang)], axis=1)
+    labels = ["a", "a", "a", "b"]
+    # q1 (5°): 0(5°)a, 3(15°)b → [1,0] → 1/2; q2 (40°): 3(20°)b, 1(35°)a → [0,1] → (1/2)(1/2)=1/4
+    # q3 is alone in its label → skipped
+    assert ev.map_at_r(x, labels) == pytest.approx((0.5 + 0.5 + 0.25) / 3)
+
+
+# ---------------------------------------------------------------- BigCloneBench rule
+
+
+def test_bcb_pair_or_same_class_and_fp_rate():
+    found = FoundPairs(pairs=[(1, 2)], classes=[[3, 4, 5], [6, 7]])
+    labels = [
+        BCBPair(1, 2, True, 0),  # reported pair → found
+        BCBPair(2, 1, True, 0),  # order does not matter
+        BCBPair(3, 5, True, 1),  # same class → found
+        BCBPair(5, 6, True, 1),  # different classes → missed
+        BCBPair(4, 3, False, 5),  # non-clone in one class → false positive
+        BCBPair(1, 7, False, 5),  # non-clone not reported
+        BCBPair(8, 9, False, 5),
+        BCBPair(2, 6, False, 5),
+    ]
+    out = ev.score_bcb(found, labels)
+    assert out["recall"]["T1"] == pytest.approx(1.0)
+    assert out["recall"]["T2"] == pytest.approx(0.5)
+    assert out["fp"] == 1 and out["negatives"] == 4
+    assert out["fp_rate"] == pytest.approx(0.25)
+
+
+def test_found_pairs_from_fragment_view():
+    view = ev.report_view(
+        _report(
+            [("f/10.java", 2, 9), ("f/11.java", 2, 9), ("f/12.java", 2, 9), ("f/12.java", 11, 20)],
+            [(0, 1), (2, 3)],  # the second pair is within one function file → ignored
+        )
+    )
+    view.classes = [[1, 2]]
+    found = FoundPairs.from_view(view, lambda s: int(Path(s.path).stem))
+    assert found(10, 11) and found(11, 12)
+    assert not found(10, 12)
+    assert not found(12, 12)
+
+
+# ---------------------------------------------------------------- loaders
+
+
+def test_loaders_report_malformed_files(tmp_path):
+    (tmp_path / "dataset_c.csv").write_text("private_path,private_start_line\nx.c,notanint\n")
+    with pytest.raises(ev.InputError, match="dataset_c.csv"):
+        ev.load_sscd_labels(tmp_path)
+    with pytest.raises(ev.InputError, match="clone_labels.csv"):
+        ev.load_bcb_labels(tmp_path)
+    with pytest.raises(ev.InputError, match="functions.jsonl.gz"):
+        ev.load_bcb_functions(tmp_path)

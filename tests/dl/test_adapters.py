@@ -436,3 +436,32 @@ def test_torch_export_pt2_round_trip(tiny_torch, tmp_path, mnist_test):
 def test_unknown_preset_is_an_input_error():
     with pytest.raises(InputError, match="preset"):
         load_classifier(need_shared("models", "dflare", "lenet1.h5"), preprocess="imagenet")
+
+
+def test_keras_trace_matches_eager_keras(mnist_test):
+    from twinspect.dl.adapters import KerasClassifier
+
+    path = need_shared("models", "dflare", "lenet1.h5")
+    traced = KerasClassifier.load(path, preprocess="unit")
+    eager = KerasClassifier.load(path, preprocess="unit", trace=False)
+    assert traced.describe()["engine"] == "torchscript-trace"
+    assert eager.describe()["engine"] == "keras-eager"
+    x = mnist_test[0][:9]
+    np.testing.assert_allclose(traced.predict_proba(x), eager.predict_proba(x), atol=1e-6)
+    np.testing.assert_allclose(traced.predict_proba(x[3]), eager.predict_proba(x[3]), atol=1e-6)
+
+
+def test_onnx_embedded_metadata(onnx_file, tmp_path, tiny_meta):
+    import json
+
+    import onnx
+
+    proto = onnx.load(str(onnx_file))
+    entry = proto.metadata_props.add()
+    entry.key = "twinspect"
+    entry.value = json.dumps(dict(tiny_meta, output="probabilities", preprocess={"scale": 127.5, "layout": "NCHW"}))
+    p = tmp_path / "embedded.onnx"
+    onnx.save(proto, str(p))
+    assert read_metadata(p)["preprocess"]["scale"] == 127.5
+    clf = load_classifier(p)
+    assert clf.preprocess.scale == 127.5 and clf.output_kind == "probabilities"

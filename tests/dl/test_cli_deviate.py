@@ -61,15 +61,36 @@ def test_bad_options(tmp_path, capsys):
         assert not out.exists()
 
 
-def test_bad_data_and_mismatched_models_with_real_pair(tmp_path, capsys):
+def test_bad_data_file(tmp_path, capsys):
+    # the data is validated before the (slow) model loading, so these need only existing model files
+    out = tmp_path / "run"
+    orig, comp = tmp_path / "orig.tflite", tmp_path / "comp.lite"
+    orig.write_bytes(b"x")
+    comp.write_bytes(b"x")
+    bad = tmp_path / "bad.npz"
+    bad.write_bytes(b"this is not an npz file")
+    code, _, err = run(["deviate", str(orig), str(comp), "--data", str(bad), "-o", str(out), "--quiet"], capsys)
+    assert_user_error(code, err, "bad.npz")
+    assert not out.exists()
+    small = tmp_path / "small.npz"
+    np.savez(small, x=np.zeros((3, 28, 28), np.uint8))
+    code, _, err = run(["deviate", str(orig), str(comp), "--data", str(small), "--seeds", "5", "-o", str(out),
+                        "--quiet"], capsys)
+    assert_user_error(code, err, "--seeds 5")
+    assert not out.exists()
+    # a corrupt model file is reported by name
+    code, _, err = run(["deviate", str(orig), str(comp), "--data", str(small), "--seeds", "2", "-o", str(out),
+                        "--quiet"], capsys)
+    assert_user_error(code, err, "orig.tflite")
+    assert not out.exists()
+
+
+@pytest.mark.slow
+@pytest.mark.shared
+def test_mismatched_data_and_models_with_real_pair(tmp_path, capsys):
     need_shared()
     out = tmp_path / "run"
     orig, comp = str(MODELS / "lenet1.h5"), str(MODELS / "lenet1-quan.lite")
-    bad = tmp_path / "bad.npz"
-    bad.write_bytes(b"this is not an npz file")
-    code, _, err = run(["deviate", orig, comp, "--data", str(bad), "-o", str(out), "--quiet"], capsys)
-    assert_user_error(code, err, "bad.npz")
-    assert not out.exists()
     # CIFAR-10 images do not fit the MNIST models
     code, _, err = run(["deviate", orig, comp, "--data", "cifar10", "--seeds", "2", "-o", str(out), "--quiet"], capsys)
     assert_user_error(code, err, "(28, 28, 1)")
@@ -79,15 +100,10 @@ def test_bad_data_and_mismatched_models_with_real_pair(tmp_path, capsys):
                         "--quiet"], capsys)
     assert_user_error(code, err, "input shapes differ")
     assert not out.exists()
-    # more seeds than images
-    small = tmp_path / "small.npz"
-    np.savez(small, x=np.zeros((3, 28, 28), np.uint8))
-    code, _, err = run(["deviate", orig, comp, "--data", str(small), "--seeds", "5", "-o", str(out), "--quiet"], capsys)
-    assert_user_error(code, err, "--seeds 5")
-    assert not out.exists()
 
 
 @pytest.mark.slow
+@pytest.mark.shared
 @pytest.mark.ci
 def test_small_real_run_json_output_and_resume(tmp_path, capsys):
     need_shared()

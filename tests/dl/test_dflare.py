@@ -156,15 +156,16 @@ def _real_pair():
 
 
 @pytest.mark.slow
+@pytest.mark.shared
 @pytest.mark.ci
 def test_dflare_on_real_lenet1_pair():
     f, g, x, _ = _real_pair()
-    idx = np.random.default_rng(0).permutation(len(x))[:4]
+    idx = np.random.default_rng(0).permutation(len(x))[:3]
     search = DFlare(f, g, max_queries=3000, timeout=120, seed=0)
     results = [search.search(x[i], seed=[0, int(i)]) for i in idx]
     searched = [r for r in results if r.status != "disagree_at_seed"]
     assert searched and all(r.status == "found" for r in searched), [r.status for r in results]
     for r in searched:
         assert f.predict(r.trigger)[0] != g.predict(r.trigger)[0]
-    # the paper reports 84 queries on average on this pair; allow a wide margin on 4 seeds
+    # the paper reports 84 queries on average on this pair; allow a wide margin on 3 seeds
     assert np.mean([r.queries for r in searched]) < 1000

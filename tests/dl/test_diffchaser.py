@@ -98,6 +98,7 @@ def test_bad_parameters():
 
 
 @pytest.mark.slow
+@pytest.mark.shared
 @pytest.mark.ci
 def test_diffchaser_on_real_lenet1_pair():
     if not (MODELS / "lenet1.h5").exists():

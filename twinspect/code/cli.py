@@ -411,7 +411,8 @@ def load_training_pairs(
     Args:
         path: ``.csv`` (with a header row) or ``.jsonl`` file.
         root: directory that relative paths start from.
-        language: language recorded on the fragments (default: from each file's extension).
+        language: language of the fragments (default: each file's extension for positional rows,
+            the ``language`` column/field for code rows).
 
     Returns:
         A list of ``(Fragment, Fragment)`` clone pairs, in file order.
@@ -471,8 +472,11 @@ def load_training_pairs(
                 raise InputError(f"cannot read source file: {exc.strerror or exc}", file) from exc
         return cache[file]
 
-    def lang(p: str) -> str:
-        return language or language_for(p) or ""
+    def lang(p: str, n: int) -> str:
+        found = language or language_for(p)
+        if not found:
+            raise InputError(f"row {n}: cannot tell the language of {p!r}", path, hint="pass --language")
+        return found
 
     def positional(row: dict, n: int, i: int) -> Fragment:
         rel, start, end = row[cols[3 * i]], row[cols[3 * i + 1]], row[cols[3 * i + 2]]
@@ -484,7 +488,7 @@ def load_training_pairs(
         src = lines_of(file)
         if not 1 <= start <= end <= len(src):
             raise InputError(f"row {n}: lines {start}-{end} are outside the file ({len(src)} lines)", file)
-        return Fragment(str(rel), start, end, "", lang(str(rel)), "\n".join(src[start - 1 : end]))
+        return Fragment(str(rel), start, end, "", lang(str(rel), n), "\n".join(src[start - 1 : end]))
 
     pairs = []
     for n, row in enumerate(rows, 1):
@@ -497,6 +501,12 @@ def load_training_pairs(
             if not isinstance(a, str) or not isinstance(b, str) or not a.strip() or not b.strip():
                 raise InputError(f"row {n}: code1 and code2 must be non-empty strings", path)
             la = language or str(row.get("language") or "")
+            if not la:
+                raise InputError(f"row {n}: no language for code1/code2", path,
+                                 hint="add a 'language' column/field or pass --language")
+            from twinspect.code.languages import canonical_language
+
+            la = canonical_language(la)
             pairs.append((Fragment(f"row{n}.a", 1, a.count("\n") + 1, "", la, a),
                           Fragment(f"row{n}.b", 1, b.count("\n") + 1, "", la, b)))
     return pairs

@@ -49,14 +49,15 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Sequence
 
 from twinspect.code.clone_types import BANDS, TYPES, TypeClassifier
 from twinspect.code.fragments import Fragment
 from twinspect.errors import InputError
 from twinspect.progress import progress
+
+if TYPE_CHECKING:  # numpy is imported lazily so that `twinspect --help` stays fast
+    import numpy as np
 
 ENCODERS = ("lexical", "neural")
 INDEXES = ("exact", "hnsw")
@@ -273,6 +274,8 @@ def _knn_edges(
     vecs: np.ndarray, reps: list[int], frags: Sequence[Fragment], config: DetectConfig, quiet: bool = True
 ) -> dict[tuple[int, int], float]:
     """k-NN search over representatives; returns {(u, v): cosine} with u < v (fragment ids)."""
+    import numpy as np
+
     from twinspect.code.index import make_index
 
     edges: dict[tuple[int, int], float] = {}
@@ -317,7 +320,7 @@ def _knn_edges(
 
 
 def _cos(vecs: np.ndarray, a: int, b: int) -> float:
-    return float(np.clip(np.dot(vecs[a], vecs[b]), -1.0, 1.0))
+    return max(-1.0, min(1.0, float(vecs[a] @ vecs[b])))
 
 
 def _expand_pairs(
@@ -389,6 +392,8 @@ def _classes(
     config: DetectConfig,
 ) -> list[list[int]]:
     """Agglomerate buckets along k-NN edges under the configured linkage (see module doc)."""
+    import numpy as np
+
     nb = len(buckets)
     uf = _UnionFind(nb)
     thr = config.effective_class_threshold
@@ -455,6 +460,8 @@ def detect(
         ValueError: ``vectors`` does not have N rows.
         IndexFormatError / ModelError: propagated from the encoder (e.g. a bad ``model_path``).
     """
+    import numpy as np
+
     config = config or DetectConfig()
     config.validate()
     t_start = time.perf_counter()

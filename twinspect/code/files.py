@@ -1,13 +1,13 @@
 """Source discovery: which files of the given paths are mined, and why the others are skipped.
 
-:func:`discover` walks the PATH arguments of ``twinspect clones`` and returns the source files to parse,
-sorted by relative path, together with :class:`ScanStats` counting every file that was skipped and
-the reason. Rules, in the order they are applied:
+:func:`discover` walks the PATH arguments of ``twinspect clones`` and returns the source files to
+parse, sorted by relative path, together with :class:`ScanStats` counting every file that was
+skipped and the reason. Rules, in the order they are applied:
 
 1. ``.git``, ``.hg`` and ``.svn`` directories are never entered; symbolic links to directories are
    not followed (so link loops cannot hang the walk); symbolic links to files are followed.
-2. ``--exclude`` globs (gitignore syntax, matched against the relative path; a directory that matches
-   is pruned as a whole) -> ``"excluded"``.
+2. ``--exclude`` globs (gitignore syntax, matched against the reported relative path; a directory
+   that matches is pruned as a whole) -> ``"excluded"``.
 3. ``.gitignore`` files inside the scanned tree (root and nested, with git's precedence: the deepest
    file's last matching pattern wins; ignored directories are pruned) -> ``"gitignored"``.
    Ignore files above the scanned directory, ``.git/info/exclude`` and the global ignore file are
@@ -154,9 +154,13 @@ class _Walker:
         return bool(decision)
 
     def walk(self, root: str) -> None:
-        """Walk directory ``root`` (absolute); paths are matched relative to ``root``."""
-        ignores: list[tuple[str, pathspec.PathSpec]] = []
-        self._walk_dir(root, root, "", ignores)
+        """Walk directory ``root`` (absolute); paths are matched relative to the scan base."""
+        rel = _posix_rel(root, self.base)
+        self._walk_dir(root, root, "" if rel == "." else rel + "/", [])
+
+    def excluded(self, rel: str) -> bool:
+        """Whether an ``--exclude`` glob matches ``rel`` (relative to the scan base)."""
+        return self.exclude is not None and self.exclude.match_file(rel)
 
     def _load_gitignore(self, directory: str, prefix: str,
                         ignores: list[tuple[str, pathspec.PathSpec]]) -> list[tuple[str, pathspec.PathSpec]]:
@@ -195,7 +199,7 @@ class _Walker:
                 if name in _VCS_DIRS:
                     continue
                 dir_rel = rel_root + "/"
-                if self.exclude is not None and self.exclude.match_file(dir_rel):
+                if self.excluded(dir_rel):
                     self.stats.skip("excluded")
                     continue
                 if ignores and self._ignored(dir_rel, ignores):
@@ -210,7 +214,7 @@ class _Walker:
                 pass
             if name == ".gitignore":
                 continue
-            if self.exclude is not None and self.exclude.match_file(rel_root):
+            if self.excluded(rel_root):
                 self.stats.skip("excluded")
                 continue
             if ignores and self._ignored(rel_root, ignores):
@@ -284,8 +288,8 @@ def discover(
 
     Args:
         paths: one or more files or directories.
-        exclude: gitignore-style globs matched against the path relative to its directory argument
-            (``"vendor/**"``, ``"*_test.py"``, ``"build/"``).
+        exclude: gitignore-style globs matched against ``rel`` (the path relative to the scan base,
+            as reported), e.g. ``"vendor/**"``, ``"*_test.py"``, ``"build/"``.
         max_file_bytes: larger files are skipped as ``"too_large"`` (bytes).
         respect_gitignore: honour ``.gitignore`` files found in the scanned directories.
         language: force this language for every file with a known source extension (e.g. parse
@@ -327,6 +331,9 @@ def discover(
     ex_spec = pathspec.GitIgnoreSpec.from_lines(list(exclude)) if exclude else None
     walker = _Walker(base, ex_spec, respect_gitignore, forced, max_file_bytes, stats)
     for ap, is_dir in roots:
+        if not is_dir and walker.excluded(_posix_rel(ap, base)):
+            stats.skip("excluded")
+            continue
         if is_dir:
             walker.walk(ap)
         elif forced is not None:

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import itertools
 import keyword
 import re
 import sys

@@ -79,8 +79,7 @@ def _frag_to_json(fid: int, f: Fragment) -> str:
             "language": f.language,
             "text": f.text,
             "code": None if f.code == f.text else f.code,
-        },
-        ensure_ascii=False,
+        }
     )
 
 
@@ -350,6 +349,8 @@ class CloneIndex:
             idf["embedded_since_fit"] = 0 if refit else since
         kind = self.manifest["index"]["kind"]
         params = self.manifest["index"]["params"]
+        if new_frags or refit:
+            self._check_encoder()  # never mix embeddings of two different models in one index
         if refit:
             fit(fragments)
             idf["fitted_docs"] = len(fragments)
@@ -399,6 +400,9 @@ class CloneIndex:
         tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
         old: Path | None = None
         try:
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o777 & ~umask)  # mkdtemp creates 0700; an index is an ordinary directory
             with open(tmp / "fragments.jsonl", "w", encoding="utf-8") as fh:
                 for fid, f in zip(self.ids.tolist(), self.fragments):
                     fh.write(_frag_to_json(fid, f))

@@ -20,13 +20,10 @@ labelled test set: accuracy of both and the number of test images whose top-1 la
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import time
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 import torch
@@ -43,18 +40,10 @@ from twinspect.dl.train import (
     predict_logits,
     save_model,
 )
-from twinspect.dl.zoo import ARCHS, build_model, count_parameters, load_zoo_module
+from twinspect.dl.zoo import ARCHS, build_model, count_parameters, load_zoo_module, quiet_torch_warnings
 from twinspect.errors import InputError, ModelError
 
 METHODS = ("quantize", "prune", "distill")
-
-
-@contextlib.contextmanager
-def _quiet_torch_ao() -> Iterator[None]:
-    """Silence the deprecation/tracer warnings of torch.ao.quantization and jit tracing."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        yield
 
 
 def set_quantized_engine(engine: str = "x86") -> str:
@@ -98,7 +87,7 @@ def quantize_static(module: nn.Module, calib_x: np.ndarray, preprocess: Preproce
     engine = set_quantized_engine(engine)
     model = copy.deepcopy(module).eval()
     example = torch.from_numpy(preprocess(calib_x[:2]))
-    with _quiet_torch_ao():
+    with quiet_torch_warnings():
         try:
             prepared = prepare_fx(model, get_default_qconfig_mapping(engine), (example,))
         except Exception as exc:  # noqa: BLE001 - torch.fx raises many types
@@ -121,7 +110,7 @@ def quantize_dynamic_linear(module: nn.Module) -> nn.Module:
     if not any(isinstance(m, nn.Linear) for m in module.modules()):
         raise ModelError("dynamic quantisation needs nn.Linear layers; the model has none (use static quantisation)")
     set_quantized_engine()
-    with _quiet_torch_ao():
+    with quiet_torch_warnings():
         return quantize_dynamic(copy.deepcopy(module).eval(), {nn.Linear}, dtype=torch.qint8).eval()
 
 
@@ -434,6 +423,6 @@ def compress_model(
     info.update(original_accuracy=acc_o, compressed_accuracy=acc_c, disagreements=disagree,
                 test_data=str(dataset), test_size=int(len(y_test)), time_s=round(elapsed, 2), seed=seed)
     meta.update(accuracy=acc_c, test_size=int(len(y_test)), compression=info)
-    with _quiet_torch_ao():
+    with quiet_torch_warnings():
         save_model(example_module, output, meta)
     return CompressResult(output, meta, acc_o, acc_c, disagree, int(len(y_test)), elapsed)

@@ -207,7 +207,12 @@ def fit(
         )
     else:
         opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=cfg.lr, total_steps=max(total, 2), pct_start=0.25)
+    # one-cycle schedule; too few steps for its warm-up phase → constant learning rate
+    sched = (
+        torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=cfg.lr, total_steps=total, pct_start=0.25)
+        if total >= 10
+        else None
+    )
     log = FitLog()
     t0 = time.perf_counter()
     step = 0
@@ -242,7 +247,8 @@ def fit(
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 opt.step()
-                sched.step()
+                if sched is not None:
+                    sched.step()
                 if masks_hook is not None:
                     masks_hook()
                 step += 1

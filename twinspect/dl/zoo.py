@@ -23,7 +23,9 @@ embedded as the extra file ``twinspect.json`` (see :func:`save_torchscript` and
 
 from __future__ import annotations
 
+import contextlib
 import json
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -260,6 +262,14 @@ def count_parameters(module: nn.Module) -> int:
 # -- saving and loading ----------------------------------------------------------------------------
 
 
+@contextlib.contextmanager
+def quiet_torch_warnings():
+    """Silence torch's deprecation/tracer warnings (TorchScript, torch.ao.quantization) in a block."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
+
+
 def save_torchscript(module: nn.Module | torch.jit.ScriptModule, path: str | Path, meta: dict, example: torch.Tensor) -> Path:
     """Trace (if needed) and save a model as TorchScript with its metadata, atomically.
 
@@ -284,14 +294,15 @@ def save_torchscript(module: nn.Module | torch.jit.ScriptModule, path: str | Pat
     path = Path(path)
     meta = json.loads(json.dumps(meta, default=_json_default))
     extra = extra_files(meta)
-    if isinstance(module, torch.jit.ScriptModule):
-        scripted = module
-    else:
-        module.eval()
-        with torch.no_grad():
-            scripted = torch.jit.trace(module, example)
-    with atomic_path(path) as tmp:
-        torch.jit.save(scripted, str(tmp), _extra_files=extra)
+    with quiet_torch_warnings():
+        if isinstance(module, torch.jit.ScriptModule):
+            scripted = module
+        else:
+            module.eval()
+            with torch.no_grad():
+                scripted = torch.jit.trace(module, example)
+        with atomic_path(path) as tmp:
+            torch.jit.save(scripted, str(tmp), _extra_files=extra)
     write_metadata(path, meta)
     return path
 
@@ -315,7 +326,8 @@ def load_torchscript(path: str | Path) -> torch.jit.ScriptModule:
     """
     path = require_readable(path, "model file")
     try:
-        module = torch.jit.load(str(path), map_location="cpu")
+        with quiet_torch_warnings():
+            module = torch.jit.load(str(path), map_location="cpu")
     except Exception as exc:
         raise ModelError(f"not a TorchScript model ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})", path) from exc
     module.eval()

@@ -81,18 +81,19 @@ def deviate(
     if algorithm == "diffchaser":
         params.update(pop_size=pop_size, crossover_rate=crossover_rate, mutation_rate=mutation_rate)
 
-    # -- inputs (all validated before anything is written) --------------------------------------
+    # -- inputs (all validated before anything is written; cheap checks first) ----------------
+    from twinspect._io import require_readable
     from twinspect.dl.data import load_images
 
-    specs = []
-    for path in (original, compressed):
-        specs.append({"path": str(path), "preprocess": preprocess})
-    orig_clf, comp_clf = load_model(specs[0]), load_model(specs[1])
+    require_readable(original, "model file")
+    require_readable(compressed, "model file")
     x, y = load_images(data, split=split)
     indices = seed_list(len(x), seeds, seed)
     dataset = data if data in ("mnist", "cifar10") else str(Path(data).resolve())
     if data in ("mnist", "cifar10") and split != "test":
         dataset = f"{data}:{split}"
+    specs = [{"path": str(path), "preprocess": preprocess} for path in (original, compressed)]
+    orig_clf, comp_clf = load_model(specs[0]), load_model(specs[1])
 
     summary = run_search(
         specs[0],

@@ -1,0 +1,256 @@
+"""T1/T2 normalisation, tokenisation and token similarity."""
+
+from __future__ import annotations
+
+import random
+import textwrap
+
+import pytest
+
+from twinspect.code.fragments import Fragment, extract_fragments, mine
+from twinspect.code.normalize import (
+    DEDENT,
+    INDENT,
+    abstract_tokens,
+    lcs_length,
+    strip_comments,
+    t1_key,
+    t2_key,
+    token_similarity,
+    tokens,
+)
+
+
+def one(src: str, language: str) -> Fragment:
+    (f,) = extract_fragments(textwrap.dedent(src), "x", language, min_lines=1)
+    return f
+
+
+# --------------------------------------------------------------------------------------- tokens
+
+
+def test_python_tokens_strings_are_single_tokens():
+    f = one(
+        '''\
+        def f(a):
+            s = rb'\\x00' + f"{a!r} and {a}" + """multi
+        line"""
+            return s
+        ''',
+        "python",
+    )
+    assert tokens(f) == [
+        "def", "f", "(", "a", ")", ":", INDENT,
+        "s", "=", "rb'\\x00'", "+", 'f"{a!r} and {a}"', "+", '"""multi\nline"""',
+        "return", "s",
+    ]
+    assert abstract_tokens(f) == [
+        "def", "ID", "(", "ID", ")", ":", INDENT, "ID", "=", "LIT", "+", "LIT", "+", "LIT", "return", "ID",
+    ]
+
+
+def test_python_indentation_structure_is_kept_but_layout_is_not():
+    a = one("def f(x):\n    if x:\n        g()\n    h()\n", "python")
+    b = one("def f(x):\n    if x:\n        g()\n        h()\n", "python")
+    assert tokens(a) != tokens(b)  # h() moved into the if-block: different program
+    assert tokens(a).count(INDENT) == 2 and tokens(a).count(DEDENT) == 1
+    # bracket continuation lines, blank lines, comments and deeper indentation do not matter
+    c = one(
+        "class K:\n  def f(x):\n\n\n      if x:  # c\n          g(\n    )\n      h()\n",
+        "python",
+    )
+    assert tokens(c) == tokens(a)
+
+
+def test_c_family_tokens():
+    f = one(
+        """\
+        int f(std::vector<std::vector<int>> v) {
+            auto r = R"x(a "quoted" )x";
+            char c = '\\'';
+            long n = 1'000'000ULL;
+            return v.size() >> 1 != 0x1Fu ? n : -1.5e-3f;
+        }
+        """,
+        "cpp",
+    )
+    t = tokens(f)
+    assert 'R"x(a "quoted" )x"' in t and "'\\''" in t and "1'000'000ULL" in t
+    assert "0x1Fu" in t and "1.5e-3f" in t and "!=" in t
+    assert t.count(">") == 4  # '>>' is split (generics and shifts alike)
+    a = abstract_tokens(f)
+    assert a[:4] == ["int", "ID", "(", "ID"]
+    assert a.count("LIT") == 6 and "auto" in a and "char" in a and "long" in a and "return" in a
+
+
+def test_java_text_block_and_keywords():
+    f = one('class A {\n  String f(int n) {\n    var s = """\n      hi\n      """;\n    return null;\n  }\n}\n', "java")
+    a = abstract_tokens(f)
+    assert a == ["ID", "ID", "(", "int", "ID", ")", "{", "ID", "ID", "=", "LIT", ";", "return", "null", ";", "}"]
+
+
+def test_tokens_are_fresh_lists():
+    f = one("int f() { return 1; }", "c")
+    tokens(f).append("junk")
+    assert tokens(f)[-1] == "}"
+
+
+def test_strip_comments_without_precomputed_code():
+    f = one("int f() {\n  // note\n  return 1; /* x */\n}\n", "c")
+    bare = Fragment(f.path, f.start_line, f.end_line, f.name, f.language, f.text)
+    assert bare.code == ""
+    assert strip_comments(bare) == f.code
+    assert tokens(bare) == tokens(f)
+
+
+# ------------------------------------------------------------------------------------ T1 / T2
+
+JAVA_ORIG = """\
+class A {
+    /** Sum of squares. */
+    static long sumSquares(int[] values) {
+        long total = 0;
+        for (int v : values) {
+            total += (long) v * v;   // widen first
+        }
+        return total;
+    }
+}
+"""
+JAVA_REFORMATTED = """\
+class A
+{
+    static long sumSquares(int[] values)
+    {
+        /* accumulate */ long total = 0;
+        for (int v : values) { total += (long) v * v; }
+        return total;
+    }
+}
+"""
+JAVA_RENAMED = """\
+class B {
+    static long squareSum(int[] xs) {
+        long acc = 10;
+        for (int x : xs) {
+            acc += (long) x * x;
+        }
+        return acc;
+    }
+}
+"""
+JAVA_RETYPED = JAVA_RENAMED.replace("long acc", "int acc")  # keyword change: not T2
+JAVA_EDITED = """\
+class B {
+    static long squareSum(int[] xs) {
+        long acc = 0;
+        for (int x : xs) {
+            if (x < 0) continue;
+            acc += (long) x * x;
+        }
+        return acc;
+    }
+}
+"""
+
+
+def test_t1_keys_equal_after_reformatting_and_comment_changes():
+    a, b = one(JAVA_ORIG, "java"), one(JAVA_REFORMATTED, "java")
+    assert a.text != b.text
+    assert t1_key(a) == t1_key(b) and t2_key(a) == t2_key(b)
+
+
+def test_t2_keys_equal_after_renaming_and_literal_changes_only():
+    a, r = one(JAVA_ORIG, "java"), one(JAVA_RENAMED, "java")
+    assert t1_key(a) != t1_key(r)
+    assert t2_key(a) == t2_key(r)
+    assert t2_key(a) != t2_key(one(JAVA_RETYPED, "java"))
+    assert t2_key(a) != t2_key(one(JAVA_EDITED, "java"))
+
+
+def test_python_renamed_function_is_t2():
+    a = one("def area(w, h):\n    return w * h * 0.5\n", "python")
+    b = one("def tri(base, height):\n    return base * height * 2\n", "python")
+    c = one("def tri(base, height):\n    return base + height * 2\n", "python")
+    assert t1_key(a) != t1_key(b) and t2_key(a) == t2_key(b)
+    assert t2_key(a) != t2_key(c)
+    assert len(t1_key(a)) == 32 and int(t1_key(a), 16) >= 0
+
+
+def test_bundled_example_manifest_pairs(examples_dir):
+    fs, _ = mine([examples_dir])
+    by = {(f.path, f.name): f for f in fs}
+
+    def get(ref):
+        path, name = ref.split(":", 1)
+        return by[(path, name)]
+
+    t1 = [
+        ("python/search.py:binary_search", "python/legacy_search.py:binary_search"),
+        ("java/MatrixOps.java:MatrixOps.transpose", "java/Geometry.java:Geometry.transpose"),
+        ("c/strutil.c:str_trim", "c/config.c:str_trim"),
+        ("cpp/matrix.cpp:split", "cpp/algorithms.cpp:split"),
+    ]
+    t2 = [
+        ("python/search.py:binary_search", "python/legacy_search.py:find_position"),
+        ("java/MatrixOps.java:MatrixOps.multiply", "java/Geometry.java:Geometry.product"),
+        ("c/strutil.c:split_fields", "c/config.c:tokenize"),
+        ("cpp/matrix.hpp:lower_bound_index", "cpp/algorithms.cpp:first_not_less"),
+    ]
+    t3 = [
+        ("python/search.py:lower_bound", "python/legacy_search.py:bisect_left_checked"),
+        ("java/MatrixOps.java:MatrixOps.multiply", "java/Geometry.java:Geometry.safeMultiply"),
+        ("c/strutil.c:str_trim", "c/config.c:trim_copy"),
+        ("cpp/matrix.cpp:Matrix::operator*", "cpp/algorithms.cpp:multiply"),
+    ]
+    for x, y in t1:
+        a, b = get(x), get(y)
+        assert a.text != b.text and t1_key(a) == t1_key(b), (x, y)
+    for x, y in t2:
+        a, b = get(x), get(y)
+        assert t1_key(a) != t1_key(b) and t2_key(a) == t2_key(b), (x, y)
+    for x, y in t3:
+        a, b = get(x), get(y)
+        assert t2_key(a) != t2_key(b), (x, y)
+        assert 0.6 <= token_similarity(abstract_tokens(a), abstract_tokens(b)) < 1.0, (x, y)
+    # a clear non-clone pair is far below the T3 pairs
+    csv, parse_int = get("python/text.py:parse_csv_line"), get("python/search.py:binary_search")
+    assert token_similarity(abstract_tokens(csv), abstract_tokens(parse_int)) < 0.5
+
+
+# --------------------------------------------------------------------------------- similarity
+
+
+def _lcs_dp(a, b):
+    prev = [0] * (len(b) + 1)
+    for x in a:
+        cur = [0]
+        for j, y in enumerate(b):
+            cur.append(prev[j] + 1 if x == y else max(prev[j + 1], cur[j]))
+        prev = cur
+    return prev[-1]
+
+
+def test_token_similarity_known_values():
+    assert token_similarity(list("abcd"), list("abxd")) == pytest.approx(0.75)
+    # LCS("ABCBDAB", "BDCABA") = 4 (the textbook example)
+    assert lcs_length("ABCBDAB", "BDCABA") == 4
+    assert token_similarity(list("ABCBDAB"), list("BDCABA")) == pytest.approx(4 / 7)
+    assert token_similarity(list("ABCBDAB"), list("BDCABA"), method="dice") == pytest.approx(8 / 13)
+    # a fragment inside a longer one: min-ratio is the shared fraction of the longer
+    assert token_similarity(["a", "b"], ["x", "a", "y", "b", "z"]) == pytest.approx(2 / 5)
+    assert token_similarity([], []) == 1.0
+    assert token_similarity(["a"], []) == 0.0
+    assert token_similarity(["a", "b"], ["b", "a"]) == pytest.approx(0.5)
+    with pytest.raises(ValueError):
+        token_similarity(["a"], ["a"], method="cosine")
+
+
+def test_lcs_matches_dynamic_programming_on_random_sequences():
+    rng = random.Random(7)
+    for _ in range(200):
+        a = [rng.choice("abcde") for _ in range(rng.randint(0, 90))]
+        b = [rng.choice("abcde") for _ in range(rng.randint(0, 90))]
+        assert lcs_length(a, b) == _lcs_dp(a, b)
+        s = token_similarity(a, b)
+        assert 0.0 <= s <= 1.0 and s == token_similarity(b, a)

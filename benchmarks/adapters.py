@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
+from rich.console import Console  # noqa: E402
 
 from twinspect.dl.adapters import load_classifier  # noqa: E402
 from twinspect.dl.data import find_shared_data, load_images  # noqa: E402
@@ -121,6 +122,7 @@ def main() -> None:
         ["model", "adapter", "load s", "ms / single query", "ms / image (batch 64)"],
         title=f"twinspect adapters: median per-query cost (torch threads {torch.get_num_threads()})",
         floatfmt=".3f",
+        console=Console(width=110),
     )
 
 

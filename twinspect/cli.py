@@ -8,6 +8,7 @@ without a traceback and without half-written outputs.
 
 from __future__ import annotations
 
+import logging
 import sys
 
 import typer
@@ -52,8 +53,20 @@ def _register_all() -> None:
 _register_all()
 
 
+def _setup_logging() -> None:
+    """Notices from the library (logger "twinspect", e.g. "model outputs logits") go to stderr."""
+    logger = logging.getLogger("twinspect")
+    if not logger.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("note: %(message)s"))
+        logger.addHandler(handler)
+    quiet = any(a in ("-q", "--quiet") for a in (sys.argv[1:]))
+    logger.setLevel(logging.WARNING if quiet else logging.INFO)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: run the CLI, map user errors to exit code 2 and Ctrl-C to 130."""
+    _setup_logging()
     try:
         typer.main.get_command(app).main(args=argv, prog_name="twinspect", standalone_mode=True)
     except TwinspectError as exc:

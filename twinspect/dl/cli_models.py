@@ -115,10 +115,12 @@ def repair_cmd(
 
     _set_threads(threads)
     rep = repair_run(run_dir, output, folds=folds, hidden=hidden, max_iter=max_iter, seed=seed, quiet=quiet)
-    rows = [[f"fold {f['fold']}", f["n_deviated"], f["n_non_deviated"], 100 * f["repair_ratio"],
-             100 * f["inducing_ratio"], 100 * f["improvement_ratio"]] for f in rep["folds"]]
-    m = rep["mean"]
-    rows.append(["mean", "", "", 100 * m["repair_ratio"], 100 * m["inducing_ratio"], 100 * m["improvement_ratio"]])
+    def pct(v):  # a ratio without denominator (no deviated input in a fold) shows as "-"
+        return "-" if v is None else 100.0 * v
+
+    keys = ("repair_ratio", "inducing_ratio", "improvement_ratio")
+    rows = [[f"fold {f['fold']}", f["n_deviated"], f["n_non_deviated"], *(pct(f[k]) for k in keys)] for f in rep["folds"]]
+    rows.append(["mean", "", "", *(pct(rep["mean"][k]) for k in keys)])
     print_table(rows, ["fold", "deviated", "non-deviated", "repair %", "inducing %", "improvement %"],
                 title=f"Drepair on {run_dir} -> {output}")
 

@@ -236,7 +236,7 @@ def _sample(x: np.ndarray, y: np.ndarray | None, n: int | None, seed: int):
     return x[idx], (None if y is None else y[idx])
 
 
-def _teacher_fn(model_path: Path, meta: dict | None):
+def _teacher_fn(model_path: Path):
     """Logits (or log-probabilities) of the original for raw images, and its predict function."""
     from twinspect.dl.adapters import load_classifier
 
@@ -383,9 +383,8 @@ def compress_model(
             info.update(sparsity_target=sparsity, sparsity=weight_sparsity(compressed), scope="global conv+linear weights",
                         criterion="L1 magnitude, unstructured", finetune_epochs=finetune_epochs)
         orig_logits = predict_logits(module, x_test, preprocess)
-        example_module = compressed
     else:
-        clf, teacher = _teacher_fn(model_path, orig_meta)
+        clf, teacher = _teacher_fn(model_path)
         input_shape = tuple(clf.input_shape)
         arch = (student or ("lenet1" if input_shape[2] == 1 else "resnet8")).lower()
         preprocess = default_preprocess(dataset, input_shape[2])
@@ -413,10 +412,9 @@ def compress_model(
             "parameters": count_parameters(compressed),
         }
         orig_logits = np.log(np.clip(clf.predict_proba(x_test), 1e-30, None))
-        example_module = compressed
     elapsed = time.perf_counter() - t0
 
-    comp_logits = predict_logits(example_module, x_test, preprocess)
+    comp_logits = predict_logits(compressed, x_test, preprocess)
     orig_pred, comp_pred = orig_logits.argmax(1), comp_logits.argmax(1)
     acc_o, acc_c = accuracy(orig_pred, y_test), accuracy(comp_pred, y_test)
     disagree = int(np.sum(orig_pred != comp_pred))
@@ -424,5 +422,5 @@ def compress_model(
                 test_data=str(dataset), test_size=int(len(y_test)), time_s=round(elapsed, 2), seed=seed)
     meta.update(accuracy=acc_c, test_size=int(len(y_test)), compression=info)
     with quiet_torch_warnings():
-        save_model(example_module, output, meta)
+        save_model(compressed, output, meta)
     return CompressResult(output, meta, acc_o, acc_c, disagree, int(len(y_test)), elapsed)

@@ -168,7 +168,6 @@ def fit(
     teacher: TeacherFn | None = None,
     temperature: float = 4.0,
     alpha: float = 0.9,
-    masks_hook: Callable[[], None] | None = None,
     quiet: bool = False,
     description: str = "training",
 ) -> FitLog:
@@ -185,8 +184,6 @@ def fit(
         teacher: function giving teacher logits for a batch of raw images, or None.
         temperature: T of the softened distributions.
         alpha: weight of the soft-target term.
-        masks_hook: called after every optimiser step (unused by torch.nn.utils.prune, kept for
-            callers that need to re-apply constraints).
         quiet: no progress bar.
         description: label of the progress bar.
 
@@ -249,8 +246,6 @@ def fit(
                 opt.step()
                 if sched is not None:
                     sched.step()
-                if masks_hook is not None:
-                    masks_hook()
                 step += 1
                 loss_sum += float(loss.detach()) * len(idx)
                 correct += int((out.argmax(1) == yb).sum())

@@ -22,7 +22,8 @@ def load_error(path: str | Path | None, framework: str, exc: BaseException) -> M
     if len(first) > 240:
         first = first[:237] + "..."
     detail = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
-    return ModelError(f"cannot load as a {framework} model ({detail})", path)
+    article = "an" if framework[:1].upper() in "AEIOU" else "a"
+    return ModelError(f"cannot load as {article} {framework} model ({detail})", path)
 
 
 def choose_preprocess(spec, layout: str | None, layout_from_model: bool) -> Preprocess:

@@ -12,6 +12,7 @@ eager Keras output at load time and dropped if it differs (see :meth:`KerasClass
 from __future__ import annotations
 
 import os
+import zipfile
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -219,6 +220,8 @@ class KerasClassifier(Classifier):
             ModelError: the file is not a loadable Keras model (the message names the file).
         """
         keras = import_keras()
+        if Path(path).suffix.lower() == ".keras" and not zipfile.is_zipfile(path):
+            raise ModelError("not a Keras 3 .keras archive (not a zip file); the file is corrupt", path)
         try:
             model = keras.models.load_model(str(path), compile=False)
         except Exception as exc:  # noqa: BLE001 - h5py/zip/deserialisation errors of every kind

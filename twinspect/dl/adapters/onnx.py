@@ -4,7 +4,9 @@ The input layout is read from the graph's input shape where it is unambiguous (`
 C in {1, 3, 4} and W not, or the reverse); otherwise the preprocessing's ``layout`` (from metadata or
 the caller) decides. A model whose batch dimension is fixed (e.g. exported with batch 1) is run in
 chunks of that size. The session uses few threads (``intra_op_num_threads=1`` by default): the models
-are small and the single-image queries of a search gain nothing from more.
+are small and the single-image queries of a search gain nothing from more (LeNet-5-sized CNN on the
+loaded 2-core machine: 1 thread 0.087 ms per single query and 0.11 ms per image in a batch of 64;
+2 threads 0.092 and 0.28 ms).
 """
 
 from __future__ import annotations

@@ -16,7 +16,9 @@ code and a state dict has no architecture): build the module and use :meth:`Torc
 
 from __future__ import annotations
 
+import logging
 import os
+import zipfile
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -144,11 +146,22 @@ class TorchClassifier(Classifier):
 
         ensure_threads()
         path = Path(path)
+        if not zipfile.is_zipfile(path):
+            raise ModelError(
+                "not a TorchScript or torch.export archive (not a zip file); the file is corrupt or "
+                "in another format",
+                path,
+            )
         if path.suffix.lower() == ".pt2":
+            export_log = logging.getLogger("torch.export")
+            level = export_log.level
+            export_log.setLevel(logging.ERROR)  # torch logs a traceback before raising
             try:
                 module = torch.export.load(str(path)).module()
             except Exception as exc:  # noqa: BLE001
                 raise load_error(path, "torch.export (.pt2)", exc) from exc
+            finally:
+                export_log.setLevel(level)
         else:
             try:
                 module = torch.jit.load(str(path), map_location="cpu")

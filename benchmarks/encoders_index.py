@@ -260,8 +260,12 @@ def main() -> None:
 
     from twinspect.reports.table import print_table as _print_table
 
+    from rich.console import Console
+
+    wide = Console(width=160)
+
     def print_table(headers, rows, title):
-        _print_table(rows, headers, title=title)
+        _print_table(rows, headers, title=title, console=wide)
 
     with tempfile.TemporaryDirectory(prefix="twinspect-bench-") as work:
         args.work = Path(work)

@@ -220,3 +220,41 @@ def main(argv: list[str] | None = None) -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def install_search_cache(k_max: int = 60) -> None:
+    """Tuning speed-up: memoise the exact index's all-vs-all search per vector matrix (top ``k_max``),
+    so sweeps over top_k/threshold/linkage on the same vectors search once. Patches
+    twinspect.code.index.make_index in this process only."""
+    import hashlib as _h
+
+    import twinspect.code.index as ix
+
+    real = ix.make_index
+    cache: dict = {}
+
+    class _Cached:
+        def __init__(self, inner):
+            self.inner = inner
+            self.key = None
+
+        def add(self, ids, vecs):
+            self.inner.add(ids, vecs)
+            self.key = _h.sha1(np.ascontiguousarray(vecs).tobytes()).hexdigest() + _h.sha1(np.asarray(ids).tobytes()).hexdigest()
+
+        def search(self, q, k):
+            if k > k_max:
+                return self.inner.search(q, k)
+            qk = (self.key, _h.sha1(np.ascontiguousarray(q).tobytes()).hexdigest())
+            if qk not in cache:
+                for old in [c for c in cache if c[0] != self.key]:
+                    del cache[old]
+                cache[qk] = self.inner.search(q, k_max)
+            i, s = cache[qk]
+            return i[:, :k], s[:, :k]
+
+    def make(kind, dim, **params):
+        inner = real(kind, dim, **params)
+        return _Cached(inner) if kind == "exact" else inner
+
+    ix.make_index = make

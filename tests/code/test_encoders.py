@@ -364,3 +364,14 @@ def test_finetune_rejects_bad_input(frags, tmp_path):
     with pytest.raises(InputError, match="not a model"):
         finetune([(frags[0], frags[1]), (frags[2], frags[3])], tmp_path / "taken")
     assert (tmp_path / "taken" / "file.txt").read_text() == "mine"
+
+
+def test_lexical_token_cache_overflow_keeps_results(frags, monkeypatch):
+    import twinspect.code.encoders.lexical as lexical
+
+    want = LexicalEncoder(dim=256).fit(frags).encode(frags)
+    lexical._token_hash_cache.clear()
+    lexical._token_hash_cache.update({f"junk{i}": i for i in range(50)})
+    monkeypatch.setattr(lexical, "_CACHE_LIMIT", 60)  # forces the cache to be cleared mid-way
+    got = LexicalEncoder(dim=256).fit(frags).encode(frags)
+    np.testing.assert_array_equal(got, want)

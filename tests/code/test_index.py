@@ -174,6 +174,20 @@ def test_load_errors(tmp_path):
         ExactIndex.load(tmp_path / "i")
 
 
+@pytest.mark.parametrize("cut", [0, 10, 0.5])
+def test_truncated_data_files_raise_not_crash(tmp_path, cut):
+    data = unit_rows(200, 8, seed=12)
+    for kind, name in (("hnsw", "hnsw.bin"), ("exact", "exact.npz")):
+        index = make_index(kind, 8)
+        index.add(np.arange(200), data)
+        index.save(tmp_path / kind)
+        path = tmp_path / kind / name
+        raw = path.read_bytes()
+        path.write_bytes(raw[: int(cut * len(raw)) if isinstance(cut, float) else cut])
+        with pytest.raises(IndexFormatError):
+            Index.load(tmp_path / kind)
+
+
 def test_make_index_rejects_unknown():
     with pytest.raises(InputError):
         make_index("faiss", 8)

@@ -123,7 +123,7 @@ def test_nan_output_is_a_finding():
 def test_ablations_run_and_find():
     f, g = tiny_pair(seed=5)
     x = agreeing_seeds(f, g, 1)[0]
-    for kw in ({"selection": "uniform"}, {"fitness": "distance"}):
+    for kw in ({"selection": "uniform"}, {"fitness": "distance"}, {"acceptance": "increase"}):
         res = DFlare(f, g, max_queries=5000, timeout=None, seed=0, **kw).search(x)
         assert res.status == "found"
         assert f.predict(res.trigger)[0] != g.predict(res.trigger)[0]
@@ -140,6 +140,8 @@ def test_bad_arguments():
         DFlare(f, g, selection="greedy")
     with pytest.raises(InputError):
         DFlare(f, g, fitness="other")
+    with pytest.raises(InputError):
+        DFlare(f, g, acceptance="sometimes")
     with pytest.raises(InputError, match="shape"):
         DFlare(f, g, max_queries=5).search(np.zeros((5, 5, 1)))
 

@@ -81,3 +81,20 @@ def test_k_uncertainty():
         k_uncertainty(p, 4)
     with pytest.raises(InputError):
         k_uncertainty(p, 1)
+
+
+def test_keeps_mutant_rules():
+    from twinspect.dl.deviate.fitness import keeps_mutant
+
+    # reference rule (public DFlare code): D moved by more than delta either way, or a new state
+    assert keeps_mutant(0.1025, False, 0.1, False) is True
+    assert keeps_mutant(0.0975, False, 0.1, False) is True  # a drop by 2.5e-3 also moves on
+    assert keeps_mutant(0.1005, False, 0.1, False) is False
+    assert keeps_mutant(0.1, True, 0.1, False) is True
+    # literal rule: H = D/delta + O must increase (H of the current input as kept)
+    assert keeps_mutant(0.1005, True, 0.1, False, rule="increase") is True  # 101.5 > 100
+    assert keeps_mutant(0.1005, False, 0.1, True, rule="increase") is False  # 100.5 < 101
+    assert keeps_mutant(0.1025, False, 0.1, True, rule="increase") is True  # 102.5 > 101
+    assert keeps_mutant(0.0975, False, 0.1, False, rule="increase") is False
+    with pytest.raises(InputError):
+        keeps_mutant(0.1, True, 0.1, False, rule="sometimes")

@@ -172,6 +172,9 @@ def test_bad_run_directories_are_input_errors(tmp_path):
         repair_run(tmp_path / "run", tmp_path / "out")
     with pytest.raises(InputError, match="folds"):
         repair_run(tmp_path / "run", tmp_path / "out", folds=1)
+    with pytest.raises(InputError, match="solver"):
+        repair_run(tmp_path / "run", tmp_path / "out", solver="newton")
+    assert not (tmp_path / "out").exists()
 
 
 def test_cli_repair(run_dir, tmp_path, capsys):

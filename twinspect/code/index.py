@@ -17,7 +17,9 @@ and the kind's data files; every file is written atomically.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import zipfile
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any
@@ -76,17 +78,21 @@ def _pad(ids: np.ndarray, sims: np.ndarray, k: int) -> tuple[np.ndarray, np.ndar
 
 
 def _topk_rows(sims: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Column positions and values of the k largest entries of each row, sorted descending."""
+    """Column positions and values of the k largest entries of each row, sorted descending.
+
+    ``argpartition`` works on ``sims`` itself (largest entries at the end), so the only temporary
+    of the full block size is the int64 partition index.
+    """
     n = sims.shape[1]
     kk = min(k, n)
     if kk == 0:
         return np.zeros((sims.shape[0], 0), np.int64), np.zeros((sims.shape[0], 0), np.float32)
     if kk < n:
-        part = np.argpartition(-sims, kk - 1, axis=1)[:, :kk]
+        part = np.argpartition(sims, n - kk, axis=1)[:, n - kk :]
     else:
         part = np.broadcast_to(np.arange(n), sims.shape).copy()
     vals = np.take_along_axis(sims, part, axis=1)
-    order = np.argsort(-vals, axis=1, kind="stable")
+    order = np.lexsort((part, -vals), axis=1)  # decreasing similarity, ties by position
     return np.take_along_axis(part, order, axis=1), np.take_along_axis(vals, order, axis=1)
 
 
@@ -228,7 +234,7 @@ class Index(ABC):
             index = impl._load_data(directory, meta)
         except TwinspectError:
             raise
-        except (OSError, ValueError, KeyError, TypeError, RuntimeError) as exc:
+        except (OSError, ValueError, KeyError, TypeError, RuntimeError, EOFError, zipfile.BadZipFile) as exc:
             raise IndexFormatError(f"corrupt {kind} index data: {exc}", directory) from exc
         if len(index) != meta.get("count"):
             raise IndexFormatError(
@@ -241,16 +247,16 @@ class ExactIndex(Index):
     """Exact k-NN by brute force: blocked float32 matrix products and ``argpartition`` top-k.
 
     Memory stays bounded by processing queries in blocks whose similarity matrix (block x len)
-    takes at most ``block_bytes`` bytes.
+    takes at most ``block_bytes`` bytes (the top-k selection needs about twice that again).
 
     Args:
         dim: vector dimension.
-        block_bytes: memory budget of one similarity block (default 256 MiB).
+        block_bytes: memory budget of one similarity block (default 64 MiB).
     """
 
     kind = "exact"
 
-    def __init__(self, dim: int, block_bytes: int = 256 << 20):
+    def __init__(self, dim: int, block_bytes: int = 64 << 20):
         super().__init__(dim)
         if block_bytes < 1:
             raise InputError(f"block_bytes must be positive, got {block_bytes}")
@@ -532,7 +538,8 @@ class HNSWIndex(Index):
                     live=np.array(sorted(self._live), dtype=np.int64),
                     deleted=np.array(sorted(self._deleted), dtype=np.int64),
                 )
-        return {"data": "hnsw.bin", "labels": "hnsw_labels.npz"}
+        return {"data": "hnsw.bin", "labels": "hnsw_labels.npz", "data_bytes": (directory / "hnsw.bin").stat().st_size,
+                "data_sha256": _file_sha256(directory / "hnsw.bin")}
 
     @classmethod
     def _load_data(cls, directory: Path, meta: dict) -> "HNSWIndex":
@@ -541,11 +548,18 @@ class HNSWIndex(Index):
         for p in (path, labels_path):
             if not p.is_file():
                 raise IndexFormatError("missing HNSW index data file", p)
+        # hnswlib trusts the file completely (a truncated or damaged file can crash the process),
+        # so its size and checksum are verified first.
+        if path.stat().st_size != meta.get("data_bytes") or _file_sha256(path) != meta.get("data_sha256"):
+            raise IndexFormatError("HNSW graph file is truncated or damaged (checksum mismatch)", path)
         params = dict(meta.get("params", {}))
         index = cls(int(meta["dim"]), **params, initial_capacity=1)
         with np.load(labels_path, allow_pickle=False) as data:
             live, deleted = data["live"], data["deleted"]
         capacity = max(1, int(live.size + deleted.size))
+        import hnswlib
+
+        index._hnsw = hnswlib.Index(space=index.space, dim=index.dim)
         index._hnsw.load_index(str(path), max_elements=capacity, allow_replace_deleted=True)
         if index._hnsw.get_current_count() != live.size + deleted.size:
             raise IndexFormatError(
@@ -557,6 +571,14 @@ class HNSWIndex(Index):
         index._live = set(int(i) for i in live)
         index._deleted = set(int(i) for i in deleted)
         return index
+
+
+def _file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 22), b""):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 _KINDS: dict[str, type[Index]] = {"exact": ExactIndex, "hnsw": HNSWIndex}

@@ -39,6 +39,7 @@ import os
 import shutil
 import tempfile
 import time
+import zipfile
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -492,7 +493,7 @@ class CloneIndex:
             count = manifest["counts"]["fragments"]
         except TwinspectError as exc:
             raise bad(f"corrupt clone index: {exc.message}") from exc
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, EOFError, zipfile.BadZipFile) as exc:
             raise bad(f"missing or corrupt clone index file: {exc}") from exc
         id_arr = np.asarray(ids, dtype=np.int64)
         if len(fragments) != count or vectors.dtype != np.float32 or vectors.ndim != 2 or vectors.shape[0] != count:

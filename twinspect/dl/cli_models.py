@@ -12,6 +12,10 @@ import typer
 
 
 def _set_threads(threads: Optional[int]) -> None:
+    import os
+
+    # quantised TorchScript models log a C++ deprecation warning per process; keep stderr clean
+    os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
     from twinspect.dl.adapters.torch import set_torch_threads
 
     set_torch_threads(threads)
@@ -106,6 +110,7 @@ def repair_cmd(
     hidden: int = typer.Option(64, "--hidden", help="Hidden units of the repair perceptron."),
     max_iter: int = typer.Option(500, "--max-iter", help="Training iterations of the perceptron."),
     seed: int = typer.Option(0, "--seed", help="Seed of fold assignment and perceptron initialisation."),
+    solver: str = typer.Option("lbfgs", "--solver", help="Perceptron solver: lbfgs, adam or sgd."),
     threads: Optional[int] = typer.Option(None, "--threads", help="torch CPU threads (default $TWINSPECT_THREADS or 1)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress output."),
 ) -> None:
@@ -114,7 +119,7 @@ def repair_cmd(
     from twinspect.reports.table import print_table
 
     _set_threads(threads)
-    rep = repair_run(run_dir, output, folds=folds, hidden=hidden, max_iter=max_iter, seed=seed, quiet=quiet)
+    rep = repair_run(run_dir, output, folds=folds, hidden=hidden, max_iter=max_iter, seed=seed, solver=solver, quiet=quiet)
     def pct(v):  # a ratio without denominator (no deviated input in a fold) shows as "-"
         return "-" if v is None else 100.0 * v
 

@@ -14,7 +14,9 @@ Architectures (all take NCHW float input and return logits ``(N, num_classes)``)
   a single linear classifier, as commonly used on CIFAR-10.
 
 Every builder takes ``input_shape`` (H, W, C), ``num_classes`` and ``width`` (a multiplier on all
-channel counts, e.g. 0.5 halves them; LeNets ignore values other than 1 only in rounding).
+channel counts and hidden sizes, e.g. 0.5 halves them; counts are rounded and at least 1).
+The LeNet-1 student of distillation is ``lenet1``; the CIFAR students are ``resnet8``/``resnet14``
+(any architecture can be a student).
 
 Saved models are TorchScript files with a JSON metadata sidecar ``<file>.json`` and the same JSON
 embedded as the extra file ``twinspect.json`` (see :func:`save_torchscript` and

@@ -24,7 +24,7 @@ from typing import Sequence
 
 from twinspect.code.encoders.neural import _load, default_model_path, fragment_text, model_position_limit
 from twinspect.code.fragments import Fragment
-from twinspect.errors import InputError
+from twinspect.errors import InputError, ModelError
 from twinspect.progress import progress
 
 MARKER = "twinspect_finetune.json"
@@ -79,8 +79,14 @@ def finetune(
     if out_dir.exists() and not (out_dir / MARKER).is_file():
         raise InputError("output path exists and is not a model written by twinspect fine-tuning", out_dir,
                          hint="choose a new directory")
-    import torch
-    from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
+    try:
+        import torch
+        from sentence_transformers.losses import MultipleNegativesRankingLoss
+    except ImportError as exc:
+        raise ModelError(
+            "fine-tuning needs torch and sentence-transformers",
+            hint="pip install 'twinspect[neural]' (install torch==2.13.0 first)",
+        ) from exc
 
     torch.manual_seed(seed)
     if threads > 0:

@@ -95,9 +95,11 @@ def _hash_stream(streams: Sequence[Sequence[str]]) -> tuple[np.ndarray, np.ndarr
     try:
         flat = np.fromiter(map(get, itertools.chain.from_iterable(streams)), dtype=_U64, count=total)
     except TypeError:  # some tokens not hashed yet (get returned None)
-        missing = set(itertools.chain.from_iterable(streams)).difference(_token_hash_cache)
+        distinct = set(itertools.chain.from_iterable(streams))
+        missing = distinct.difference(_token_hash_cache)
         if len(_token_hash_cache) + len(missing) > _CACHE_LIMIT:
             _token_hash_cache.clear()
+            missing = distinct
         for tok in missing:
             _token_hash_cache[tok] = _blake64(tok)
         flat = np.fromiter(map(get, itertools.chain.from_iterable(streams)), dtype=_U64, count=total)

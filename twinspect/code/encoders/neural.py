@@ -312,7 +312,7 @@ class NeuralEncoder(Encoder):
     def state_dict(self) -> dict:
         """Constructor parameters (the weights stay in the model directory)."""
         return {
-            "model_path": None if self.model_path is None else str(self.model_path),
+            "model_path": None if self.model_path is None else str(self.model_path.resolve()),
             "max_tokens": self.max_tokens_requested,
             "batch_size": self.batch_size,
             "collapse_whitespace": self.collapse_whitespace,

@@ -8,9 +8,12 @@ Given a seed image on which the original model f and the compressed model g agre
 repeatedly mutates the current input with one operator (:mod:`~twinspect.dl.deviate.mutations`)
 chosen by Metropolis–Hastings (:mod:`~twinspect.dl.deviate.selection`), queries both models once
 with the mutant, stops when their top-1 labels differ, and otherwise keeps the mutant as the new
-current input when its fitness ``H = D/δ + O`` (:mod:`~twinspect.dl.deviate.fitness`) beats the
-current input's. Ablations (paper, RQ3): ``selection="uniform"`` is DFlare_R (random operator
-choice), ``fitness="distance"`` is DFlare_D (fitness = D only, no state novelty).
+current input when its fitness ``H = D/δ + O`` (:mod:`~twinspect.dl.deviate.fitness`) says so:
+by default as the public DFlare code does (D moved by more than δ, or a new state was reached;
+see :func:`~twinspect.dl.deviate.fitness.keeps_mutant`), or with ``acceptance="increase"`` when H
+increased. Ablations (paper, RQ3): ``selection="uniform"`` is DFlare_R (random operator choice),
+``fitness="distance"`` is DFlare_D (no state novelty: a mutant is kept when D increased, as in the
+public code's mode "c").
 
 Query accounting follows the paper and its code: one iteration generates one input and queries
 each of the two models once with it; ``SearchResult.queries`` is the number of iterations (the
@@ -26,10 +29,11 @@ import numpy as np
 
 from twinspect.dl.adapters.base import Classifier, check_compatible
 from twinspect.dl.deviate.fitness import (
+    ACCEPTANCE_RULES,
     DEFAULT_DELTA,
     DEFAULT_STATE_THRESHOLD,
     StateTracker,
-    dflare_fitness,
+    keeps_mutant,
     prob_difference,
 )
 from twinspect.dl.deviate.mutations import MutationOperator, get_operators
@@ -157,6 +161,8 @@ class DFlare(PairSearch):
         delta: δ of the fitness (1e-3).
         state_threshold: novelty threshold on the squared Euclidean distance between states (0.5,
             as in the public DFlare code).
+        acceptance: rule for keeping a non-triggering mutant with the full fitness:
+            ``"reference"`` (default, public DFlare code) or ``"increase"`` (H increased).
         max_queries: budget of generated inputs per seed (None: no limit).
         timeout: seconds per seed (180 in the paper's evaluation; None: no limit).
         seed: random seed (int, sequence of ints, SeedSequence or Generator); :meth:`search` may
@@ -183,11 +189,14 @@ class DFlare(PairSearch):
         fitness: str = "full",
         delta: float = DEFAULT_DELTA,
         state_threshold: float = DEFAULT_STATE_THRESHOLD,
+        acceptance: str = "reference",
         max_queries: int | None = None,
         timeout: float | None = 180.0,
         seed: SeedLike = 0,
     ):
         super().__init__(orig, comp, max_queries=max_queries, timeout=timeout, seed=seed)
+        if acceptance not in ACCEPTANCE_RULES:
+            raise InputError(f"unknown acceptance rule {acceptance!r}; choose one of {', '.join(ACCEPTANCE_RULES)}")
         if selection not in ("mh", "uniform"):
             raise InputError(f"unknown selection {selection!r}; choose 'mh' or 'uniform'")
         if fitness not in ("full", "distance"):
@@ -199,6 +208,7 @@ class DFlare(PairSearch):
         self.fitness = fitness
         self.delta = float(delta)
         self.state_threshold = float(state_threshold)
+        self.acceptance = acceptance
         StateTracker(self.state_threshold)  # validates the threshold
 
     def params(self) -> dict:
@@ -209,6 +219,7 @@ class DFlare(PairSearch):
             "fitness": self.fitness,
             "delta": self.delta,
             "state_threshold": self.state_threshold,
+            "acceptance": self.acceptance,
             "max_queries": self.max_queries,
             "timeout": self.timeout,
         }
@@ -238,13 +249,10 @@ class DFlare(PairSearch):
 
         selector = make_selector(self.selection, self.operators, rng)
         tracker = StateTracker(self.state_threshold) if self.fitness == "full" else None
-        label = int(np.argmax(pf0))
-        d0 = prob_difference(pf0, pg0, label)
+        d_cur = prob_difference(pf0, pg0, int(np.argmax(pf0)))
+        novel_cur = False  # the seed's state is the first one stored; the seed was not "kept" for novelty
         if tracker is not None:
             tracker.observe(pf0, pg0)
-            best = dflare_fitness(d0, False, self.delta)
-        else:
-            best = d0
         x_cur, p_cur = x0, (pf0, pg0)
         improvements = 0
 
@@ -270,14 +278,13 @@ class DFlare(PairSearch):
                                     extra={"improvements": improvements})
             d = prob_difference(pf, pg, lf)
             if tracker is not None:
-                h = dflare_fitness(d, tracker.observe(pf, pg), self.delta)
-            else:
-                h = d
-            if h > best:
-                best, x_cur, p_cur = h, x_new, (pf, pg)
+                novel = tracker.observe(pf, pg)
+                keep = keeps_mutant(d, novel, d_cur, novel_cur, self.delta, self.acceptance)
+            else:  # DFlare_D: distance only
+                novel, keep = False, d > d_cur
+            if keep:
+                d_cur, novel_cur, x_cur, p_cur = d, novel, x_new, (pf, pg)
                 improvements += 1
-                selector.feedback(i, True)
-            else:
-                selector.feedback(i, False)
+            selector.feedback(i, keep)
         return self._result(status, it, t0, x0, None, p_cur[0], p_cur[1], operators=selector.counts(),
                             extra={"improvements": improvements})

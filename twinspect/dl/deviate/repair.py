@@ -22,7 +22,7 @@ Seeds and their triggering inputs always fall in the same fold (folds are drawn 
 so a fold never tests on a near copy of a training image.
 
 The perceptron is scikit-learn's :class:`~sklearn.neural_network.MLPClassifier` (one hidden ReLU
-layer, Adam, seeded). :class:`RepairedClassifier` wraps it with the compressed model into a
+layer, L-BFGS by default, seeded). :class:`RepairedClassifier` wraps it with the compressed model into a
 :class:`~twinspect.dl.adapters.base.Classifier`, so the repaired model can be searched again.
 """
 
@@ -107,11 +107,17 @@ def group_folds(groups: np.ndarray, k: int, seed: int) -> list[np.ndarray]:
 # -- the repair model ---------------------------------------------------------------------------------
 
 
-def make_perceptron(hidden: int = 64, max_iter: int = 500, seed: int = 0):
-    """The repair perceptron: one hidden ReLU layer of ``hidden`` units, Adam, seeded."""
+def make_perceptron(hidden: int = 64, max_iter: int = 500, seed: int = 0, solver: str = "lbfgs"):
+    """The repair perceptron: one hidden ReLU layer of ``hidden`` units, seeded.
+
+    ``solver="lbfgs"`` (default) suits the few hundred to few thousand inputs of a run and converges in
+    a fraction of a second; ``"adam"`` is the stochastic alternative for large runs.
+    """
     from sklearn.neural_network import MLPClassifier
 
-    return MLPClassifier(hidden_layer_sizes=(int(hidden),), activation="relu", solver="adam", max_iter=int(max_iter),
+    if solver not in ("lbfgs", "adam", "sgd"):
+        raise InputError(f"unknown perceptron solver {solver!r}; choose lbfgs, adam or sgd")
+    return MLPClassifier(hidden_layer_sizes=(int(hidden),), activation="relu", solver=solver, max_iter=int(max_iter),
                          random_state=int(seed), tol=1e-5, n_iter_no_change=20)
 
 
@@ -279,6 +285,7 @@ def repair_run(
     hidden: int = 64,
     max_iter: int = 500,
     seed: int = 0,
+    solver: str = "lbfgs",
     quiet: bool = False,
     original: Classifier | None = None,
     compressed: Classifier | None = None,
@@ -292,8 +299,9 @@ def repair_run(
             (features ``comp_probs`` (N, K), ``orig_labels``, ``groups``, ``kinds``).
         folds: k of k-fold cross-validation (>= 2; folds are drawn over seeds).
         hidden: hidden units of the perceptron.
-        max_iter: maximum training epochs of the perceptron.
+        max_iter: maximum training iterations of the perceptron.
         seed: seed of the fold assignment and of the perceptron's initialisation.
+        solver: ``"lbfgs"`` (default), ``"adam"`` or ``"sgd"`` (scikit-learn MLP solvers).
         quiet: no progress output.
         original, compressed: already loaded models (default: loaded from run.json).
 
@@ -312,6 +320,7 @@ def repair_run(
         raise InputError(f"folds must be >= 2, got {folds}")
     if hidden < 1 or max_iter < 1:
         raise InputError("hidden and max-iter must be >= 1")
+    make_perceptron(hidden, max_iter, seed, solver)  # validates the solver before any work
     t0 = time.perf_counter()
     x, groups, kinds, config = collect_inputs(run_dir)
     models = config["models"]
@@ -335,14 +344,14 @@ def repair_run(
             train_idx = np.setdiff1d(all_idx, test_idx)
             if len(np.unique(y_orig[train_idx])) < 2:
                 raise InputError(f"fold {i + 1} has a single original label in its training part", run_dir)
-            mlp = _fit_quietly(make_perceptron(hidden, max_iter, seed), p_comp[train_idx], y_orig[train_idx])
+            mlp = _fit_quietly(make_perceptron(hidden, max_iter, seed, solver), p_comp[train_idx], y_orig[train_idx])
             repaired = mlp.predict(p_comp[test_idx])
             row = {"fold": i + 1, "n_train": int(len(train_idx)), "n_test": int(len(test_idx))}
             row.update(repair_metrics(y_orig[test_idx], y_comp[test_idx], repaired))
             fold_rows.append(row)
             bar.advance()
 
-    final = _fit_quietly(make_perceptron(hidden, max_iter, seed), p_comp, y_orig)
+    final = _fit_quietly(make_perceptron(hidden, max_iter, seed, solver), p_comp, y_orig)
     final_metrics = repair_metrics(y_orig, y_comp, final.predict(p_comp))
     report = {
         "method": "Drepair (Tian et al., TOSEM 2023): one-hidden-layer perceptron, compressed probabilities -> original label",
@@ -354,7 +363,7 @@ def repair_run(
         },
         "run_dir": str(run_dir.resolve()),
         "models": {"original": models["original"], "compressed": models["compressed"]},
-        "config": {"folds": folds, "hidden": hidden, "max_iter": max_iter, "seed": seed,
+        "config": {"folds": folds, "hidden": hidden, "max_iter": max_iter, "seed": seed, "solver": solver,
                    "fold_unit": "seed (a seed and its triggering input share a fold)"},
         "inputs": {"total": int(len(x)), "seeds": int(np.sum(kinds == 0)), "triggers": int(np.sum(kinds == 1)),
                    "deviated": int(np.sum(y_orig != y_comp)), "seeds_distinct": n_groups,

@@ -164,6 +164,19 @@ def per_query_ms(records: list[dict]) -> float | None:
     return None if q == 0 else 1e3 * sum(r["time_s"] for r in searched) / q
 
 
+_MODELS: dict = {}
+
+
+def _loaded(spec: dict):
+    """The main process's copy of a model (loaded once per benchmark; workers load their own)."""
+    from twinspect.dl.deviate.runner import load_model
+
+    key = json.dumps(spec, sort_keys=True)
+    if key not in _MODELS:
+        _MODELS[key] = load_model(spec)
+    return _MODELS[key]
+
+
 def run_one(name: str, orig_spec: dict, comp_spec: dict, x, y, seeds, algorithm, params, run_dir: Path, args) -> dict:
     """One run_search; returns its summary plus the per-seed records and the wall time."""
     from twinspect.dl.deviate.results import RunDir, records_in_order
@@ -183,7 +196,7 @@ def run_one(name: str, orig_spec: dict, comp_spec: dict, x, y, seeds, algorithm,
     summary = run_search(
         orig_spec, comp_spec, x, y, seeds, algorithm, run_dir,
         workers=args.workers, resume=args.resume, quiet=True, seed=args.seed, params=params,
-        on_result=on_result,
+        on_result=on_result, models=(_loaded(orig_spec), _loaded(comp_spec)),
     )
     wall = time.perf_counter() - t0
     records = records_in_order(RunDir(run_dir).load_records(), seeds)

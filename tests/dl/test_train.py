@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 
 from twinspect.cli import main  # noqa: E402
 from twinspect.dl.adapters import load_classifier  # noqa: E402
-from twinspect.dl.train import augment_crop_flip, predict_logits, save_model, train_model  # noqa: E402
+from twinspect.dl.train import augment_crop_flip, predict_logits, save_model, eval_subset, train_model  # noqa: E402
 from twinspect.errors import InputError  # noqa: E402
 
 SHARED = Path(__file__).resolve().parents[2] / ".." / "shared"
@@ -56,7 +56,7 @@ def test_save_then_load_classifier_gives_the_modules_predictions(small_lenet5, t
     path = save_model(small_lenet5.module, tmp_path / "lenet5.pt", small_lenet5.meta)
     clf = load_classifier(path)  # no options: everything comes from the metadata
     assert clf.input_shape == (28, 28, 1) and clf.num_classes == 10
-    x, y = load_images("mnist", limit=300)
+    x, y = eval_subset(*load_images("mnist"), 300)
     module_labels = predict_logits(small_lenet5.module, x, clf.preprocess).argmax(1)
     np.testing.assert_array_equal(clf.predict(x), module_labels)
     assert np.mean(module_labels == y) == pytest.approx(small_lenet5.test_accuracy)

@@ -39,6 +39,7 @@ from twinspect.dl.train import (
     load_images,
     predict_logits,
     save_model,
+    eval_subset,
 )
 from twinspect.dl.zoo import ARCHS, build_model, count_parameters, load_zoo_module, quiet_torch_warnings
 from twinspect.errors import InputError, ModelError
@@ -301,7 +302,7 @@ def compress_model(
             ``resnet8`` otherwise); student_width its channel multiplier.
         temperature, alpha: distillation loss parameters.
         epochs, batch_size, lr: distillation / fine-tuning hyper-parameters (defaults per arch).
-        train_size: seeded subset of the training split; test_size: first N test images only.
+        train_size: seeded subset of the training split; test_size: N evenly spaced test images only.
         max_steps: cap on optimisation steps (tests).
         seed: seed of sampling, shuffling and initialisation.
         quiet: no progress output.
@@ -345,8 +346,7 @@ def compress_model(
     if dataset is None:
         raise InputError("the model has no dataset in its metadata; pass --data", model_path)
     x_test, y_test = load_images(dataset, split="test")
-    if test_size is not None:
-        x_test, y_test = x_test[:test_size], y_test[:test_size]
+    x_test, y_test = eval_subset(x_test, y_test, test_size)
 
     def train_split():
         x, y = load_images(dataset, split="train")

@@ -57,6 +57,17 @@ def load_images(spec: str, split: str = "test") -> tuple[np.ndarray, np.ndarray]
     return x, np.asarray(y, dtype=np.int64)
 
 
+def eval_subset(x: np.ndarray, y: np.ndarray, n: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` evenly spaced images of a test set (all when ``n`` is None or >= its size).
+
+    Evenly spaced rather than the first ``n``: the shared CIFAR-10 test set is sorted by class.
+    """
+    if n is None or n >= len(x):
+        return x, y
+    idx = np.arange(n) * len(x) // n
+    return x[idx], y[idx]
+
+
 def default_preprocess(dataset: str, channels: int) -> Preprocess:
     """Preprocessing of models trained by twinspect: x/255 for MNIST, per-channel mean/std for CIFAR-10 (NCHW)."""
     if dataset == "cifar10" or (dataset not in DATASETS and channels == 3):
@@ -296,7 +307,7 @@ def train_model(
         epochs, batch_size, lr: override :func:`default_fit_config`.
         seed: reproducibility seed.
         train_size: use a seeded random subset of this many training images.
-        test_size: evaluate on the first N test images only (tests); None = all.
+        test_size: evaluate on N evenly spaced test images only (see :func:`eval_subset`); None = all.
         width: channel multiplier.
         augment: crop+flip augmentation (default: on for CIFAR-style nets).
         max_steps: stop after this many steps (tests).
@@ -329,8 +340,7 @@ def train_model(
     if train_size is not None and train_size < len(x):
         sub = np.random.default_rng(seed).permutation(len(x))[:train_size]
         x, y = x[sub], y[sub]
-    if test_size is not None:
-        x_test, y_test = x_test[:test_size], y_test[:test_size]
+    x_test, y_test = eval_subset(x_test, y_test, test_size)
     input_shape = tuple(int(v) for v in x.shape[1:])
     num_classes = int(max(y.max(), y_test.max()) + 1) if dataset not in DATASETS else DATASETS[dataset][1]
     preprocess = default_preprocess(dataset, input_shape[2])

@@ -81,7 +81,11 @@ def finetune(
                          hint="choose a new directory")
     try:
         import torch
-        from sentence_transformers.losses import MultipleNegativesRankingLoss
+
+        try:  # sentence-transformers >= 6 layout, then the older one
+            from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
+        except ImportError:
+            from sentence_transformers.losses import MultipleNegativesRankingLoss
     except ImportError as exc:
         raise ModelError(
             "fine-tuning needs torch and sentence-transformers",

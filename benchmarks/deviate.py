@@ -84,7 +84,7 @@ TARGET_RATIO = 10.0  # DiffChaser queries / DFlare queries
 ABLATIONS = ("dflare-r", "dflare-d", "diffchaser")
 ALGO_TITLES = {"dflare": "DFlare", "dflare-r": "DFlare_R", "dflare-d": "DFlare_D", "diffchaser": "DiffChaser"}
 BUILT = ("quantize", "prune", "distill")
-SECTIONS = ("loaders", "shared", "ablations", "built")
+SECTIONS = ("loaders", "built", "shared", "ablations")  # run order: cheap sections first
 
 FULL = dict(shared_seeds=500, shared_timeout=180.0, ablation_seeds=50, ablation_timeout=60.0,
             built_seeds=100, built_timeout=60.0, train_epochs=2, train_size=None, distill_epochs=2,
@@ -106,6 +106,12 @@ def _pct(x):
 
 def _yes(ok: bool | None) -> str:
     return "n/a" if ok is None else ("yes" if ok else "NO")
+
+
+def _seeds(s: dict):
+    """Seeds finished, as "done/planned" when the run is unfinished."""
+    planned = s.get("planned")
+    return s["seeds"] if planned is None or planned == s["seeds"] else f"{s['seeds']}/{planned}"
 
 
 def _r(x, nd=2):
@@ -179,9 +185,16 @@ def _loaded(spec: dict):
 
 def run_one(name: str, orig_spec: dict, comp_spec: dict, x, y, seeds, algorithm, params, run_dir: Path, args) -> dict:
     """One run_search; returns its summary plus the per-seed records and the wall time."""
-    from twinspect.dl.deviate.results import RunDir, records_in_order
+    from twinspect.dl.deviate.results import RunDir, records_in_order, summarize
     from twinspect.dl.deviate.runner import run_search
 
+    if args.report_only:
+        done = RunDir(run_dir).load_records() if (run_dir / "results.jsonl").exists() else {}
+        records = records_in_order(done, seeds)
+        summary = {"algorithm": algorithm, **summarize(records), "wall_s": None, "planned": len(seeds),
+                   "ms_per_query": per_query_ms(records), "new_seeds": 0, "out_dir": str(run_dir),
+                   "complete": len(records) == len(seeds)}
+        return {"summary": summary, "records": records}
     fresh_or_resume(run_dir, args.resume)
     n_done = [0]
     t0 = time.perf_counter()
@@ -193,14 +206,16 @@ def run_one(name: str, orig_spec: dict, comp_spec: dict, x, y, seeds, algorithm,
             log(f"  {name} {algorithm}: {n_done[0]} new seeds done ({time.perf_counter() - t0:.0f} s)")
 
     log(f"{name} {algorithm}: {len(seeds)} seeds, params {params}, workers {args.workers} -> {run_dir}")
-    summary = run_search(
+    run_search(
         orig_spec, comp_spec, x, y, seeds, algorithm, run_dir,
         workers=args.workers, resume=args.resume, quiet=True, seed=args.seed, params=params,
         on_result=on_result, models=(_loaded(orig_spec), _loaded(comp_spec)),
     )
     wall = time.perf_counter() - t0
     records = records_in_order(RunDir(run_dir).load_records(), seeds)
-    summary = dict(summary)
+    # the summary of exactly these seeds (a resumed run directory may hold more)
+    summary = {"algorithm": algorithm, **summarize(records), "out_dir": str(run_dir), "planned": len(seeds),
+               "complete": len(records) == len(seeds)}
     summary["wall_s"] = wall
     summary["ms_per_query"] = per_query_ms(records)
     summary["new_seeds"] = n_done[0]
@@ -231,10 +246,9 @@ def section_shared(args, cfg, work: Path) -> dict:
 
 
 def ablation_seeds(seeds: list[int], n: int, seed: int) -> list[int]:
-    """A fixed random ``n`` of the shared run's seeds (in the shared run's order)."""
-    rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0xAB1A]))
-    pick = set(rng.choice(len(seeds), size=min(n, len(seeds)), replace=False).tolist())
-    return [s for k, s in enumerate(seeds) if k in pick]
+    """A fixed random ``n`` of the shared run's seeds (prefix-stable: a smaller ``n`` takes the first ones)."""
+    perm = np.random.default_rng(np.random.SeedSequence([int(seed), 0xAB1A])).permutation(len(seeds))
+    return [int(seeds[k]) for k in perm[: min(n, len(seeds))]]
 
 
 def section_ablations(args, cfg, work: Path, shared: dict | None) -> dict:
@@ -314,6 +328,8 @@ def section_built(args, cfg, work: Path) -> dict:
     from twinspect.dl.deviate.results import seed_list
 
     t0 = time.perf_counter()
+    if args.report_only and not (work / "models" / "lenet5-distill.pt.json").exists():
+        return None
     paths = build_models(cfg, work, threads=args.workers)
     build_s = time.perf_counter() - t0
     x, y = load_images("mnist")
@@ -394,6 +410,8 @@ def section_loaders(args, cfg, work: Path) -> dict:
     from twinspect.dl.adapters import load_classifier
     from twinspect.dl.data import dflare_pair, load_images
 
+    if args.report_only:
+        return (args.previous or {}).get("sections", {}).get("loaders")
     warnings.filterwarnings("ignore")
     models = []
     for pair in PAIRS:
@@ -455,7 +473,7 @@ def tables(res: dict) -> list[tuple[str, list[str], list[list], str]]:
             p = PAPER[pair]
             sr = _pct(s["success_rate"])
             ok = s["success_rate"] == 1.0 and s["avg_queries"] is not None and s["avg_queries"] <= TARGET_QUERIES[pair]
-            rows.append([PAIR_TITLES[pair], s["seeds"], s["no_search_needed"], sr, p["dflare_success"],
+            rows.append([PAIR_TITLES[pair], _seeds(s), s["no_search_needed"], sr, p["dflare_success"],
                          _r(s["avg_queries"]), p["dflare_queries"], _r(s["median_queries"]), _r(s["avg_time_s"], 3),
                          _r(s["median_time_s"], 3), _r(s["ms_per_query"]), _r(s["wall_s"], 0), _yes(ok)])
             targets.append([f"{PAIR_TITLES[pair]}: DFlare success rate", "100 %", f"{sr} %", _yes(s["success_rate"] == 1.0)])
@@ -491,13 +509,14 @@ def tables(res: dict) -> list[tuple[str, list[str], list[list], str]]:
                                     f">= {TARGET_RATIO:.0f}x", _r(ratio, 1), _yes(ok)])
                 paper_q = PAPER[pair].get(f"{algo}_queries")
                 paper_s = PAPER[pair].get(f"{algo}_success")
-                rows.append([PAIR_TITLES[pair], ALGO_TITLES[algo], s["seeds"], s.get("timeout"),
+                rows.append([PAIR_TITLES[pair], ALGO_TITLES[algo], _seeds(s), s.get("timeout"),
                              _pct(s["success_rate"]), paper_s, _r(s["avg_queries"]), paper_q,
                              _r(s["median_queries"]), _r(s["avg_time_s"], 3), _r(s["median_time_s"], 3),
                              _r(ratio, 1), "" if ok is None else _yes(ok)])
         out.append((
             f"Ablations and DiffChaser (a random {cfg['ablation_seeds']} of the shared seeds, timeout "
-            f"{cfg['ablation_timeout']:.0f} s per seed; DFlare row = the same seeds of the 180 s run)",
+            f"{cfg['ablation_timeout']:.0f} s per seed; DFlare row = the same seeds of the "
+            f"{cfg['shared_timeout']:.0f} s shared run)",
             ["pair", "algorithm", "seeds", "timeout s", "success %", "paper success %", "avg queries",
              "paper avg queries", "median queries", "avg time s", "median time s", "x DFlare queries",
              f"target met? (DiffChaser >= {TARGET_RATIO:.0f}x)"],
@@ -517,7 +536,7 @@ def tables(res: dict) -> list[tuple[str, list[str], list[list], str]]:
             detail = {"quantize": f"static int8 ({c.get('mode')})", "prune": f"L1 unstructured, sparsity {_r(c.get('sparsity'), 2)}",
                       "distill": f"student {c.get('student')} ({c.get('student_parameters')} params)"}[method]
             rows.append([f"LeNet-5 / {method}", detail, _pct(c.get("original_accuracy")), _pct(c.get("compressed_accuracy")),
-                         c.get("disagreements"), s["seeds"], s["no_search_needed"], _pct(s["success_rate"]),
+                         c.get("disagreements"), _seeds(s), s["no_search_needed"], _pct(s["success_rate"]),
                          _r(s["avg_queries"]), _r(s["median_queries"]), _r(s["avg_time_s"], 3), _r(s["median_time_s"], 3),
                          _r(s["ms_per_query"])])
             targets.append([f"built LeNet-5 / {method}: DFlare success rate", "(none; reported)", f"{_pct(s['success_rate'])} %", "n/a"])
@@ -550,7 +569,8 @@ def tables(res: dict) -> list[tuple[str, list[str], list[list], str]]:
         ))
     if targets:
         wall = res.get("wall_time_s")
-        if wall is not None and set(res["config"]["sections"]) == set(SECTIONS) and not res["config"]["quick"]:
+        if (wall is not None and res.get("finished") and set(res["config"]["sections"]) == set(SECTIONS)
+                and not res["config"]["quick"] and not res["config"]["report_only"]):
             targets.append(["whole benchmark wall time", "< 60 min", f"{wall / 60:.1f} min", _yes(wall < 3600)])
         out.append(("Targets", ["target", "goal", "measured", "met?"], targets, ""))
     return out
@@ -576,9 +596,15 @@ def render_markdown(res: dict) -> str:
         f"- machine: {m['cpu']}, {m['cores']} cores, {m['memory_gb']} GB RAM, Python {m['python']}, torch {m['torch']}; "
         f"load average at start {m['load_avg_start']}, at end {m.get('load_avg_end')} "
         "(the machine was shared with other jobs, so times are pessimistic)",
-        f"- total wall time: {res['wall_time_s']:.0f} s ({res['wall_time_s'] / 60:.1f} min)",
+        f"- total wall time: {res['wall_time_s']:.0f} s ({res['wall_time_s'] / 60:.1f} min); per section (s): "
+        f"{res.get('section_wall_s', {})}",
         "",
     ]
+    if cfg.get("report_only"):
+        lines += ["**Report rebuilt from the run directories (`--report-only`); wall times above are of the "
+                  "rebuild, not of the searches. Unfinished runs show seeds as done/planned.**", ""]
+    elif not res.get("finished"):
+        lines += ["**Partial results: the benchmark was still running when this file was written.**", ""]
     for title, headers, rows, note in tables(res):
         lines += [f"## {title}", "", markdown_table(rows, headers), ""]
         if note:
@@ -607,6 +633,9 @@ def main() -> None:
     ap.add_argument("--work-dir", type=Path, default=ROOT / "runs" / "bench-deviate",
                     help="run directories and built models (default runs/bench-deviate)")
     ap.add_argument("--resume", action="store_true", help="continue the runs in --work-dir instead of starting afresh")
+    ap.add_argument("--report-only", action="store_true",
+                    help="run nothing: rebuild the tables from the run directories in --work-dir (e.g. of an "
+                    "unfinished run; loader timings are taken from the previous deviate.json)")
     ap.add_argument("--workers", type=int, default=2, help="seed-parallel worker processes")
     ap.add_argument("--seed", type=int, default=0, help="run seed (seed sample and every search)")
     ap.add_argument("--pop-size", type=int, default=1000, help="DiffChaser population size")
@@ -635,45 +664,52 @@ def main() -> None:
     t_start = time.perf_counter()
     res: dict = {
         "config": {**cfg, "sections": sections, "quick": args.quick, "workers": args.workers, "seed": args.seed,
-                   "pop_size": args.pop_size, "work_dir": str(work), "resume": args.resume},
+                   "pop_size": args.pop_size, "work_dir": str(work), "resume": args.resume,
+                   "report_only": args.report_only},
         "machine": machine_info(),
         "sections": {},
         "paper": PAPER,
         "targets": {"dflare_avg_queries": TARGET_QUERIES, "diffchaser_over_dflare": TARGET_RATIO},
     }
+    results_dir.mkdir(parents=True, exist_ok=True)
+    args.previous = None
+    if args.report_only and (results_dir / "deviate.json").exists():
+        args.previous = json.loads((results_dir / "deviate.json").read_text())
     log(f"benchmark start: sections {sections}, work dir {work}, config {cfg}")
     for sec in SECTIONS:
         if sec not in sections:
             continue
         t = time.perf_counter()
         if sec == "loaders":
-            res["sections"]["loaders"] = section_loaders(args, cfg, work)
+            out = section_loaders(args, cfg, work)
         elif sec == "shared":
-            res["sections"]["shared"] = section_shared(args, cfg, work)
+            out = section_shared(args, cfg, work)
         elif sec == "ablations":
-            res["sections"]["ablations"] = section_ablations(args, cfg, work, res["sections"].get("shared"))
-        elif sec == "built":
-            res["sections"]["built"] = section_built(args, cfg, work)
+            out = section_ablations(args, cfg, work, res["sections"].get("shared"))
+        else:
+            out = section_built(args, cfg, work)
+        if out is not None:
+            res["sections"][sec] = out
         res.setdefault("section_wall_s", {})[sec] = round(time.perf_counter() - t, 1)
         log(f"section {sec} done in {time.perf_counter() - t:.0f} s")
+        write_results(res, results_dir, t_start, final=False)  # partial results after every section
+    write_results(res, results_dir, t_start, final=True)
+
+
+def write_results(res: dict, results_dir: Path, t_start: float, final: bool) -> None:
+    """Write deviate.md / deviate.json (and print the markdown on stdout when ``final``)."""
+    from twinspect._io import atomic_write, write_json
 
     res["wall_time_s"] = time.perf_counter() - t_start
     res["machine"]["load_avg_end"] = [round(v, 2) for v in os.getloadavg()]
-    from twinspect._io import atomic_write, write_json
-    from twinspect.reports.table import print_table
-
-    for title, headers, rows, note in tables(res):
-        print_table(rows, headers, title=title)
-        if note:
-            print(note + "\n")
-    print(f"total wall time {res['wall_time_s']:.0f} s ({res['wall_time_s'] / 60:.1f} min); "
-          f"load average start {res['machine']['load_avg_start']}, end {res['machine']['load_avg_end']}")
-    results_dir.mkdir(parents=True, exist_ok=True)
+    res["finished"] = final
     md = render_markdown(res)
     with atomic_write(results_dir / "deviate.md") as fh:
         fh.write(md + "\n")
     write_json(results_dir / "deviate.json", strip_records(res))
-    print(f"wrote {results_dir / 'deviate.md'} and {results_dir / 'deviate.json'}")
+    if final:
+        print(md)
+        print(f"\nwrote {results_dir / 'deviate.md'} and {results_dir / 'deviate.json'}")
 
 
 if __name__ == "__main__":

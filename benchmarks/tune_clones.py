@@ -258,3 +258,24 @@ def install_search_cache(k_max: int = 60) -> None:
         return _Cached(inner) if kind == "exact" else inner
 
     ix.make_index = make
+
+
+def emulate_margin(fragments, vectors, *, top_k=10, threshold=0.8, margin=0.03, class_threshold=0.5,
+                   linkage="average", index="exact"):
+    """Prototype of the proposed DetectConfig change (not in clones.py yet): classes are built from the
+    top_k edges at ``class_threshold`` (below ``threshold``), while a pair is *reported* only when
+    sim >= threshold and sim >= best(a) - margin or sim >= best(b) - margin, best(x) being x's highest
+    similarity to any other non-overlapping fragment. Returns a JSON-contract dict."""
+    from twinspect.code.clones import DetectConfig, detect
+
+    rep = detect(fragments, DetectConfig(top_k=top_k, threshold=min(threshold, class_threshold),
+                                         class_threshold=class_threshold, linkage=linkage, index=index),
+                 vectors=vectors)
+    d = rep.to_json_dict()
+    best: dict[int, float] = {}
+    for p in d["pairs"]:
+        for x in (p["a"], p["b"]):
+            best[x] = max(best.get(x, -1.0), p["similarity"])
+    d["pairs"] = [p for p in d["pairs"] if p["similarity"] >= threshold
+                  and (p["similarity"] >= best[p["a"]] - margin or p["similarity"] >= best[p["b"]] - margin)]
+    return d

@@ -171,3 +171,10 @@ def test_quantising_a_quantised_model_is_refused(original, tmp_path, capsys):
     compress_model(original, "quantize", q, dynamic=True, test_size=50, quiet=True)
     code, _, err = run_cli(["compress", str(q), "-m", "quantize", "-o", str(tmp_path / "qq.pt")], capsys)
     assert code == 2 and "q.pt" in err and len(err.strip().splitlines()) == 1
+
+
+def test_quantising_a_non_torchscript_model_points_to_distillation(tmp_path, capsys):
+    fake = tmp_path / "model.h5"
+    fake.write_bytes(b"\x89HDF\r\n")
+    code, _, err = run_cli(["compress", str(fake), "-m", "quantize", "--data", "mnist", "-o", str(tmp_path / "q.pt")], capsys)
+    assert code == 2 and "model.h5" in err and "distill" in err and len(err.strip().splitlines()) == 1

@@ -355,6 +355,12 @@ def compress_model(
     t0 = time.perf_counter()
     info: dict = {"method": method, "original": str(model_path)}
     if method in ("quantize", "prune"):
+        if model_path.suffix.lower() not in (".pt", ".pth", ".ts"):
+            raise ModelError(
+                f"{method} needs a float TorchScript model saved by `twinspect train` (.pt); "
+                "models in other formats can be compressed with --method distill",
+                model_path,
+            )
         module, zoo_meta = load_zoo_module(model_path)
         preprocess = Preprocess.from_dict(zoo_meta["preprocess"])
         meta = {k: v for k, v in zoo_meta.items() if k not in ("training", "compression")}

@@ -2,7 +2,8 @@
 
 Follows the evaluation of Tian et al., "Finding Deviated Behaviors of the Compressed DNN Models for
 Image Classifications" (DFlare, ACM TOSEM 2023), whose published numbers are in
-``../shared/README.md``. Sections (``--only shared,ablations,built,loaders``; default all):
+``../shared/README.md``. Sections (``--only loaders,built,shared,ablations``; default all, run in this
+order, cheapest first):
 
 * ``shared``    — DFlare on the three DiffChaser/DFlare pairs of ``../shared/data/models/dflare``
   (LeNet-1, LeNet-5 on MNIST; ResNet-20 on CIFAR-10; originals Keras ``.h5``, compressed 8-bit TFLite
@@ -10,8 +11,9 @@ Image Classifications" (DFlare, ACM TOSEM 2023), whose published numbers are in
   (:func:`twinspect.dl.deviate.results.seed_list`), timeout 180 s per seed, as in the paper.
   Success rate (over the searched seeds; seeds where the two models already disagree are counted
   apart, "no search needed", as in DFlare's code), average/median queries and time of the
-  successful seeds, beside the paper. Targets: 100 % success and average queries no higher than the
-  paper's DFlare figures (84 / 117 / 30).
+  successful seeds, beside the paper, and how far the triggering inputs are from their seeds
+  (median over triggers of the mean and the largest absolute pixel difference). Targets: 100 %
+  success and average queries no higher than the paper's DFlare figures (84 / 117 / 30).
 * ``ablations`` — DFlare_R (uniform operator choice), DFlare_D (distance-only fitness) and DiffChaser
   (the genetic-algorithm baseline, population 1,000) on a random 50 of those 500 seeds with a 60 s
   timeout. **The budgets differ from the paper's** (which gave every method 180 s on all 500 seeds).
@@ -32,8 +34,12 @@ Image Classifications" (DFlare, ACM TOSEM 2023), whose published numbers are in
 Run directories (``run.json``, ``results.jsonl``, ``triggers/``, ``summary.json``) go under
 ``--work-dir`` (default ``runs/bench-deviate``, git-ignored). Without ``--resume`` a section's run
 directories are started afresh; with ``--resume`` finished seeds are kept and an interrupted
-benchmark continues where it stopped. Seed-parallel runs use ``--workers`` processes (2 by
-default); each worker uses one torch/TFLite thread.
+benchmark continues where it stopped (``--ablation-seeds`` etc. may be lowered on resume: the
+ablation sample is prefix-stable). ``--report-only`` runs nothing and rebuilds the tables from the
+run directories (unfinished runs are shown as done/planned seeds; loader timings and run wall times
+come from the previous ``deviate.json``). Seed-parallel runs use ``--workers`` processes (2 by
+default); each worker uses one torch/TFLite thread and loads both models itself (about 40 s per run
+on a loaded 2-core machine). Results are rewritten after every section.
 
 ``--quick`` is a smoke run (20 / 5 / 10 seeds, timeouts 20 / 10 / 20 s, smaller built models)
 with its own sub-folder ``WORK_DIR/quick``; it writes its tables there instead of
@@ -49,6 +55,7 @@ Run from the repository root::
     nice .venv/bin/python benchmarks/deviate.py --quick
     nohup nice .venv/bin/python benchmarks/deviate.py --workers 2 > /tmp/deviate_bench.log 2>&1 &
     nice .venv/bin/python benchmarks/deviate.py --resume            # continue an interrupted run
+    .venv/bin/python benchmarks/deviate.py --report-only            # tables of the runs so far
 """
 
 from __future__ import annotations
@@ -114,6 +121,14 @@ def _seeds(s: dict):
     return s["seeds"] if planned is None or planned == s["seeds"] else f"{s['seeds']}/{planned}"
 
 
+def _dist(s: dict) -> str:
+    """"mean / max" pixel difference of trigger and seed (medians over the triggers)."""
+    d = s.get("trigger_distance") or {}
+    if d.get("median_mean_abs") is None:
+        return ""
+    return f"{d['median_mean_abs']:.1f} / {d['median_linf']:.0f}"
+
+
 def _r(x, nd=2):
     return None if x is None else round(float(x), nd)
 
@@ -170,6 +185,29 @@ def per_query_ms(records: list[dict]) -> float | None:
     return None if q == 0 else 1e3 * sum(r["time_s"] for r in searched) / q
 
 
+def trigger_distance(run_dir: Path, records: list[dict]) -> dict:
+    """How far the triggering inputs are from their seeds (successful searches only).
+
+    Returns:
+        ``{"median_mean_abs": m, "median_linf": l}`` in pixel levels (0–255): the medians over the
+        triggers of the mean absolute pixel difference and of the largest one; None without triggers.
+    """
+    mean_abs, linf = [], []
+    for r in records:
+        if not r.get("success") or not r.get("trigger") or r["status"] == "disagree_at_seed":
+            continue
+        try:
+            with np.load(run_dir / r["trigger"]) as z:
+                d = np.abs(z["trigger"].astype(np.float64) - z["seed"].astype(np.float64))
+        except (OSError, KeyError, ValueError):
+            continue
+        mean_abs.append(float(d.mean()))
+        linf.append(float(d.max()))
+    if not mean_abs:
+        return {"median_mean_abs": None, "median_linf": None}
+    return {"median_mean_abs": float(np.median(mean_abs)), "median_linf": float(np.median(linf))}
+
+
 _MODELS: dict = {}
 
 
@@ -193,7 +231,7 @@ def run_one(name: str, orig_spec: dict, comp_spec: dict, x, y, seeds, algorithm,
         records = records_in_order(done, seeds)
         summary = {"algorithm": algorithm, **summarize(records), "wall_s": None, "planned": len(seeds),
                    "ms_per_query": per_query_ms(records), "new_seeds": 0, "out_dir": str(run_dir),
-                   "complete": len(records) == len(seeds)}
+                   "complete": len(records) == len(seeds), "trigger_distance": trigger_distance(run_dir, records)}
         return {"summary": summary, "records": records}
     fresh_or_resume(run_dir, args.resume)
     n_done = [0]
@@ -217,6 +255,7 @@ def run_one(name: str, orig_spec: dict, comp_spec: dict, x, y, seeds, algorithm,
     summary = {"algorithm": algorithm, **summarize(records), "out_dir": str(run_dir), "planned": len(seeds),
                "complete": len(records) == len(seeds)}
     summary["wall_s"] = wall
+    summary["trigger_distance"] = trigger_distance(run_dir, records)
     summary["ms_per_query"] = per_query_ms(records)
     summary["new_seeds"] = n_done[0]
     sr = summary["success_rate"]
@@ -234,7 +273,7 @@ def section_shared(args, cfg, work: Path) -> dict:
     from twinspect.dl.deviate.results import seed_list
 
     out = {}
-    for pair in PAIRS:
+    for pair in args.pairs:
         orig, comp, pre, ds = dflare_pair(pair)
         x, y = load_images(ds)
         seeds = seed_list(len(x), cfg["shared_seeds"], args.seed)
@@ -256,7 +295,7 @@ def section_ablations(args, cfg, work: Path, shared: dict | None) -> dict:
     from twinspect.dl.deviate.results import RunDir, records_in_order, seed_list, summarize
 
     out = {}
-    for pair in PAIRS:
+    for pair in args.pairs:
         orig, comp, pre, ds = dflare_pair(pair)
         x, y = load_images(ds)
         all_seeds = seed_list(len(x), cfg["shared_seeds"], args.seed)
@@ -468,31 +507,37 @@ def tables(res: dict) -> list[tuple[str, list[str], list[list], str]]:
     targets: list[list] = []
     if shared:
         rows = []
-        for pair in PAIRS:
+        for pair in [p for p in PAIRS if p in shared]:
             s = shared[pair]["summary"]
             p = PAPER[pair]
             sr = _pct(s["success_rate"])
+            done = s.get("planned") in (None, s["seeds"])
             ok = s["success_rate"] == 1.0 and s["avg_queries"] is not None and s["avg_queries"] <= TARGET_QUERIES[pair]
+            ok = ok if done else None
             rows.append([PAIR_TITLES[pair], _seeds(s), s["no_search_needed"], sr, p["dflare_success"],
                          _r(s["avg_queries"]), p["dflare_queries"], _r(s["median_queries"]), _r(s["avg_time_s"], 3),
-                         _r(s["median_time_s"], 3), _r(s["ms_per_query"]), _r(s["wall_s"], 0), _yes(ok)])
-            targets.append([f"{PAIR_TITLES[pair]}: DFlare success rate", "100 %", f"{sr} %", _yes(s["success_rate"] == 1.0)])
-            targets.append([f"{PAIR_TITLES[pair]}: DFlare avg queries", f"<= {TARGET_QUERIES[pair]}",
-                            _r(s["avg_queries"]), _yes(s["avg_queries"] is not None and s["avg_queries"] <= TARGET_QUERIES[pair])])
+                         _r(s["median_time_s"], 3), _r(s["ms_per_query"]), _dist(s), _r(s["wall_s"], 0), _yes(ok)])
+            targets.append([f"{PAIR_TITLES[pair]}: DFlare success rate", "100 %", f"{sr} %" if sr is not None else "-",
+                            _yes(s["success_rate"] == 1.0 if done else None)])
+            targets.append([f"{PAIR_TITLES[pair]}: DFlare avg queries", f"<= {TARGET_QUERIES[pair]}", _r(s["avg_queries"]),
+                            _yes(s["avg_queries"] is not None and s["avg_queries"] <= TARGET_QUERIES[pair] if done else None)])
         out.append((
             f"DFlare on the shared pairs ({cfg['shared_seeds']} seeds, timeout {cfg['shared_timeout']:.0f} s per seed, "
             f"{cfg['workers']} workers)",
             ["pair", "seeds", "no search needed", "success %", "paper success %", "avg queries", "paper avg queries",
-             "median queries", "avg time s", "median time s", "ms / query (pair)", "run wall s",
+             "median queries", "avg time s", "median time s", "ms / query (pair)", "trigger - seed: mean / max abs diff",
+             "run wall s",
              f"target met? (100 %, avg q <= {'/'.join(str(TARGET_QUERIES[p]) for p in PAIRS)})"],
             rows,
             "Success rate over searched seeds (seeds on which the two models already disagree need no search and "
             "are counted apart); queries and times averaged over successful seeds, as in DFlare's code. A query is "
-            "one generated input sent to both models. ms / query = search time / (queries + 1 seed evaluation).",
+            "one generated input sent to both models. ms / query = search time / (queries + 1 seed evaluation). "
+            "trigger vs seed: medians over the triggering inputs of the mean and the largest absolute pixel "
+            "difference to their seed, in pixel levels 0–255 (the search does not bound it).",
         ))
     if abl:
         rows = []
-        for pair in PAIRS:
+        for pair in [p for p in PAIRS if p in abl]:
             a = abl[pair]
             base = a.get("dflare", {}).get("summary")
             for algo in ("dflare", *ABLATIONS):
@@ -505,6 +550,8 @@ def tables(res: dict) -> list[tuple[str, list[str], list[list], str]]:
                     ratio = s["avg_queries"] / base["avg_queries"]
                 if algo == "diffchaser":
                     ok = ratio is not None and ratio >= TARGET_RATIO
+                    if s.get("planned") not in (None, s["seeds"]):
+                        ok = None
                     targets.append([f"{PAIR_TITLES[pair]}: DiffChaser / DFlare avg queries (same seeds)",
                                     f">= {TARGET_RATIO:.0f}x", _r(ratio, 1), _yes(ok)])
                 paper_q = PAPER[pair].get(f"{algo}_queries")
@@ -512,7 +559,7 @@ def tables(res: dict) -> list[tuple[str, list[str], list[list], str]]:
                 rows.append([PAIR_TITLES[pair], ALGO_TITLES[algo], _seeds(s), s.get("timeout"),
                              _pct(s["success_rate"]), paper_s, _r(s["avg_queries"]), paper_q,
                              _r(s["median_queries"]), _r(s["avg_time_s"], 3), _r(s["median_time_s"], 3),
-                             _r(ratio, 1), "" if ok is None else _yes(ok)])
+                             _r(ratio, 1), "" if algo != "diffchaser" else _yes(ok)])
         out.append((
             f"Ablations and DiffChaser (a random {cfg['ablation_seeds']} of the shared seeds, timeout "
             f"{cfg['ablation_timeout']:.0f} s per seed; DFlare row = the same seeds of the "
@@ -533,19 +580,20 @@ def tables(res: dict) -> list[tuple[str, list[str], list[list], str]]:
         for method in BUILT:
             b = built[method]
             c, s = b["compression"], b["summary"]
-            detail = {"quantize": f"static int8 ({c.get('mode')})", "prune": f"L1 unstructured, sparsity {_r(c.get('sparsity'), 2)}",
+            detail = {"quantize": f"int8, {c.get('mode')}", "prune": f"L1 unstructured, sparsity {_r(c.get('sparsity'), 2)}",
                       "distill": f"student {c.get('student')} ({c.get('student_parameters')} params)"}[method]
             rows.append([f"LeNet-5 / {method}", detail, _pct(c.get("original_accuracy")), _pct(c.get("compressed_accuracy")),
                          c.get("disagreements"), _seeds(s), s["no_search_needed"], _pct(s["success_rate"]),
                          _r(s["avg_queries"]), _r(s["median_queries"]), _r(s["avg_time_s"], 3), _r(s["median_time_s"], 3),
-                         _r(s["ms_per_query"])])
+                         _r(s["ms_per_query"]), _dist(s)])
             targets.append([f"built LeNet-5 / {method}: DFlare success rate", "(none; reported)", f"{_pct(s['success_rate'])} %", "n/a"])
         tr = (built.get("original") or {}).get("training") or {}
         out.append((
             f"DFlare on pairs built with twinspect train/compress ({cfg['built_seeds']} MNIST test seeds, timeout "
             f"{cfg['built_timeout']:.0f} s per seed)",
             ["pair", "compression", "orig acc %", "comp acc %", "test disagreements", "seeds", "no search needed",
-             "success %", "avg queries", "median queries", "avg time s", "median time s", "ms / query (pair)"],
+             "success %", "avg queries", "median queries", "avg time s", "median time s", "ms / query (pair)",
+             "trigger - seed: mean / max abs diff"],
             rows,
             f"Original: LeNet-5 trained with `twinspect train lenet5 --epochs {tr.get('epochs')}` "
             f"({tr.get('train_size')} MNIST training images, test accuracy {_pct((built.get('original') or {}).get('accuracy'))} %); "
@@ -568,9 +616,11 @@ def tables(res: dict) -> list[tuple[str, list[str], list[list], str]]:
             "Model.predict show the per-call overhead of the framework that the adapter avoids.",
         ))
     if targets:
-        wall = res.get("wall_time_s")
-        if (wall is not None and res.get("finished") and set(res["config"]["sections"]) == set(SECTIONS)
-                and not res["config"]["quick"] and not res["config"]["report_only"]):
+        wall, finished = res.get("wall_time_s"), res.get("finished")
+        if res["config"]["report_only"]:
+            prev = res.get("previous_run") or {}
+            wall, finished = prev.get("wall_time_s"), prev.get("finished")
+        if wall is not None and finished and set(res["config"]["sections"]) == set(SECTIONS) and not res["config"]["quick"]:
             targets.append(["whole benchmark wall time", "< 60 min", f"{wall / 60:.1f} min", _yes(wall < 3600)])
         out.append(("Targets", ["target", "goal", "measured", "met?"], targets, ""))
     return out
@@ -601,8 +651,14 @@ def render_markdown(res: dict) -> str:
         "",
     ]
     if cfg.get("report_only"):
-        lines += ["**Report rebuilt from the run directories (`--report-only`); wall times above are of the "
-                  "rebuild, not of the searches. Unfinished runs show seeds as done/planned.**", ""]
+        prev = res.get("previous_run") or {}
+        lines += ["**Report rebuilt from the run directories (`--report-only`); the total wall time above is the "
+                  "rebuild's. Unfinished runs show seeds as done/planned.**"
+                  + (f" The benchmark run itself (as recorded in the previous deviate.json): wall time "
+                     f"{prev['wall_time_s']:.0f} s ({prev['wall_time_s'] / 60:.1f} min), per section (s) "
+                     f"{prev.get('section_wall_s')}, finished: {prev.get('finished')}, load average at start "
+                     f"{prev.get('load_avg_start')}, at end {prev.get('load_avg_end')}." if prev.get("wall_time_s") else ""),
+                  ""]
     elif not res.get("finished"):
         lines += ["**Partial results: the benchmark was still running when this file was written.**", ""]
     for title, headers, rows, note in tables(res):
@@ -637,6 +693,7 @@ def main() -> None:
                     help="run nothing: rebuild the tables from the run directories in --work-dir (e.g. of an "
                     "unfinished run; loader timings are taken from the previous deviate.json)")
     ap.add_argument("--workers", type=int, default=2, help="seed-parallel worker processes")
+    ap.add_argument("--pairs", default=",".join(PAIRS), help="shared pairs for the shared/ablations sections")
     ap.add_argument("--seed", type=int, default=0, help="run seed (seed sample and every search)")
     ap.add_argument("--pop-size", type=int, default=1000, help="DiffChaser population size")
     ap.add_argument("--shared-seeds", type=int, help="override: seeds per shared pair")
@@ -651,6 +708,9 @@ def main() -> None:
         ap.error(f"unknown section(s) {bad}; choose from {', '.join(SECTIONS)}")
     if args.workers < 1:
         ap.error("--workers must be >= 1")
+    args.pairs = [p.strip() for p in args.pairs.split(",") if p.strip()]
+    if not args.pairs or any(p not in PAIRS for p in args.pairs):
+        ap.error(f"--pairs takes a comma-separated subset of {','.join(PAIRS)}")
 
     cfg = dict(QUICK if args.quick else FULL)
     for key in ("shared_seeds", "ablation_seeds", "built_seeds"):
@@ -665,7 +725,7 @@ def main() -> None:
     res: dict = {
         "config": {**cfg, "sections": sections, "quick": args.quick, "workers": args.workers, "seed": args.seed,
                    "pop_size": args.pop_size, "work_dir": str(work), "resume": args.resume,
-                   "report_only": args.report_only},
+                   "report_only": args.report_only, "pairs": args.pairs},
         "machine": machine_info(),
         "sections": {},
         "paper": PAPER,
@@ -675,6 +735,14 @@ def main() -> None:
     args.previous = None
     if args.report_only and (results_dir / "deviate.json").exists():
         args.previous = json.loads((results_dir / "deviate.json").read_text())
+        prev = args.previous
+        if prev.get("config", {}).get("report_only"):  # keep the original run's record through rebuilds
+            res["previous_run"] = prev.get("previous_run")
+        else:
+            res["previous_run"] = {"wall_time_s": prev.get("wall_time_s"), "section_wall_s": prev.get("section_wall_s"),
+                                   "finished": prev.get("finished"),
+                                   "load_avg_start": prev.get("machine", {}).get("load_avg_start"),
+                                   "load_avg_end": prev.get("machine", {}).get("load_avg_end")}
     log(f"benchmark start: sections {sections}, work dir {work}, config {cfg}")
     for sec in SECTIONS:
         if sec not in sections:
@@ -689,11 +757,26 @@ def main() -> None:
         else:
             out = section_built(args, cfg, work)
         if out is not None:
+            if args.previous:
+                _carry_wall(out, args.previous.get("sections", {}).get(sec))
             res["sections"][sec] = out
         res.setdefault("section_wall_s", {})[sec] = round(time.perf_counter() - t, 1)
         log(f"section {sec} done in {time.perf_counter() - t:.0f} s")
         write_results(res, results_dir, t_start, final=False)  # partial results after every section
     write_results(res, results_dir, t_start, final=True)
+
+
+def _carry_wall(new, old) -> None:
+    """Report-only: take each run's wall time from the previous deviate.json (same section/pair/run)."""
+    if not isinstance(new, dict) or not isinstance(old, dict):
+        return
+    if "build_s" in new and old.get("build_s") is not None:
+        new["build_s"] = old["build_s"]
+    if "summary" in new and isinstance(old.get("summary"), dict) and new["summary"].get("wall_s") is None:
+        new["summary"]["wall_s"] = old["summary"].get("wall_s")
+    for k, v in new.items():
+        if k != "summary" and isinstance(v, dict):
+            _carry_wall(v, old.get(k))
 
 
 def write_results(res: dict, results_dir: Path, t_start: float, final: bool) -> None:

@@ -37,7 +37,6 @@ import csv
 import gzip
 import hashlib
 import json
-import math
 import os
 import tempfile
 import time

@@ -35,7 +35,8 @@ Run directories (``run.json``, ``results.jsonl``, ``triggers/``, ``summary.json`
 ``--work-dir`` (default ``runs/bench-deviate``, git-ignored). Without ``--resume`` a section's run
 directories are started afresh; with ``--resume`` finished seeds are kept and an interrupted
 benchmark continues where it stopped (``--ablation-seeds`` etc. may be lowered on resume: the
-ablation sample is prefix-stable). ``--report-only`` runs nothing and rebuilds the tables from the
+ablation sample is prefix-stable). ``--pairs`` restricts the shared and ablation sections to some of the three pairs (e.g. to run a
+pair in another process; never run two processes on the same run directory). ``--report-only`` runs nothing and rebuilds the tables from the
 run directories (unfinished runs are shown as done/planned seeds; loader timings and run wall times
 come from the previous ``deviate.json``). Seed-parallel runs use ``--workers`` processes (2 by
 default); each worker uses one torch/TFLite thread and loads both models itself (about 40 s per run

@@ -9,7 +9,11 @@ without a traceback and without half-written outputs.
 from __future__ import annotations
 
 import logging
+import os
 import sys
+
+# Quantised torch models print a C++ deprecation notice in every process; keep the CLI's output clean.
+os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
 
 import typer
 from rich.console import Console

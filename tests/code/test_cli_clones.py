@@ -105,6 +105,25 @@ def test_scan_json_finds_known_typed_pairs(capsys, tree):
     assert {"total_price", "sum_cost", "total_price_logged"} in names
 
 
+def test_pair_margin_and_class_threshold_options(capsys, tree):
+    code, out, _ = run(capsys, "clones", tree, "-f", "json", "-q", "--threshold", "0.5")
+    default = json.loads(out)
+    assert default["config"]["pair_margin"] == 0.02 and default["config"]["class_threshold"] == 0.4
+    assert default["config"]["encoder_params"]["identifier_weight"] == 0.3
+    code, out, _ = run(capsys, "clones", tree, "-f", "json", "-q", "--threshold", "0.5", "--pair-margin", "none",
+                       "--class-threshold", "0.9", "--linkage", "complete")
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["config"]["pair_margin"] is None and doc["config"]["class_threshold"] == 0.9
+    assert doc["config"]["linkage"] == "complete" and doc["stats"]["margin_suppressed"] == 0
+    # disabling the margin can only add pairs; every default pair is still there
+    key = lambda p: (p["a"], p["b"])  # noqa: E731 - same fragments, same ids
+    assert {key(p) for p in default["pairs"]} <= {key(p) for p in doc["pairs"]}
+    assert len(doc["pairs"]) == len(default["pairs"]) + default["stats"]["margin_suppressed"]
+    code, out, _ = run(capsys, "clones", "scan", "--help")
+    assert "--pair-margin" in out and "--class-threshold" in out and "--linkage" in out
+
+
 def test_scan_subcommand_and_default_route_agree(capsys, tree):
     _, out1, _ = run(capsys, "clones", tree, "-f", "json", "-q")
     _, out2, _ = run(capsys, "clones", "scan", tree, "-f", "json", "-q")
@@ -154,6 +173,9 @@ def test_empty_tree_gives_empty_report(capsys, tmp_path):
         (["--encoder", "bert"], "encoder"),
         (["--index", "faiss"], "index"),
         (["--linkage", "ward"], "linkage"),
+        (["--pair-margin", "wide"], "--pair-margin"),
+        (["--pair-margin", "-1"], "pair_margin"),
+        (["--class-threshold", "2"], "class_threshold"),
         (["--model-path", "."], "neural encoder only"),
     ],
 )

@@ -116,11 +116,12 @@ def test_threshold_and_top_k_bound_pairs():
     for c in cosines:
         vecs.append(unit(c, math.sqrt(1 - c * c), 0, 0))
     vecs = np.stack(vecs)  # all in one plane: each fragment's nearest neighbour is its angular neighbour
-    report = detect(frags, DetectConfig(threshold=0.85, top_k=10), vectors=vecs)
+    # pair_margin=None: plain SSCD thresholding (the margin rule is tested separately)
+    report = detect(frags, DetectConfig(threshold=0.85, top_k=10, pair_margin=None), vectors=vecs)
     partners_of_0 = {p.b for p in report.pairs if p.a == 0}
     assert partners_of_0 == {1, 2, 3}  # cos 0.99, 0.95, 0.9 >= 0.85; 0.8 and 0.6 are not
     assert all(p.similarity >= 0.85 - 1e-6 for p in report.pairs)
-    top1 = detect(frags, DetectConfig(threshold=0.85, top_k=1), vectors=vecs)
+    top1 = detect(frags, DetectConfig(threshold=0.85, top_k=1, pair_margin=None), vectors=vecs)
     # with top_k=1 fragment 0 keeps only its nearest neighbour (1); 2 and 3 are nearest to each other
     assert {p.b for p in top1.pairs if p.a == 0} == {1}
     assert (2, 3) in {(p.a, p.b) for p in top1.pairs}
@@ -196,7 +197,7 @@ def chain_vectors() -> np.ndarray:
 @pytest.mark.parametrize("linkage, chained", [("single", True), ("average", False), ("complete", False)])
 def test_class_linkage_guards_against_chaining(linkage, chained):
     frags = [distinct_function(i) for i in range(3)]
-    config = DetectConfig(threshold=0.85, linkage=linkage)
+    config = DetectConfig(threshold=0.85, class_threshold=None, linkage=linkage)  # classes at 0.85 too
     report = detect(frags, config, vectors=chain_vectors())
     check_invariants(report, config)
     assert len(report.pairs) == 2  # (0,1) and (1,2); cos(0,2) = 0.62 < 0.85
@@ -211,6 +212,82 @@ def test_class_threshold_above_threshold_splits_classes():
     report = detect(frags, DetectConfig(threshold=0.85, class_threshold=0.95, linkage="single"),
                     vectors=chain_vectors())
     assert len(report.pairs) == 2 and report.classes == []
+
+
+def margin_vectors() -> np.ndarray:
+    """0–1 cos 0.95 and 2–3 cos 0.97 are best matches; 0–2 (cos 0.85) is a weaker neighbour of both;
+    4's only neighbour is 0 (cos 0.86, 4's best match). Other cosines are below 0.84."""
+    def mix(c: float, base: np.ndarray, axis: int) -> np.ndarray:
+        return c * base + math.sqrt(1 - c * c) * unit(*([0.0] * axis + [1.0]))
+
+    v0 = unit(1.0)
+    v2 = mix(0.85, v0, 2)
+    return np.stack([v0, mix(0.95, v0, 1), v2, mix(0.97, v2, 3), mix(0.86, v0, 4)]).astype(np.float32)
+
+
+def test_pair_margin_suppresses_weaker_neighbour_and_keeps_best_matches():
+    frags = [distinct_function(i) for i in range(5)]
+    vecs = margin_vectors()
+    gram = vecs @ vecs.T
+    assert gram[0, 2] == pytest.approx(0.85, abs=1e-5) and gram[1, 2] < 0.84 and gram[0, 3] < 0.84
+
+    plain = detect(frags, DetectConfig(threshold=0.84, pair_margin=None), vectors=vecs)
+    assert {(p.a, p.b) for p in plain.pairs} == {(0, 1), (2, 3), (0, 2), (0, 4)}
+    assert plain.stats["margin_suppressed"] == 0
+
+    config = DetectConfig(threshold=0.84, pair_margin=0.02)
+    report = detect(frags, config, vectors=vecs)
+    check_invariants(report, config)
+    # (0, 2): 0.85 < best(0) - 0.02 = 0.93 and < best(2) - 0.02 = 0.95 -> suppressed.
+    # (0, 4): 0.86 is 4's own best match -> kept although 0 has a better partner.
+    assert {(p.a, p.b) for p in report.pairs} == {(0, 1), (2, 3), (0, 4)}
+    assert report.stats["margin_suppressed"] == 1
+
+    # a wide margin keeps (0, 2): 0.85 >= best(0) - 0.15 = 0.80
+    wide = detect(frags, DetectConfig(threshold=0.84, pair_margin=0.15), vectors=vecs)
+    assert (0, 2) in {(p.a, p.b) for p in wide.pairs}
+    # margin 0: only pairs that are the best match of one of their fragments
+    zero = detect(frags, DetectConfig(threshold=0.84, pair_margin=0.0), vectors=vecs)
+    assert {(p.a, p.b) for p in zero.pairs} == {(0, 1), (2, 3), (0, 4)}
+
+
+def test_pair_margin_never_drops_exact_bucket_pairs():
+    # three T1 copies (one bucket, cos 1) and a T3 variant at cos ~0.9 to them
+    frags = copies(3) + [one(T3_COPY, "variant.py")]
+    vecs = np.stack([unit(1, 0)] * 3 + [unit(1, 0.45)])
+    report = detect(frags, DetectConfig(threshold=0.8, pair_margin=0.0), vectors=vecs)
+    kinds = {(p.a, p.b): p.type for p in report.pairs}
+    bucket = [i for i, f in enumerate(report.fragments) if f.path != "variant.py"]
+    assert all(kinds[(a, b)] in ("T1", "T2") for a in bucket for b in bucket if a < b)
+    # the variant's best match is a copy (cos ~0.91 < best(copy) = 1): kept through the variant's side
+    assert any(t == "T3" for t in kinds.values())
+
+
+def test_class_threshold_below_threshold_merges_without_reporting_pair():
+    frags = [distinct_function(i) for i in range(3)]
+    a = math.acos(0.6)
+    vecs = np.stack([unit(1, 0), unit(math.cos(a), math.sin(a)), unit(0, 0, 1)])  # cos(0,1) = 0.6
+    report = detect(frags, DetectConfig(threshold=0.7, class_threshold=0.5), vectors=vecs)
+    assert report.pairs == []
+    assert report.classes == [[0, 1]]
+    assert report.stats["knn_edges"] == 1
+    # at class_threshold = threshold the same edge neither pairs nor merges
+    same = detect(frags, DetectConfig(threshold=0.7, class_threshold=None), vectors=vecs)
+    assert same.pairs == [] and same.classes == []
+    # average linkage at the lower threshold: the chain 0-1-2 (0.9, 0.9, cos(0,2) = 0.62) is one class,
+    # but (0, 2) is not reported
+    chain = detect(frags, DetectConfig(threshold=0.85, class_threshold=0.6, linkage="average"),
+                   vectors=chain_vectors())
+    assert chain.classes == [[0, 1, 2]]
+    assert {(p.a, p.b) for p in chain.pairs} == {(0, 1), (1, 2)}
+
+
+def test_default_config_is_the_tuned_one():
+    cfg = DetectConfig()
+    assert (cfg.threshold, cfg.class_threshold, cfg.linkage, cfg.top_k, cfg.pair_margin) == (0.7, 0.4, "average", 10, 0.02)
+    assert cfg.encoder_params == {"identifier_weight": 0.3, "identifier_mode": "subtokens"}
+    assert DetectConfig(encoder="neural").encoder_params == {}
+    assert cfg.to_dict()["pair_margin"] == 0.02
 
 
 def test_linkage_none_keeps_only_buckets():
@@ -247,7 +324,8 @@ def test_bad_arguments():
     frags = [one(BASE, "a.py"), one(T3_COPY, "b.py")]
     with pytest.raises(ValueError):
         detect(frags, vectors=np.ones((3, 4)))
-    for bad in (dict(top_k=0), dict(threshold=1.5), dict(index="faiss"), dict(encoder="x"), dict(linkage="ward")):
+    for bad in (dict(top_k=0), dict(threshold=1.5), dict(index="faiss"), dict(encoder="x"), dict(linkage="ward"),
+                dict(pair_margin=-0.1), dict(class_threshold=-2.0)):
         with pytest.raises(InputError):
             detect(frags, DetectConfig(**bad), vectors=np.ones((2, 4)))
 

@@ -326,3 +326,36 @@ def test_error_policy_lenient_keeps_local_errors_strict_drops_them():
         assert spans(fs) == [("g", 4, 6)] and stats.fragments_skipped_errors == 1
     with pytest.raises(InputError, match="parse-error policy"):
         extract_fragments(src, "x.c", "c", errors="ignore")
+
+
+def test_lenient_keeps_brace_delimited_function_inside_file_wide_error_region():
+    # A function header split over #ifdef/#else makes tree-sitter wrap the whole file in one ERROR
+    # node; a later function whose body has a local error (an #ifdef cutting an if/else) is still
+    # delimited by its own braces and must keep its exact lines (SSCD Company-C, proxymain.c:919).
+    src = """\
+    #ifdef _WIN32
+    int WINAPI entry(void) {
+    #else
+    int main(int argc, char **argv) {
+    #endif
+        return run(argc);
+    }
+
+    void init_params(struct srv *srv, struct param *param)
+    {
+        memset(&param->a, 0, sizeof(param->a));
+        param->count = srv->count;
+    #ifndef NOIPV6
+        if (srv->family == 6) param->b = srv->ext6;
+        else
+    #endif
+            param->b = srv->ext;
+    }
+    """
+    lenient, strict = ScanStats(), ScanStats()
+    fs = frags(src, "c", stats=lenient)
+    assert ("init_params", 9, 18) in spans(fs)
+    assert fs[-1].text.rstrip().endswith("param->b = srv->ext;\n}")
+    assert lenient.files_with_parse_errors == 1
+    kept_strict = extract_fragments(textwrap.dedent(src), "x.c", "c", min_lines=1, stats=strict, errors="strict")
+    assert "init_params" not in [f.name for f in kept_strict]

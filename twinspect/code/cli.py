@@ -72,8 +72,16 @@ IndexOpt = Annotated[str, typer.Option("--index", help="k-NN index: exact or hns
 TopKOpt = Annotated[int, typer.Option("--top-k", "-k", help="Neighbours retrieved per fragment (SSCD's topN).")]
 ThresholdOpt = Annotated[float, typer.Option("--threshold", "-t", help="Minimum cosine similarity of a clone pair.")]
 ClassThresholdOpt = Annotated[
-    Optional[float],
-    typer.Option("--class-threshold", help="Minimum similarity for merging clone classes (default: --threshold)."),
+    float,
+    typer.Option("--class-threshold", help="Minimum similarity for merging clone classes. May be below "
+                 "--threshold: classes then also join fragments that are not reported as a pair."),
+]
+PairMarginOpt = Annotated[
+    str,
+    typer.Option("--pair-margin", metavar="MARGIN|none",
+                 help="Report a neighbour pair only if its similarity is within MARGIN of the best match "
+                 "of one of its two fragments (weaker neighbours are mostly near-misses); 0 keeps best "
+                 "matches only, 'none' disables the rule. Exact (T1/T2) duplicates are always reported."),
 ]
 LinkageOpt = Annotated[
     str,
@@ -99,7 +107,31 @@ QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but
 SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed (HNSW construction).")]
 
 
-def _encoder_params(encoder: str, max_tokens: int | None, batch_size: int | None, model_path: Path | None) -> dict:
+def _parse_margin(value: str | float | None) -> float | None:
+    """``--pair-margin`` as a float, or None for ``none``/``off``.
+
+    Raises:
+        InputError: neither a number nor ``none``.
+    """
+    if value is None or isinstance(value, (int, float)):
+        return value
+    text = value.strip().lower()
+    if text in ("none", "off", "no"):
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise InputError(f"--pair-margin must be a number or 'none', got {value!r}") from None
+
+
+def _fmt_margin(value: float | None) -> str:
+    return "none" if value is None else f"{value:g}"
+
+
+def _encoder_params(
+    encoder: str, max_tokens: int | None, batch_size: int | None, model_path: Path | None
+) -> dict | None:
+    """Encoder keyword arguments from the CLI options; None (= the encoder's tuned defaults) when none given."""
     params: dict[str, Any] = {}
     if encoder == "neural":
         if max_tokens is not None:
@@ -114,7 +146,7 @@ def _encoder_params(encoder: str, max_tokens: int | None, batch_size: int | None
     elif any(v is not None for v in (max_tokens, batch_size, model_path)):
         raise InputError("--max-tokens, --batch-size and --model-path apply to the neural encoder only",
                          hint="add --encoder neural")
-    return params
+    return params or None
 
 
 def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
@@ -131,13 +163,16 @@ def _check_paths(paths: list[Path]) -> None:
         require_readable(p, "directory" if p.is_dir() else "path")
 
 
-def _build_config(**kw: Any):
+def _build_config(pair_margin: str | float | None = _fmt_margin(_D.pair_margin), **kw: Any):
+    """A validated DetectConfig; options given as None keep DetectConfig's defaults.
+
+    ``encoder_params=None`` resolves to the chosen encoder's defaults; ``pair_margin`` is the raw
+    ``--pair-margin`` text (``"none"`` disables the rule).
+    """
     from twinspect.code.clones import DetectConfig
 
-    config = DetectConfig()
-    for key, value in kw.items():
-        if value is not None:
-            setattr(config, key, value)
+    config = DetectConfig(**{key: value for key, value in kw.items() if value is not None})
+    config.pair_margin = _parse_margin(pair_margin)
     config.validate()
     return config
 
@@ -154,8 +189,9 @@ def scan_command(
     index: IndexOpt = _D.index,
     top_k: TopKOpt = _D.top_k,
     threshold: ThresholdOpt = _D.threshold,
-    class_threshold: ClassThresholdOpt = None,
+    class_threshold: ClassThresholdOpt = _D.effective_class_threshold,
     linkage: LinkageOpt = _D.linkage,
+    pair_margin: PairMarginOpt = _fmt_margin(_D.pair_margin),
     M: MOpt = _D.M,
     ef_construction: EfcOpt = _D.ef_construction,
     ef_search: EfsOpt = _D.ef_search,
@@ -170,7 +206,7 @@ def scan_command(
 ) -> None:
     """Find clone pairs and clone classes in source files/directories and report them.
 
-    Functions and methods are embedded; their nearest neighbours above --threshold become clone pairs typed T1-T4 (BigCloneBench bands for Type-3), grouped into clone classes.
+    Functions and methods are embedded; their nearest neighbours above --threshold (and within --pair-margin of a best match) become clone pairs typed T1-T4 (BigCloneBench bands for Type-3). Clone classes are grouped along neighbour edges above --class-threshold (--linkage).
     """
     from twinspect.code.clones import scan
     from twinspect.code.report import FORMATS, write_report
@@ -182,7 +218,7 @@ def scan_command(
     config = _build_config(
         encoder=encoder, encoder_params=_encoder_params(encoder, max_tokens, batch_size, model_path),
         index=index, top_k=top_k, threshold=threshold, class_threshold=class_threshold, linkage=linkage,
-        M=M, ef_construction=ef_construction, ef_search=ef_search, min_lines=min_lines, seed=seed,
+        pair_margin=pair_margin, M=M, ef_construction=ef_construction, ef_search=ef_search, min_lines=min_lines, seed=seed,
     )
     report = scan(paths, config, exclude=tuple(exclude or ()), max_file_bytes=max_file_bytes,
                   respect_gitignore=not no_gitignore, language=language, quiet=quiet)

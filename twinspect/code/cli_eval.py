@@ -29,6 +29,7 @@ def _config(
     dim: Optional[int],
     model_path: Optional[Path],
     seed: int,
+    encoder_param: Optional[list[str]] = None,
 ) -> Any:
     """Build a DetectConfig from CLI options; unset options keep DetectConfig's defaults."""
     from twinspect.code.clones import DetectConfig
@@ -47,9 +48,32 @@ def _config(
             params["dim"] = dim
     elif model_path is not None:
         params["model_path"] = str(model_path)
+    params.update(_parse_params(encoder_param or []))
     cfg.encoder_params = params
     cfg.validate()
     return cfg
+
+
+def _parse_params(items: list[str]) -> dict[str, Any]:
+    """``KEY=VALUE`` strings -> dict; VALUE is parsed as JSON when it is valid JSON (numbers, true,
+    [1, 3]...), else kept as a string.
+
+    Raises:
+        InputError: an item without ``=`` or with an empty key.
+    """
+    from twinspect.errors import InputError
+
+    out: dict[str, Any] = {}
+    for item in items:
+        key, eq, value = item.partition("=")
+        key = key.strip().replace("-", "_")
+        if not eq or not key:
+            raise InputError(f"--encoder-param expects KEY=VALUE, got {item!r}", hint="e.g. literal_mode=keep")
+        try:
+            out[key] = json.loads(value)
+        except ValueError:
+            out[key] = value
+    return out
 
 
 def _pct(x: Any) -> Any:
@@ -89,6 +113,9 @@ def register_eval(clones: typer.Typer) -> None:
     dim_opt = typer.Option(None, "--dim", help="Lexical encoder: hashed dimension.")
     model_opt = typer.Option(None, "--model-path", help="Neural encoder: model directory (default: bundled MiniLM).")
     seed_opt = typer.Option(0, "--seed", help="Random seed (HNSW, subsampling).")
+    par_opt = typer.Option(None, "--encoder-param", "-P",
+                           help="Encoder keyword KEY=VALUE (repeatable; VALUE parsed as JSON), "
+                                "e.g. literal_mode=keep, ngram_range=[1,4], sublinear_tf=false.")
     fmt_opt = typer.Option("table", "--format", help="table or json.")
     out_opt = typer.Option(None, "-o", "--output", help="Also write the JSON result to this file (atomically).")
     quiet_opt = typer.Option(False, "--quiet", "-q", help="No progress output.")
@@ -101,13 +128,14 @@ def register_eval(clones: typer.Typer) -> None:
         linkage: Optional[str] = link_opt, min_lines: Optional[int] = minl_opt,
         identifier_weight: Optional[float] = idw_opt, dim: Optional[int] = dim_opt,
         model_path: Optional[Path] = model_opt, seed: int = seed_opt,
+        encoder_param: Optional[list[str]] = par_opt,
         fmt: str = fmt_opt, output: Optional[Path] = out_opt, quiet: bool = quiet_opt,
     ) -> None:
         """SSCD Company-C: pair recall/precision (70 % line overlap) and query-mode recall@k / MRR."""
         from twinspect.code.evaluate import run_sscd
 
         cfg = _config(encoder, index, top_k, threshold, class_threshold, linkage, min_lines, identifier_weight, dim,
-                      model_path, seed)
+                      model_path, seed, encoder_param)
         res = run_sscd(data, cfg, quiet=quiet)
         res["config"] = cfg.to_dict()
         rows = [
@@ -130,6 +158,7 @@ def register_eval(clones: typer.Typer) -> None:
         linkage: Optional[str] = link_opt, min_lines: Optional[int] = minl_opt,
         identifier_weight: Optional[float] = idw_opt, dim: Optional[int] = dim_opt,
         model_path: Optional[Path] = model_opt, seed: int = seed_opt,
+        encoder_param: Optional[list[str]] = par_opt,
         fraction: float = typer.Option(1.0, "--fraction", help="Score this share of each type's labelled pairs (quick runs)."),
         fmt: str = fmt_opt, output: Optional[Path] = out_opt, quiet: bool = quiet_opt,
     ) -> None:
@@ -140,7 +169,7 @@ def register_eval(clones: typer.Typer) -> None:
         if not 0.0 < fraction <= 1.0:
             raise InputError(f"--fraction must be in (0, 1], got {fraction}")
         cfg = _config(encoder, index, top_k, threshold, class_threshold, linkage, min_lines, identifier_weight, dim,
-                      model_path, seed)
+                      model_path, seed, encoder_param)
         res = run_bcb(data, cfg, fraction=fraction, seed=seed, quiet=quiet)
         res["config"] = cfg.to_dict()
         rec = res["recall"]
@@ -157,13 +186,15 @@ def register_eval(clones: typer.Typer) -> None:
         encoder: str = enc_opt,
         identifier_weight: Optional[float] = idw_opt, dim: Optional[int] = dim_opt,
         model_path: Optional[Path] = model_opt, seed: int = seed_opt,
+        encoder_param: Optional[list[str]] = par_opt,
         limit: Optional[int] = typer.Option(None, "--limit", help="Score a random subset of this many programs."),
         fmt: str = fmt_opt, output: Optional[Path] = out_opt,
     ) -> None:
         """POJ-104: MAP@R of every program against all the others (CodeXGLUE's retrieval metric)."""
         from twinspect.code.evaluate import run_poj104
 
-        cfg = _config(encoder, "exact", None, None, None, None, None, identifier_weight, dim, model_path, seed)
+        cfg = _config(encoder, "exact", None, None, None, None, None, identifier_weight, dim, model_path, seed,
+                      encoder_param)
         res = run_poj104(data, cfg, limit=limit, seed=seed)
         res["config"] = cfg.to_dict()
         rows = [["MAP@R", _pct(res["map_at_r"]), "55.12", "82.67"]]

@@ -7,7 +7,7 @@ neighbours at or above a similarity ``threshold`` are reported as clone pairs. P
 (T1/T2/T3/T4 with BigCloneBench's Type-3 bands, see :mod:`twinspect.code.clone_types`) and grouped
 into clone classes.
 
-Two additions to plain top-k retrieval:
+Three additions to plain top-k retrieval:
 
 **Exact-duplicate buckets.** Fragments are first grouped by their T2 key (identical after removing
 comments and layout and abstracting identifiers/literals). Every bucket with more than one member is
@@ -24,8 +24,23 @@ Pairs are then expanded to bucket members with a bound, never O(n²) for huge bu
   members of the other bucket). Expanded member pairs are kept only if their own cosine similarity
   reaches ``threshold``.
 
+**Pair margin** (``pair_margin``, default 0.02). A k-NN pair (a, b) with cosine s ≥ ``threshold`` is
+reported only if s ≥ best(a) − margin or s ≥ best(b) − margin, where best(x) is x's highest similarity
+to another fragment it does not overlap (among the candidate pairs: the top-k neighbours at
+``min(threshold, class_threshold)``, their bucket expansions and the exact-duplicate pairs; a
+bucketed fragment's best is thus ≈ 1). Rationale: a fragment's clone is, as a rule, its *best* match;
+its weaker neighbours above the threshold are mostly near-misses (same API idiom, same boilerplate)
+that cost SSCD-style pair precision. Pairs inside a T1/T2 bucket are exact and never suppressed;
+``pair_margin=None`` disables the rule. Recall on class-based benchmarks (BigCloneBench) does not
+depend on these pairs: it is carried by the clone classes, built at the lower ``class_threshold``.
+(Tuning log: benchmarks/README.md, sections 5–6 — on SSCD the margin 0.02 at threshold 0.7 keeps
+recall at 96 % with ~91 % strict precision.)
+
 **Clone classes** are built by agglomerating buckets along the k-NN edges (between representatives)
-whose similarity is at least ``class_threshold`` (default: ``threshold``), strongest edge first.
+whose similarity is at least ``class_threshold`` (default 0.40; None means ``threshold``), strongest
+edge first. ``class_threshold`` may be lower than ``threshold``: the top_k edges are then collected
+at ``min(threshold, class_threshold)``, classes may join fragments that are not reported as a pair,
+and pairs are still reported only at ≥ ``threshold``.
 Two groups joined by an edge are merged only if their *linkage* similarity — computed over the
 representatives' vectors — is at least ``class_threshold``:
 
@@ -60,6 +75,12 @@ if TYPE_CHECKING:  # numpy is imported lazily so that `twinspect --help` stays f
     import numpy as np
 
 ENCODERS = ("lexical", "neural")
+#: Default encoder parameters per encoder (tuned on SSCD/BigCloneBench, benchmarks/README.md §5–6);
+#: used when :attr:`DetectConfig.encoder_params` is left as None.
+DEFAULT_ENCODER_PARAMS: dict[str, dict[str, Any]] = {
+    "lexical": {"identifier_weight": 0.3, "identifier_mode": "subtokens"},
+    "neural": {},
+}
 INDEXES = ("exact", "hnsw")
 LINKAGES = ("single", "average", "complete", "none")
 _SEARCH_CHUNK = 1024  # queries per index.search call (progress granularity, bounded memory)
@@ -71,13 +92,20 @@ class DetectConfig:
 
     Attributes:
         encoder: ``"lexical"`` or ``"neural"`` (see :func:`twinspect.code.encoders.make_encoder`).
-        encoder_params: keyword arguments of the encoder (e.g. ``max_tokens``, ``batch_size``,
-            ``model_path`` for the neural encoder).
+        encoder_params: keyword arguments of the encoder (e.g. ``dim``, ``identifier_weight`` for
+            the lexical encoder; ``max_tokens``, ``batch_size``, ``model_path`` for the neural one).
+            None (the default) means :data:`DEFAULT_ENCODER_PARAMS` of ``encoder`` (lexical:
+            ``{"identifier_weight": 0.3, "identifier_mode": "subtokens"}``); it is resolved on
+            construction and by :meth:`validate`.
         index: ``"exact"`` (brute-force cosine) or ``"hnsw"`` (approximate, hnswlib).
         top_k: neighbours retrieved per fragment (SSCD's topN; the paper uses 10).
         threshold: minimum cosine similarity of a reported pair, in [-1, 1].
-        class_threshold: minimum edge and linkage similarity for merging clone classes; None means
+        class_threshold: minimum edge and linkage similarity for merging clone classes, in [-1, 1];
+            may be below ``threshold`` (edges are then collected at the lower value); None means
             ``threshold``.
+        pair_margin: a k-NN pair is reported only if its similarity is within this margin of the
+            best similarity of one of its two fragments (see the module doc), in [0, 2]; None
+            disables the rule (0 keeps only pairs that are some fragment's best match).
         linkage: ``"single"``, ``"average"``, ``"complete"`` or ``"none"`` (see the module doc).
         M: HNSW graph degree.
         ef_construction: HNSW build-time candidate list size.
@@ -89,12 +117,13 @@ class DetectConfig:
     """
 
     encoder: str = "lexical"
-    encoder_params: dict = field(default_factory=dict)
+    encoder_params: dict | None = None
     index: str = "exact"
     top_k: int = 10
-    threshold: float = 0.8
-    class_threshold: float | None = None
+    threshold: float = 0.7
+    class_threshold: float | None = 0.40
     linkage: str = "average"
+    pair_margin: float | None = 0.02
     M: int = 16
     ef_construction: int = 200
     ef_search: int = 100
@@ -103,14 +132,20 @@ class DetectConfig:
     exact_buckets: bool = True
     max_bucket_pairs: int = 20
 
+    def __post_init__(self) -> None:
+        if self.encoder_params is None and self.encoder in DEFAULT_ENCODER_PARAMS:
+            self.encoder_params = dict(DEFAULT_ENCODER_PARAMS[self.encoder])
+
     def validate(self) -> None:
-        """Check every field's range.
+        """Check every field's range (and resolve ``encoder_params=None`` to the encoder's defaults).
 
         Raises:
             InputError: naming the first invalid option and its allowed values.
         """
         if self.encoder not in ENCODERS:
             raise InputError(f"unknown encoder {self.encoder!r}", hint=f"choose one of {', '.join(ENCODERS)}")
+        if self.encoder_params is None:
+            self.encoder_params = dict(DEFAULT_ENCODER_PARAMS[self.encoder])
         if self.index not in INDEXES:
             raise InputError(f"unknown index {self.index!r}", hint=f"choose one of {', '.join(INDEXES)}")
         if self.linkage not in LINKAGES:
@@ -121,6 +156,8 @@ class DetectConfig:
             value = getattr(self, name)
             if value is not None and not -1.0 <= value <= 1.0:
                 raise InputError(f"{name} must be a cosine similarity in [-1, 1], got {value}")
+        if self.pair_margin is not None and not 0.0 <= self.pair_margin <= 2.0:
+            raise InputError(f"pair_margin must be in [0, 2] (or None to disable it), got {self.pair_margin}")
         if self.M < 2:
             raise InputError(f"--M must be at least 2, got {self.M}")
         if self.ef_construction < 1 or self.ef_search < 1:
@@ -135,10 +172,16 @@ class DetectConfig:
         """The class-merging threshold in force (``class_threshold`` or ``threshold``)."""
         return self.threshold if self.class_threshold is None else self.class_threshold
 
+    @property
+    def edge_threshold(self) -> float:
+        """The similarity down to which k-NN edges are collected: ``min(threshold, class threshold)``."""
+        return min(self.threshold, self.effective_class_threshold)
+
     def to_dict(self) -> dict:
         """All fields as a JSON-serialisable dict (written into reports)."""
         d = asdict(self)
-        d["encoder_params"] = {k: (str(v) if isinstance(v, Path) else v) for k, v in self.encoder_params.items()}
+        params = self.encoder_params if self.encoder_params is not None else DEFAULT_ENCODER_PARAMS.get(self.encoder, {})
+        d["encoder_params"] = {k: (str(v) if isinstance(v, Path) else v) for k, v in params.items()}
         return d
 
 
@@ -263,7 +306,7 @@ def _buckets(frags: Sequence[Fragment], clf: TypeClassifier, enabled: bool) -> l
 def _encode(frags: Sequence[Fragment], config: DetectConfig, quiet: bool) -> tuple[np.ndarray, str]:
     from twinspect.code.encoders import make_encoder
 
-    encoder = make_encoder(config.encoder, **config.encoder_params)
+    encoder = make_encoder(config.encoder, **(config.encoder_params or {}))
     fit = getattr(encoder, "fit", None)
     if callable(fit):
         fit(frags)
@@ -273,7 +316,10 @@ def _encode(frags: Sequence[Fragment], config: DetectConfig, quiet: bool) -> tup
 def _knn_edges(
     vecs: np.ndarray, reps: list[int], frags: Sequence[Fragment], config: DetectConfig, quiet: bool = True
 ) -> dict[tuple[int, int], float]:
-    """k-NN search over representatives; returns {(u, v): cosine} with u < v (fragment ids)."""
+    """k-NN search over representatives; returns {(u, v): cosine} with u < v (fragment ids).
+
+    Keeps each representative's ``top_k`` non-overlapping neighbours at ≥ ``config.edge_threshold``.
+    """
     import numpy as np
 
     from twinspect.code.index import make_index
@@ -299,7 +345,7 @@ def _knn_edges(
             hi = min(len(reps), lo + _SEARCH_CHUNK)
             ids[lo:hi], sims[lo:hi] = index.search(rep_vecs[lo:hi], k)
             bar.advance(hi - lo)
-    thr = config.threshold
+    thr = config.edge_threshold
     for row, u in enumerate(reps):
         kept = 0
         order = np.argsort(-sims[row], kind="stable")
@@ -332,27 +378,32 @@ def _expand_pairs(
     clf: TypeClassifier,
     config: DetectConfig,
     quiet: bool = True,
-) -> list[ClonePair]:
-    """Intra-bucket T1/T2 pairs plus k-NN pairs expanded to bucket members (bounded, see module doc)."""
+) -> tuple[list[ClonePair], dict[str, int]]:
+    """Intra-bucket T1/T2 pairs plus k-NN pairs expanded to bucket members (bounded, see module doc).
+
+    Candidates are gathered at ``config.edge_threshold``; a near (non-bucket) candidate is reported
+    when its similarity is ≥ ``config.threshold`` and it passes the pair-margin rule. Only reported
+    pairs are typed. Returns the pairs sorted by (a, b) and counters ``candidate_pairs`` and
+    ``margin_suppressed``.
+    """
     cap = config.max_bucket_pairs
-    out: dict[tuple[int, int], ClonePair] = {}
+    edge_thr = config.edge_threshold
+    exact: dict[tuple[int, int], float] = {}
+    near: dict[tuple[int, int], float] = {}
 
     def add_exact(i: int, j: int) -> None:
         a, b = (i, j) if i < j else (j, i)
-        if (a, b) in out or overlaps(frags[a], frags[b]):
+        if (a, b) in exact or overlaps(frags[a], frags[b]):
             return
-        kind = "T1" if clf.t1_key(a) == clf.t1_key(b) else "T2"
-        out[(a, b)] = ClonePair(a, b, _cos(vecs, a, b), kind)
+        exact[(a, b)] = _cos(vecs, a, b)
 
     def add_near(i: int, j: int, sim: float | None) -> None:
         a, b = (i, j) if i < j else (j, i)
-        if (a, b) in out or overlaps(frags[a], frags[b]):
+        if (a, b) in exact or (a, b) in near or overlaps(frags[a], frags[b]):
             return
         s = _cos(vecs, a, b) if sim is None else sim
-        if s < config.threshold:
-            return
-        ct = clf.classify(a, b)
-        out[(a, b)] = ClonePair(a, b, s, ct.type, ct.t3_similarity, ct.band)
+        if s >= edge_thr:
+            near[(a, b)] = s
 
     for members in buckets:
         if len(members) < 2:
@@ -365,23 +416,53 @@ def _expand_pairs(
             for m in members[1:]:
                 add_exact(members[0], m)
 
-    with progress("typing pairs", total=len(edges), quiet=quiet) as bar:
-        for (u, v), sim in edges.items():
-            bar.advance()
-            bu, bv = buckets[bucket_of[u]], buckets[bucket_of[v]]
-            add_near(u, v, sim)
-            if len(bu) == 1 and len(bv) == 1:
-                continue
-            if len(bu) + len(bv) <= cap:
-                for x in bu:
-                    for y in bv:
-                        add_near(x, y, None)
-            else:
+    for (u, v), sim in edges.items():
+        bu, bv = buckets[bucket_of[u]], buckets[bucket_of[v]]
+        add_near(u, v, sim)
+        if len(bu) == 1 and len(bv) == 1:
+            continue
+        if len(bu) + len(bv) <= cap:
+            for x in bu:
                 for y in bv:
-                    add_near(u, y, None)
-                for x in bu:
-                    add_near(x, v, None)
-    return [out[key] for key in sorted(out)]
+                    add_near(x, y, None)
+        else:
+            for y in bv:
+                add_near(u, y, None)
+            for x in bu:
+                add_near(x, v, None)
+
+    thr = config.threshold
+    margin = config.pair_margin
+    best: dict[int, float] = {}
+    if margin is not None:
+        for pool in (exact, near):
+            for (a, b), s in pool.items():
+                if s > best.get(a, -2.0):
+                    best[a] = s
+                if s > best.get(b, -2.0):
+                    best[b] = s
+    eps = 1e-6  # float32 cosines of one pair may differ in the last bits (index vs. dot product)
+    keep: list[tuple[int, int]] = []
+    suppressed = 0
+    for (a, b), s in near.items():
+        if s < thr:
+            continue
+        if margin is not None and s + eps < best[a] - margin and s + eps < best[b] - margin:
+            suppressed += 1
+            continue
+        keep.append((a, b))
+
+    out: dict[tuple[int, int], ClonePair] = {}
+    for (a, b), s in exact.items():
+        kind = "T1" if clf.t1_key(a) == clf.t1_key(b) else "T2"
+        out[(a, b)] = ClonePair(a, b, s, kind)
+    with progress("typing pairs", total=len(keep), quiet=quiet) as bar:
+        for a, b in keep:
+            bar.advance()
+            ct = clf.classify(a, b)
+            out[(a, b)] = ClonePair(a, b, near[(a, b)], ct.type, ct.t3_similarity, ct.band)
+    counters = {"candidate_pairs": len(exact) + len(near), "margin_suppressed": suppressed}
+    return [out[key] for key in sorted(out)], counters
 
 
 def _classes(
@@ -450,7 +531,10 @@ def detect(
 
     Returns:
         A :class:`CloneReport` with ``root=""`` and stats ``fragments``, ``buckets`` (T2-identical
-        groups of ≥ 2), ``bucketed_fragments``, ``representatives``, ``knn_edges``, ``pairs``,
+        groups of ≥ 2), ``bucketed_fragments``, ``representatives``, ``knn_edges`` (collected at
+        ``min(threshold, class_threshold)``), ``candidate_pairs`` (bucket pairs plus expanded k-NN
+        pairs at that similarity), ``margin_suppressed`` (k-NN pairs ≥ ``threshold`` dropped by
+        ``pair_margin``), ``pairs``,
         ``pairs_by_type``, ``pairs_by_band``, ``classes``, ``largest_class``,
         ``fragments_in_classes``, ``encoder``, ``index`` and ``timings`` (seconds per stage:
         ``normalize``, ``encode``, ``search``, ``pairs``, ``classes``, ``detect``).
@@ -505,7 +589,7 @@ def detect(
     timings["search"] = time.perf_counter() - t
 
     t = time.perf_counter()
-    pairs = _expand_pairs(vecs, frags, buckets, bucket_of, edges, clf, config, quiet)
+    pairs, pair_counts = _expand_pairs(vecs, frags, buckets, bucket_of, edges, clf, config, quiet)
     timings["pairs"] = time.perf_counter() - t
 
     t = time.perf_counter()
@@ -519,6 +603,8 @@ def detect(
         "bucketed_fragments": sum(len(b) for b in buckets if len(b) > 1),
         "representatives": len(reps),
         "knn_edges": len(edges),
+        "candidate_pairs": pair_counts["candidate_pairs"],
+        "margin_suppressed": pair_counts["margin_suppressed"],
         "pairs": len(pairs),
         "pairs_by_type": {ty: sum(1 for p in pairs if p.type == ty) for ty in TYPES},
         "pairs_by_band": {bd: sum(1 for p in pairs if p.band == bd) for bd in BANDS},

@@ -212,6 +212,27 @@ def _extent_doubtful(node) -> bool:
     return False
 
 
+def _brace_delimited(node) -> bool:
+    """True when the function's extent is fixed by its own braces: its ``body`` child starts with a
+    real ``{`` and ends the node with a real ``}``, and no child outside the body (return type,
+    declarator, modifiers) contains an error.
+
+    Brace matching does not depend on how tree-sitter recovered from errors elsewhere, so such a
+    function keeps its exact lines even when an enclosing ERROR region swallowed it (typically the
+    whole file, after a function header split across ``#ifdef``/``#else`` branches). Python bodies
+    are indentation-delimited and never qualify.
+    """
+    body = node.child_by_field_name("body")
+    if body is None or body.child_count < 2 or body.end_byte != node.end_byte:
+        return False
+    first, last = body.child(0), body.child(body.child_count - 1)
+    if first.type != "{" or last.type != "}" or first.is_missing or last.is_missing:
+        return False
+    return not any(
+        c.has_error or c.is_missing for c in node.children if c.start_byte < body.start_byte
+    )
+
+
 def _end_line(node) -> int:
     sp, ep = node.start_point, node.end_point
     # A node ending at column 0 ends with the previous line's newline.
@@ -250,9 +271,13 @@ def extract_fragments(
 
     * ``"lenient"`` (default): drop a function only when its extent is doubtful: its last token is
       an ERROR or MISSING node (e.g. an unclosed body), or it lies inside an ERROR region *and*
-      contains errors itself. A function with a local error in its body (typical of C macros that
-      tree-sitter cannot expand) keeps its exact lines and is mined. On the SSCD Company-C data
-      this keeps 17 of the 18 labelled clone functions that contain parse errors.
+      contains errors itself *and* is not delimited by its own braces (a body starting with a real
+      ``{`` and ending the function with a real ``}``, no error in the signature). A function with
+      a local error in its body (typical of C macros that tree-sitter cannot expand, or an
+      ``#ifdef`` that cuts a statement) keeps its exact lines and is mined, also when an ERROR
+      region covers the whole file (e.g. after a function header split over ``#ifdef``/``#else``).
+      On the SSCD Company-C data this keeps all 18 labelled clone functions that contain parse
+      errors.
     * ``"strict"``: drop every function that contains an ERROR/MISSING node or lies inside an
       ERROR region.
 
@@ -341,7 +366,9 @@ def extract_fragments(
             if strict:
                 drop = has_error or inside
             else:
-                drop = has_error and (inside or _extent_doubtful(node))
+                drop = has_error and (
+                    _extent_doubtful(node) or (inside and not _brace_delimited(node))
+                )
             if drop:
                 stats.fragments_skipped_errors += 1
                 continue
@@ -368,6 +395,45 @@ def extract_fragments(
     return out
 
 
+#: Minimum number of files for which :func:`mine` uses worker processes (below, startup costs more).
+PARALLEL_MIN_FILES = 64
+_FILES_PER_TASK = 16
+
+
+def _mine_files(
+    files: Sequence[SourceFile], min_lines: int, errors: str, pretokenize: bool
+) -> tuple[list[Fragment], ScanStats, list[tuple[str, ...]] | None]:
+    """Read and parse a run of files (in a worker process): fragments, counters, T1 token lists."""
+    stats = ScanStats()
+    out: list[Fragment] = []
+    for sf in files:
+        text = read_source(sf, stats)
+        if text is not None:
+            out.extend(extract_fragments(text, sf.rel, sf.language, min_lines=min_lines, stats=stats, errors=errors))
+    toks = None
+    if pretokenize:
+        from twinspect.code.normalize import lex, strip_comments
+
+        toks = [lex(strip_comments(f), f.language)[0] for f in out]
+    return out, stats, toks
+
+
+def _add_stats(total: ScanStats, part: ScanStats) -> None:
+    total.files_parsed += part.files_parsed
+    total.fragments += part.fragments
+    total.fragments_too_short += part.fragments_too_short
+    total.files_with_parse_errors += part.files_with_parse_errors
+    total.fragments_skipped_errors += part.fragments_skipped_errors
+    for reason, n in part.skipped.items():
+        total.skip(reason, n)
+
+
+def _default_workers() -> int:
+    import os
+
+    return max(1, min(2, os.cpu_count() or 1))
+
+
 def mine(
     paths: Sequence[str | Path],
     *,
@@ -378,8 +444,15 @@ def mine(
     min_lines: int = 6,
     quiet: bool = True,
     errors: str = "lenient",
+    workers: int | None = None,
+    pretokenize: bool = True,
 ) -> tuple[list[Fragment], ScanStats]:
     """Discover, read and parse source files and return all their fragments.
+
+    With ``workers > 1`` and at least :data:`PARALLEL_MIN_FILES` files, files are parsed in a pool
+    of worker processes (``forkserver`` start method where available, else ``spawn``), in runs of
+    consecutive files; the result (fragments, their order, the counters) is identical to the
+    in-process run.
 
     Args:
         paths: files and/or directories (see :func:`~twinspect.code.files.discover`).
@@ -390,14 +463,24 @@ def mine(
         min_lines: minimum lines spanned by a fragment (see :func:`extract_fragments`).
         quiet: hide the progress bar (shown on stderr otherwise).
         errors: parse-error policy, ``"lenient"`` or ``"strict"`` (see :func:`extract_fragments`).
+        workers: worker processes; None = ``min(2, os.cpu_count())``; 1 = parse in this process.
+        pretokenize: with worker processes, also lex every fragment there and seed this process's
+            token cache (:func:`twinspect.code.normalize.prime_tokens`), so later stages do not
+            tokenise again.
 
     Returns:
-        ``(fragments, stats)``: fragments ordered by file ``rel`` path then source position, and
-        the scan counters.
+        ``(fragments, stats)``: fragments ordered by file ``rel`` path then source position (with
+        ``code`` filled), and the scan counters.
 
     Raises:
-        InputError: a PATH does not exist or cannot be read, or the language name is unknown.
+        InputError: a PATH does not exist or cannot be read, the language name or error policy is
+            unknown, or ``workers < 1``.
     """
+    if errors not in ERROR_POLICIES:
+        raise InputError(f"unknown parse-error policy {errors!r}", hint="use 'lenient' or 'strict'")
+    workers = _default_workers() if workers is None else int(workers)
+    if workers < 1:
+        raise InputError(f"workers must be at least 1, got {workers}")
     files, stats = discover(
         paths,
         exclude=exclude,
@@ -407,15 +490,35 @@ def mine(
     )
     fragments: list[Fragment] = []
     with progress("parsing", total=len(files), quiet=quiet) as bar:
-        for sf in files:
-            text = read_source(sf, stats)
-            if text is not None:
-                fragments.extend(
-                    extract_fragments(
-                        text, sf.rel, sf.language, min_lines=min_lines, stats=stats, errors=errors
+        if workers == 1 or len(files) < PARALLEL_MIN_FILES:
+            for sf in files:
+                text = read_source(sf, stats)
+                if text is not None:
+                    fragments.extend(
+                        extract_fragments(
+                            text, sf.rel, sf.language, min_lines=min_lines, stats=stats, errors=errors
+                        )
                     )
-                )
-            bar.advance()
+                bar.advance()
+        else:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+
+            from twinspect.code.normalize import prime_tokens
+
+            methods = multiprocessing.get_all_start_methods()
+            ctx = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+            runs = [files[i : i + _FILES_PER_TASK] for i in range(0, len(files), _FILES_PER_TASK)]
+            with ProcessPoolExecutor(max_workers=min(workers, len(runs)), mp_context=ctx) as pool:
+                futures = [pool.submit(_mine_files, run, min_lines, errors, pretokenize) for run in runs]
+                for run, fut in zip(runs, futures):
+                    frags, part, toks = fut.result()
+                    _add_stats(stats, part)
+                    fragments.extend(frags)
+                    if toks is not None:
+                        for f, t1 in zip(frags, toks):
+                            prime_tokens(f, t1)
+                    bar.advance(len(run))
     return fragments, stats
 
 

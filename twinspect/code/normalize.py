@@ -226,8 +226,34 @@ def _lex_cached(code: str, language: str) -> tuple[tuple[str, ...], tuple[str, .
     return lex(code, language)
 
 
+# Token lists computed elsewhere (mining worker processes), see prime_tokens(); bounded like the LRU.
+_primed: dict[tuple[str, str], tuple[tuple[str, ...], tuple[str, ...]]] = {}
+
+
 def _lex_fragment(fragment: Fragment) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    return _lex_cached(strip_comments(fragment), fragment.language)
+    code = strip_comments(fragment)
+    if _primed:
+        hit = _primed.get((code, fragment.language))
+        if hit is not None:
+            return hit
+    return _lex_cached(code, fragment.language)
+
+
+def prime_tokens(fragment: Fragment, t1: Sequence[str]) -> None:
+    """Seed the token cache with the T1 tokens of a fragment lexed in another process.
+
+    Used by :func:`twinspect.code.fragments.mine` with worker processes, so that the parent does
+    not lex every fragment again. The T2 view is derived here (a per-token dictionary look-up).
+
+    Args:
+        fragment: the fragment (its ``code``/``language`` are the cache key).
+        t1: exactly ``lex(strip_comments(fragment), fragment.language)[0]``.
+    """
+    language = fragment.language
+    if len(_primed) >= TOKEN_CACHE_SIZE:
+        _primed.clear()
+    t1 = tuple(map(sys.intern, t1))
+    _primed[(strip_comments(fragment), language)] = (t1, tuple(map(_ABSTRACT[language].__getitem__, t1)))
 
 
 def strip_comments(fragment: Fragment) -> str:

@@ -49,6 +49,7 @@ from twinspect.code.fragments import Fragment
 from twinspect.errors import InputError
 
 IDENTIFIER_MODES = ("tokens", "subtokens")
+LITERAL_MODES = ("abstract", "keep")
 #: Version of the feature definition; bump when hashing or tokenisation changes meaning.
 FEATURE_VERSION = 1
 
@@ -146,6 +147,15 @@ class LexicalEncoder(Encoder):
             re-normalised), so cosine ≈ ``(1-w) * cos_structure + w * cos_identifiers``. 0 = blind.
         identifier_mode: ``"tokens"`` (whole identifiers) or ``"subtokens"`` (split at ``_`` and
             camelCase, lower-cased).
+        literal_mode: ``"abstract"`` (literals -> ``LIT`` in the structure stream, the Type-2 view)
+            or ``"keep"`` (literal text kept verbatim; identifiers still -> ``ID``). ``"keep"`` suits
+            retrieval of programs that solve the same task (POJ-104: format strings and problem
+            constants are shared), at the price of Type-2 blindness to changed literals.
+
+    The class defaults give the pure identifier-blind (Type-2) encoder; the detector's defaults
+    (``twinspect.code.clones.DEFAULT_ENCODER_PARAMS``: ``identifier_weight=0.3``, sub-tokens) follow
+    the SSCD Company-C tuning (``benchmarks/README.md`` section 6); ``literal_mode="keep"`` is the
+    POJ-104 choice (section 7).
 
     Attributes:
         fitted: whether IDF statistics are present (see :meth:`fit`).
@@ -164,6 +174,7 @@ class LexicalEncoder(Encoder):
         sublinear_tf: bool = True,
         identifier_weight: float = 0.0,
         identifier_mode: str = "subtokens",
+        literal_mode: str = "abstract",
     ):
         if int(dim) != dim or dim < 2:
             raise InputError(f"lexical encoder dim must be an integer >= 2, got {dim!r}")
@@ -174,11 +185,14 @@ class LexicalEncoder(Encoder):
             raise InputError(f"identifier_weight must be in [0, 1), got {identifier_weight}")
         if identifier_mode not in IDENTIFIER_MODES:
             raise InputError(f"identifier_mode must be one of {IDENTIFIER_MODES}, got {identifier_mode!r}")
+        if literal_mode not in LITERAL_MODES:
+            raise InputError(f"literal_mode must be one of {LITERAL_MODES}, got {literal_mode!r}")
         self._dim = int(dim)
         self.ngram_range = (lo, hi)
         self.sublinear_tf = bool(sublinear_tf)
         self.identifier_weight = float(identifier_weight)
         self.identifier_mode = identifier_mode
+        self.literal_mode = literal_mode
         self.n_docs = 0
         self._features = np.zeros(0, dtype=_U64)  # sorted 64-bit feature ids seen at fit time
         self._df = np.zeros(0, dtype=np.int64)
@@ -198,6 +212,7 @@ class LexicalEncoder(Encoder):
             "sublinear_tf": self.sublinear_tf,
             "identifier_weight": self.identifier_weight,
             "identifier_mode": self.identifier_mode,
+            "literal_mode": self.literal_mode,
             "feature_version": FEATURE_VERSION,
         }
 
@@ -205,7 +220,13 @@ class LexicalEncoder(Encoder):
     def _struct_features(self, fragments: Sequence[Fragment]) -> tuple[np.ndarray, np.ndarray]:
         """All n-gram features of the T2 streams: (doc int64 (M,), feature uint64 (M,))."""
         norm = _normalize()
-        streams = [norm.abstract_tokens(f) for f in fragments]
+        if self.literal_mode == "keep":
+            lit = norm.LIT
+            streams = [
+                [a if b == lit else b for a, b in zip(norm.tokens(f), norm.abstract_tokens(f))] for f in fragments
+            ]
+        else:
+            streams = [norm.abstract_tokens(f) for f in fragments]
         tok, doc = _hash_stream(streams)
         lo, hi = self.ngram_range
         docs, feats = [], []
@@ -393,6 +414,7 @@ class LexicalEncoder(Encoder):
                 sublinear_tf=cfg["sublinear_tf"],
                 identifier_weight=cfg["identifier_weight"],
                 identifier_mode=cfg["identifier_mode"],
+                literal_mode=cfg.get("literal_mode", "abstract"),  # states written before the option
             )
             features = np.asarray(state["features"], dtype=_U64)
             df = np.asarray(state["df"], dtype=np.int64)

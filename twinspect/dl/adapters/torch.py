@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import os
+import warnings
 import zipfile
 from pathlib import Path
 from typing import Any, Sequence
@@ -164,7 +165,9 @@ class TorchClassifier(Classifier):
                 export_log.setLevel(level)
         else:
             try:
-                module = torch.jit.load(str(path), map_location="cpu")
+                with warnings.catch_warnings():  # TorchScript's deprecation notice on every load
+                    warnings.simplefilter("ignore", DeprecationWarning)
+                    module = torch.jit.load(str(path), map_location="cpu")
             except Exception as exc:  # noqa: BLE001
                 err = load_error(path, "TorchScript", exc)
                 err.hint = (

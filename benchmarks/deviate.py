@@ -130,6 +130,11 @@ def _dist(s: dict) -> str:
     return f"{d['median_mean_abs']:.1f} / {d['median_linf']:.0f}"
 
 
+def _kept(s: dict):
+    """% of triggers on which the original model still gives the seed's true label."""
+    return _pct((s.get("trigger_distance") or {}).get("orig_keeps_true_label"))
+
+
 def _r(x, nd=2):
     return None if x is None else round(float(x), nd)
 
@@ -190,10 +195,14 @@ def trigger_distance(run_dir: Path, records: list[dict]) -> dict:
     """How far the triggering inputs are from their seeds (successful searches only).
 
     Returns:
-        ``{"median_mean_abs": m, "median_linf": l}`` in pixel levels (0–255): the medians over the
-        triggers of the mean absolute pixel difference and of the largest one; None without triggers.
+        ``{"median_mean_abs": m, "median_linf": l, "orig_keeps_true_label": f}``: the medians over the
+        triggers of the mean absolute pixel difference to the seed and of the largest one, in pixel
+        levels (0–255), and the fraction of triggers on which the original model still gives the
+        seed's true label; None without triggers.
     """
     mean_abs, linf = [], []
+    found = [r for r in records if r["status"] == "found" and r.get("true_label", -1) >= 0]
+    kept = float(np.mean([r["orig_label"] == r["true_label"] for r in found])) if found else None
     for r in records:
         if not r.get("success") or not r.get("trigger") or r["status"] == "disagree_at_seed":
             continue
@@ -205,8 +214,9 @@ def trigger_distance(run_dir: Path, records: list[dict]) -> dict:
         mean_abs.append(float(d.mean()))
         linf.append(float(d.max()))
     if not mean_abs:
-        return {"median_mean_abs": None, "median_linf": None}
-    return {"median_mean_abs": float(np.median(mean_abs)), "median_linf": float(np.median(linf))}
+        return {"median_mean_abs": None, "median_linf": None, "orig_keeps_true_label": kept}
+    return {"median_mean_abs": float(np.median(mean_abs)), "median_linf": float(np.median(linf)),
+            "orig_keeps_true_label": kept}
 
 
 _MODELS: dict = {}
@@ -517,7 +527,7 @@ def tables(res: dict) -> list[tuple[str, list[str], list[list], str]]:
             ok = ok if done else None
             rows.append([PAIR_TITLES[pair], _seeds(s), s["no_search_needed"], sr, p["dflare_success"],
                          _r(s["avg_queries"]), p["dflare_queries"], _r(s["median_queries"]), _r(s["avg_time_s"], 3),
-                         _r(s["median_time_s"], 3), _r(s["ms_per_query"]), _dist(s), _r(s["wall_s"], 0), _yes(ok)])
+                         _r(s["median_time_s"], 3), _r(s["ms_per_query"]), _dist(s), _kept(s), _r(s["wall_s"], 0), _yes(ok)])
             targets.append([f"{PAIR_TITLES[pair]}: DFlare success rate", "100 %", f"{sr} %" if sr is not None else "-",
                             _yes(s["success_rate"] == 1.0 if done else None)])
             targets.append([f"{PAIR_TITLES[pair]}: DFlare avg queries", f"<= {TARGET_QUERIES[pair]}", _r(s["avg_queries"]),
@@ -527,14 +537,15 @@ def tables(res: dict) -> list[tuple[str, list[str], list[list], str]]:
             f"{cfg['workers']} workers)",
             ["pair", "seeds", "no search needed", "success %", "paper success %", "avg queries", "paper avg queries",
              "median queries", "avg time s", "median time s", "ms / query (pair)", "trigger - seed: mean / max abs diff",
-             "run wall s",
+             "orig = true label on trigger %", "run wall s",
              f"target met? (100 %, avg q <= {'/'.join(str(TARGET_QUERIES[p]) for p in PAIRS)})"],
             rows,
             "Success rate over searched seeds (seeds on which the two models already disagree need no search and "
             "are counted apart); queries and times averaged over successful seeds, as in DFlare's code. A query is "
             "one generated input sent to both models. ms / query = search time / (queries + 1 seed evaluation). "
             "trigger vs seed: medians over the triggering inputs of the mean and the largest absolute pixel "
-            "difference to their seed, in pixel levels 0–255 (the search does not bound it).",
+            "difference to their seed, in pixel levels 0–255 (the search does not bound it); orig = true label: share of "
+            "the triggers on which the original model still answers the seed's true label.",
         ))
     if abl:
         rows = []
@@ -586,7 +597,7 @@ def tables(res: dict) -> list[tuple[str, list[str], list[list], str]]:
             rows.append([f"LeNet-5 / {method}", detail, _pct(c.get("original_accuracy")), _pct(c.get("compressed_accuracy")),
                          c.get("disagreements"), _seeds(s), s["no_search_needed"], _pct(s["success_rate"]),
                          _r(s["avg_queries"]), _r(s["median_queries"]), _r(s["avg_time_s"], 3), _r(s["median_time_s"], 3),
-                         _r(s["ms_per_query"]), _dist(s)])
+                         _r(s["ms_per_query"]), _dist(s), _kept(s)])
             targets.append([f"built LeNet-5 / {method}: DFlare success rate", "(none; reported)", f"{_pct(s['success_rate'])} %", "n/a"])
         tr = (built.get("original") or {}).get("training") or {}
         out.append((
@@ -594,7 +605,7 @@ def tables(res: dict) -> list[tuple[str, list[str], list[list], str]]:
             f"{cfg['built_timeout']:.0f} s per seed)",
             ["pair", "compression", "orig acc %", "comp acc %", "test disagreements", "seeds", "no search needed",
              "success %", "avg queries", "median queries", "avg time s", "median time s", "ms / query (pair)",
-             "trigger - seed: mean / max abs diff"],
+             "trigger - seed: mean / max abs diff", "orig = true label on trigger %"],
             rows,
             f"Original: LeNet-5 trained with `twinspect train lenet5 --epochs {tr.get('epochs')}` "
             f"({tr.get('train_size')} MNIST training images, test accuracy {_pct((built.get('original') or {}).get('accuracy'))} %); "

@@ -375,3 +375,32 @@ def test_lexical_token_cache_overflow_keeps_results(frags, monkeypatch):
     monkeypatch.setattr(lexical, "_CACHE_LIMIT", 60)  # forces the cache to be cleared mid-way
     got = LexicalEncoder(dim=256).fit(frags).encode(frags)
     np.testing.assert_array_equal(got, want)
+
+
+def test_lexical_literal_mode_keep():
+    src = (
+        'def f(n):\n    if n > 0:\n        print("%d apples" % n)\n    return 1\n\n\n'
+        'def g(m):\n    if m > 0:\n        print("%d apples" % m)\n    return 1\n\n\n'
+        'def h(k):\n    if k > 0:\n        print("%s pears!" % k)\n    return 7\n'
+    )
+    fs = extract_fragments(src, "lit.py", "python", min_lines=1)
+    assert [f.name for f in fs] == ["f", "g", "h"]
+    abstract = LexicalEncoder(dim=4096).fit(fs).encode(fs)
+    keep = LexicalEncoder(dim=4096, literal_mode="keep").fit(fs).encode(fs)
+    # literals abstracted: h is a Type-2 copy of f; kept: only g (same literals) stays identical
+    assert cos(abstract, 0, 2) == pytest.approx(1.0, abs=1e-5)
+    assert cos(keep, 0, 1) == pytest.approx(1.0, abs=1e-5)
+    assert cos(keep, 0, 2) < 0.9
+    # identifiers are still abstracted in keep mode (f/g differ only in names)
+    enc = LexicalEncoder(literal_mode="keep", dim=512)
+    assert enc.config()["literal_mode"] == "keep"
+    again = LexicalEncoder.from_state(enc.fit(fs).state_dict())
+    assert again.literal_mode == "keep"
+    np.testing.assert_allclose(again.encode(fs), enc.encode(fs), atol=1e-6)
+    # states written before the option existed load as "abstract"
+    old = enc.state_dict()
+    cfg = json.loads(old["config"])
+    del cfg["literal_mode"]
+    assert LexicalEncoder.from_state(dict(old, config=json.dumps(cfg))).literal_mode == "abstract"
+    with pytest.raises(InputError, match="literal_mode"):
+        LexicalEncoder(literal_mode="drop")

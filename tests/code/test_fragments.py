@@ -359,3 +359,34 @@ def test_lenient_keeps_brace_delimited_function_inside_file_wide_error_region():
     assert lenient.files_with_parse_errors == 1
     kept_strict = extract_fragments(textwrap.dedent(src), "x.c", "c", min_lines=1, stats=strict, errors="strict")
     assert "init_params" not in [f.name for f in kept_strict]
+
+
+def test_mine_worker_processes_give_identical_result(tmp_path):
+    import twinspect.code.fragments as fragments_mod
+    from twinspect.code import normalize
+
+    n_files = fragments_mod.PARALLEL_MIN_FILES + 6
+    for i in range(n_files):
+        body = "\n".join(f"    x = x * {j} + {i}" for j in range(i % 7 + 2))
+        (tmp_path / f"m{i:03d}.py").write_text(f"def f{i}(x):\n{body}\n    return x\n\n\ndef tiny():\n    pass\n")
+    (tmp_path / "broken.c").write_text("int f(int a) {\n  return a;\n")
+    seq, seq_stats = mine([tmp_path], min_lines=3, workers=1)
+    normalize._primed.clear()
+    try:
+        par, par_stats = mine([tmp_path], min_lines=3, workers=2)
+        assert par == seq and par_stats == seq_stats
+        assert len(par) == n_files and all(f.code for f in par)
+        assert par_stats.fragments_too_short == n_files and par_stats.files_with_parse_errors == 1
+        # the worker processes' token lists were handed over and equal a fresh lexing
+        assert len(normalize._primed) == n_files
+        assert [tokens_of(f) for f in par] == [normalize.lex(f.code, f.language)[0] for f in par]
+    finally:
+        normalize._primed.clear()
+    with pytest.raises(InputError, match="workers"):
+        mine([tmp_path], workers=0)
+
+
+def tokens_of(f):
+    from twinspect.code.normalize import tokens
+
+    return tuple(tokens(f))

@@ -254,3 +254,18 @@ def test_lcs_matches_dynamic_programming_on_random_sequences():
         assert lcs_length(a, b) == _lcs_dp(a, b)
         s = token_similarity(a, b)
         assert 0.0 <= s <= 1.0 and s == token_similarity(b, a)
+
+
+def test_prime_tokens_seeds_cache_with_same_views():
+    from twinspect.code import normalize
+
+    src = "int twice(int a)\n{\n    return a * 2; /* double */\n}\n"
+    (f,) = extract_fragments(src, "p.c", "c", min_lines=1)
+    want_t1, want_t2 = tokens(f), abstract_tokens(f)
+    normalize.prime_tokens(f, list(want_t1))
+    try:
+        assert (normalize.strip_comments(f), "c") in normalize._primed
+        assert tokens(f) == want_t1 and abstract_tokens(f) == want_t2
+        assert want_t2 == ["int", "ID", "(", "int", "ID", ")", "{", "return", "ID", "*", "LIT", ";", "}"]
+    finally:
+        normalize._primed.clear()

@@ -11,7 +11,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import tempfile
+import time
 from pathlib import Path
 from typing import IO, Any, Iterator
 
@@ -82,6 +84,40 @@ def _umask() -> int:
 
 
 _FILE_MODE = 0o666 & ~_umask()
+
+
+@contextlib.contextmanager
+def atomic_directory(path: str | Path) -> Iterator[Path]:
+    """Yield an empty temporary directory beside ``path``; swap it into place on success.
+
+    On normal exit an existing ``path`` is moved aside, the new directory renamed onto ``path`` and
+    the old one deleted; on any exception (KeyboardInterrupt included) the temporary directory is
+    deleted and ``path`` is left as it was. Used for indexes and saved models, which are directories.
+
+    Raises:
+        InputError: the parent directory cannot be created or written.
+    """
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
+    except OSError as exc:
+        raise InputError(f"cannot write output directory: {exc.strerror or exc}", path) from exc
+    os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp creates 0700; outputs are ordinary directories
+    old: Path | None = None
+    try:
+        yield tmp
+        if path.exists():
+            old = path.with_name(f".{path.name}.old-{os.getpid()}-{time.time_ns()}")
+            path.rename(old)
+        tmp.rename(path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if old is not None and not path.exists():
+            old.rename(path)
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def _json_default(obj: Any) -> Any:

@@ -62,7 +62,7 @@ Fragment ids are indices into the report's fragment list, sorted by (path, start
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 

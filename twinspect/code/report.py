@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 import json
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 from urllib.parse import quote
 
 from rich.console import Console

@@ -36,8 +36,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
-import tempfile
 import time
 import zipfile
 from pathlib import Path
@@ -46,7 +44,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from twinspect import __version__
-from twinspect._io import atomic_path, write_json
+from twinspect._io import atomic_directory, atomic_path, write_json
 from twinspect.code.encoders import Encoder, encoder_from_state
 from twinspect.code.fragments import Fragment
 from twinspect.code.index import ExactIndex, Index, make_index
@@ -397,13 +395,7 @@ class CloneIndex:
     # -- persistence -----------------------------------------------------------------------------
     def _write(self, out_dir: Path) -> None:
         out_dir = Path(out_dir)
-        out_dir.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
-        old: Path | None = None
-        try:
-            umask = os.umask(0)
-            os.umask(umask)
-            os.chmod(tmp, 0o777 & ~umask)  # mkdtemp creates 0700; an index is an ordinary directory
+        with atomic_directory(out_dir) as tmp:
             with open(tmp / "fragments.jsonl", "w", encoding="utf-8") as fh:
                 for fid, f in zip(self.ids.tolist(), self.fragments):
                     fh.write(_frag_to_json(fid, f))
@@ -425,17 +417,6 @@ class CloneIndex:
                 self.index.save(tmp / "ann")
             self.manifest["encoder"] = enc
             write_json(tmp / "manifest.json", self.manifest)  # last: marks the directory complete
-            if out_dir.exists():
-                old = out_dir.with_name(f".{out_dir.name}.old-{os.getpid()}-{int(time.time() * 1000)}")
-                out_dir.rename(old)
-            tmp.rename(out_dir)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            if old is not None and not out_dir.exists():
-                old.rename(out_dir)
-            raise
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
         self.directory = out_dir
 
     @classmethod

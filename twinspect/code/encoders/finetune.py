@@ -16,12 +16,11 @@ from __future__ import annotations
 
 import json
 import random
-import shutil
-import tempfile
 import time
 from pathlib import Path
 from typing import Sequence
 
+from twinspect._io import atomic_directory
 from twinspect.code.encoders.neural import _load, default_model_path, fragment_text, model_position_limit
 from twinspect.code.fragments import Fragment
 from twinspect.errors import InputError, ModelError
@@ -155,20 +154,6 @@ def finetune(
 
 
 def _save_atomically(model, out_dir: Path, info: dict) -> None:
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
-    old: Path | None = None
-    try:
+    with atomic_directory(out_dir) as tmp:
         model.save(str(tmp), create_model_card=False)
         (tmp / MARKER).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
-        if out_dir.exists():
-            old = out_dir.with_name(f".{out_dir.name}.old-{int(time.time() * 1000)}")
-            out_dir.rename(old)
-        tmp.rename(out_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if old is not None and not out_dir.exists():
-            old.rename(out_dir)
-        raise
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)

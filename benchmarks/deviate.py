@@ -296,7 +296,7 @@ def section_shared(args, cfg, work: Path) -> dict:
 
 
 def ablation_seeds(seeds: list[int], n: int, seed: int) -> list[int]:
-    """A fixed random ``n`` of the shared run's seeds (prefix-stable: a smaller ``n`` takes the first ones)."""
+    """A fixed random ``n`` of the shared run's seeds (prefix-stable in ``n`` for a given shared seed count)."""
     perm = np.random.default_rng(np.random.SeedSequence([int(seed), 0xAB1A])).permutation(len(seeds))
     return [int(seeds[k]) for k in perm[: min(n, len(seeds))]]
 
@@ -629,9 +629,8 @@ def tables(res: dict) -> list[tuple[str, list[str], list[list], str]]:
         ))
     if targets:
         wall, finished = res.get("wall_time_s"), res.get("finished")
-        if res["config"]["report_only"]:
-            prev = res.get("previous_run") or {}
-            wall, finished = prev.get("wall_time_s"), prev.get("finished")
+        if res["config"]["report_only"]:  # the runs may span several (resumed) processes: no claim
+            wall, finished = None, False
         if wall is not None and finished and set(res["config"]["sections"]) == set(SECTIONS) and not res["config"]["quick"]:
             targets.append(["whole benchmark wall time", "< 60 min", f"{wall / 60:.1f} min", _yes(wall < 3600)])
         out.append(("Targets", ["target", "goal", "measured", "met?"], targets, ""))

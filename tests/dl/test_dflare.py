@@ -171,3 +171,19 @@ def test_dflare_on_real_lenet1_pair():
         assert f.predict(r.trigger)[0] != g.predict(r.trigger)[0]
     # the paper reports 84 queries on average on this pair; allow a wide margin on 3 seeds
     assert np.mean([r.queries for r in searched]) < 1000
+
+
+@pytest.mark.slow
+@pytest.mark.shared
+@pytest.mark.ci
+def test_uint8_wrap_pixels_give_valid_uint8_triggers_on_real_pair():
+    f, g, x, _ = _real_pair()
+    idx = np.random.default_rng(1).permutation(len(x))[:4]
+    search = DFlare(f, g, pixels="uint8-wrap", max_queries=3000, timeout=120, seed=0)
+    assert search.params()["pixels"] == "uint8-wrap"
+    searched = [r for r in (search.search(x[i], seed=[0, int(i)]) for i in idx) if r.status != "disagree_at_seed"]
+    assert searched and all(r.status == "found" for r in searched)
+    for r in searched:
+        t = r.trigger
+        assert np.array_equal(t, np.floor(t)) and t.min() >= 0 and t.max() <= 255  # a real uint8 image
+        assert f.predict(t.astype(np.uint8))[0] != g.predict(t.astype(np.uint8))[0]

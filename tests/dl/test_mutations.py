@@ -123,3 +123,39 @@ def test_get_operators_defaults_unknown_and_custom_registration():
 def test_operator_rejects_batches():
     with pytest.raises(InputError, match=r"\(H, W, C\)"):
         PixelChange()(np.zeros((2, 4, 4, 1)), np.random.default_rng(0))
+
+
+# -- reference-compatible uint8 casting (pixels="uint8-wrap") -------------------------------------
+
+def test_uint8_wrap_mode_wraps_noise_like_the_reference_and_keeps_whole_levels():
+    from twinspect.dl.deviate.mutations import MultiplicativeNoise, Uint8Cast
+
+    bright = np.full((8, 8, 1), 250.0, dtype=np.float32)
+    wrapped = Uint8Cast(MultiplicativeNoise())
+    clipped = MultiplicativeNoise()
+    # find a seed whose noise has a positive mean: the reference's astype(uint8) wraps 250·(1+n) > 255
+    for s in range(50):
+        a = wrapped(bright, np.random.default_rng(s))
+        b = clipped(bright, np.random.default_rng(s))
+        if np.all(b == 255.0):
+            break
+    else:  # pragma: no cover
+        pytest.fail("no positive-mean draw in 50 seeds")
+    assert np.all(a == np.floor(a)) and a.min() >= 0 and a.max() <= 255
+    assert a.max() < 255 and a.mean() < 200  # wrapped around to dark values, where clipping saturates
+    # the same generator state gives the same image
+    assert np.array_equal(a, wrapped(bright, np.random.default_rng(s)))
+
+
+def test_uint8_wrap_mode_only_floors_blurs_and_rejects_unknown_modes():
+    from twinspect.dl.deviate.mutations import Uint8Cast, get_operators
+
+    ops = get_operators(None, pixels="uint8-wrap")
+    assert all(isinstance(op, Uint8Cast) for op in ops)
+    assert {op.name for op in ops if op.wraps} == {"gaussian_noise", "multiplicative_noise"}
+    img = np.random.default_rng(0).integers(0, 256, size=(12, 12, 3)).astype(np.float32)
+    blur = next(op for op in ops if op.name == "average_blur")
+    out = blur(img, np.random.default_rng(1))
+    assert np.all(out == np.floor(out)) and out.min() >= img.min() and out.max() <= img.max()
+    with pytest.raises(InputError, match="unknown pixel mode"):
+        get_operators(None, pixels="int4")

@@ -35,6 +35,7 @@ def deviate(
     pop_size: Annotated[int, typer.Option("--pop-size", help="DiffChaser: population size.")] = 1000,
     crossover_rate: Annotated[float, typer.Option("--crossover-rate", help="DiffChaser: crossover probability.")] = 0.5,
     mutation_rate: Annotated[float, typer.Option("--mutation-rate", help="DiffChaser: mutation probability per child.")] = 0.5,
+    pixels: Annotated[str, typer.Option("--pixels", help="Pixel handling of the mutations: float (clipped float32 images) or uint8-wrap (the public DFlare code's uint8 casting, values wrap modulo 256; images stay valid uint8).")] = "float",
     workers: Annotated[int, typer.Option("--workers", "-j", help="Parallel worker processes (each loads the models).")] = 1,
     resume: Annotated[bool, typer.Option("--resume", help="Continue the run in --output (skip finished seeds; same options required).")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
@@ -77,7 +78,11 @@ def deviate(
     if timeout == 0 and max_queries is None:
         raise InputError("--timeout 0 needs --max-queries: the search would never stop")
 
-    params: dict = {"max_queries": max_queries, "timeout": None if timeout == 0 else timeout}
+    from twinspect.dl.deviate.mutations import PIXEL_MODES
+
+    if pixels not in PIXEL_MODES:
+        raise InputError(f"unknown --pixels {pixels!r}; choose one of {', '.join(PIXEL_MODES)}")
+    params: dict = {"max_queries": max_queries, "timeout": None if timeout == 0 else timeout, "pixels": pixels}
     if algorithm == "diffchaser":
         params.update(pop_size=pop_size, crossover_rate=crossover_rate, mutation_rate=mutation_rate)
 

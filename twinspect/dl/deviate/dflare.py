@@ -156,6 +156,8 @@ class DFlare(PairSearch):
         comp: compressed model g.
         operators: mutation operators (names or instances); default DiffChaser's six
             (:data:`~twinspect.dl.deviate.mutations.DEFAULT_OPERATORS`).
+        pixels: ``"float"`` (clipped float32 images) or ``"uint8-wrap"`` (the public DFlare code's
+            uint8 casting, see :class:`~twinspect.dl.deviate.mutations.Uint8Cast`).
         selection: ``"mh"`` (Metropolis–Hastings, DFlare) or ``"uniform"`` (DFlare_R).
         fitness: ``"full"`` (H = D/δ + O, DFlare) or ``"distance"`` (H = D, DFlare_D).
         delta: δ of the fitness (1e-3).
@@ -185,6 +187,7 @@ class DFlare(PairSearch):
         comp: Classifier,
         *,
         operators: Sequence[str | MutationOperator] | None = None,
+        pixels: str = "float",
         selection: str = "mh",
         fitness: str = "full",
         delta: float = DEFAULT_DELTA,
@@ -203,7 +206,8 @@ class DFlare(PairSearch):
             raise InputError(f"unknown fitness {fitness!r}; choose 'full' or 'distance'")
         if not delta > 0:
             raise InputError(f"delta must be > 0, got {delta}")
-        self.operators = get_operators(operators)
+        self.pixels = pixels
+        self.operators = get_operators(operators, pixels=pixels)
         self.selection = selection
         self.fitness = fitness
         self.delta = float(delta)
@@ -215,6 +219,7 @@ class DFlare(PairSearch):
         """The search parameters (for run.json)."""
         return {
             "operators": [op.name for op in self.operators],
+            "pixels": self.pixels,
             "selection": self.selection,
             "fitness": self.fitness,
             "delta": self.delta,

@@ -57,6 +57,7 @@ class DiffChaser(PairSearch):
         elite: best individuals copied unchanged into the next generation.
         tournament: tournament size of parent selection.
         operators: mutation operators (default: DiffChaser's six).
+        pixels: ``"float"`` or ``"uint8-wrap"`` (see :class:`~twinspect.dl.deviate.mutations.Uint8Cast`).
         max_queries: budget of evaluated individuals per seed (None: no limit). A generation
             is truncated so that the budget is never exceeded.
         timeout: seconds per seed (checked between generations; None: no limit).
@@ -82,6 +83,7 @@ class DiffChaser(PairSearch):
         elite: int = 1,
         tournament: int = 2,
         operators: Sequence[str | MutationOperator] | None = None,
+        pixels: str = "float",
         max_queries: int | None = None,
         timeout: float | None = 180.0,
         seed: SeedLike = 0,
@@ -107,7 +109,8 @@ class DiffChaser(PairSearch):
         self.uncertainty_of = uncertainty_of
         self.elite = int(elite)
         self.tournament = int(tournament)
-        self.operators = get_operators(operators)
+        self.pixels = pixels
+        self.operators = get_operators(operators, pixels=pixels)
 
     def params(self) -> dict:
         """The search parameters (for run.json)."""
@@ -120,6 +123,7 @@ class DiffChaser(PairSearch):
             "elite": self.elite,
             "tournament": self.tournament,
             "operators": [op.name for op in self.operators],
+            "pixels": self.pixels,
             "max_queries": self.max_queries,
             "timeout": self.timeout,
         }

@@ -281,19 +281,64 @@ DEFAULT_OPERATORS: tuple[str, ...] = (
 )
 
 
-def get_operators(names: Iterable[str | MutationOperator] | None = None) -> list[MutationOperator]:
+#: Pixel handling of the operators: ``"float"`` (default: float32 images, clipped to [0, 255]) or
+#: ``"uint8-wrap"`` (reference-compatible, see :class:`Uint8Cast`).
+PIXEL_MODES: tuple[str, ...] = ("float", "uint8-wrap")
+
+#: Operators whose public-DFlare implementation casts a possibly out-of-range result with
+#: ``astype(np.uint8)`` (so values wrap around modulo 256) before clipping.
+WRAPPING_OPERATORS: frozenset[str] = frozenset({"gaussian_noise", "multiplicative_noise"})
+
+
+class Uint8Cast(MutationOperator):
+    """Reference-compatible pixel handling around another operator (``pixels="uint8-wrap"``).
+
+    The public DFlare code (github.com/yqtianust/DFlare, ``myLib/img_mutations.py``) mutates uint8
+    images and converts the noise operators' float results with ``astype(np.uint8)`` *before* its
+    clipping: values are truncated and wrap around modulo 256, so multiplicative noise with a
+    positive mean turns bright strokes dark (300 → 44) and negative Gaussian noise turns black pixels
+    white (−0.3 → 255). These are far stronger perturbations than clipping gives, and on the MNIST
+    pairs they remove the long searches that the clipped operators show (measured: 0 of 80 LeNet-5
+    seeds fail at 3,000 queries with this mode, 10 of 80 with clipping). This wrapper reproduces
+    that behaviour: the wrapped operator's result is floored to whole pixel levels and, for the
+    operators in :data:`WRAPPING_OPERATORS`, taken modulo 256; every image stays a valid uint8 image.
+
+    Args:
+        op: the operator to wrap; the wrapper keeps its ``name``.
+    """
+
+    def __init__(self, op: MutationOperator):
+        self.op = op
+        self.name = op.name
+        self.wraps = op.name in WRAPPING_OPERATORS
+
+    def apply(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        out = np.floor(np.asarray(self.op.apply(x, rng), dtype=np.float64))
+        return np.mod(out, 256.0) if self.wraps else out
+
+    def __repr__(self) -> str:
+        return f"Uint8Cast({self.op!r})"
+
+
+def get_operators(
+    names: Iterable[str | MutationOperator] | None = None, pixels: str = "float"
+) -> list[MutationOperator]:
     """Instantiate operators by name (or pass instances through).
 
     Args:
         names: operator names from :data:`REGISTRY` and/or :class:`MutationOperator` instances;
             None means :data:`DEFAULT_OPERATORS`.
+        pixels: one of :data:`PIXEL_MODES`; ``"uint8-wrap"`` wraps every operator in
+            :class:`Uint8Cast` (reference-compatible uint8 casting).
 
     Returns:
         A list of operator instances, in the given order.
 
     Raises:
-        InputError: unknown name, empty list or duplicate names.
+        InputError: unknown name or pixel mode, empty list or duplicate names.
     """
+    if pixels not in PIXEL_MODES:
+        raise InputError(f"unknown pixel mode {pixels!r}; choose one of {', '.join(PIXEL_MODES)}")
     items = list(DEFAULT_OPERATORS if names is None else names)
     if not items:
         raise InputError("at least one mutation operator is needed")
@@ -308,4 +353,6 @@ def get_operators(names: Iterable[str | MutationOperator] | None = None) -> list
     names_seen = [op.name for op in ops]
     if len(set(names_seen)) != len(names_seen):
         raise InputError(f"duplicate mutation operators: {names_seen}")
+    if pixels == "uint8-wrap":
+        ops = [op if isinstance(op, Uint8Cast) else Uint8Cast(op) for op in ops]
     return ops

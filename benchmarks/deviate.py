@@ -275,8 +275,11 @@ def run_one(name: str, orig_spec: dict, comp_spec: dict, x, y, seeds, algorithm,
     return {"summary": summary, "records": records}
 
 
+PIXELS = "float"  # set from --pixels in main()
+
+
 def dflare_params(timeout: float) -> dict:
-    return {"max_queries": None, "timeout": timeout}
+    return {"max_queries": None, "timeout": timeout, "pixels": PIXELS}
 
 
 def section_shared(args, cfg, work: Path) -> dict:
@@ -650,6 +653,8 @@ def render_markdown(res: dict) -> str:
         "",
         f"- sections: {', '.join(cfg['sections'])}; run seed {cfg['seed']}; workers {cfg['workers']} (seed-parallel "
         "processes, one torch/TFLite thread each)",
+        f"- pixel handling of the mutations: {cfg.get('pixels', 'float')} (`twinspect deviate --pixels`; uint8-wrap = "
+        "the public DFlare code's uint8 casting, float = clipped float32 images)",
         f"- shared pairs: DFlare, {cfg['shared_seeds']} seeds, timeout {cfg['shared_timeout']:.0f} s per seed",
         f"- ablations: DFlare_R, DFlare_D, DiffChaser (population {cfg['pop_size']}), {cfg['ablation_seeds']} seeds, "
         f"timeout {cfg['ablation_timeout']:.0f} s per seed",
@@ -707,6 +712,9 @@ def main() -> None:
     ap.add_argument("--pairs", default=",".join(PAIRS), help="shared pairs for the shared/ablations sections")
     ap.add_argument("--seed", type=int, default=0, help="run seed (seed sample and every search)")
     ap.add_argument("--pop-size", type=int, default=1000, help="DiffChaser population size")
+    ap.add_argument("--pixels", default="float", choices=["float", "uint8-wrap"],
+                    help="pixel handling of the mutations (twinspect deviate --pixels): float (clipped) or "
+                         "uint8-wrap (the public DFlare code's uint8 casting)")
     ap.add_argument("--shared-seeds", type=int, help="override: seeds per shared pair")
     ap.add_argument("--ablation-seeds", type=int, help="override: seeds per ablation run")
     ap.add_argument("--built-seeds", type=int, help="override: seeds per built pair")
@@ -723,7 +731,10 @@ def main() -> None:
     if not args.pairs or any(p not in PAIRS for p in args.pairs):
         ap.error(f"--pairs takes a comma-separated subset of {','.join(PAIRS)}")
 
+    global PIXELS
+    PIXELS = args.pixels
     cfg = dict(QUICK if args.quick else FULL)
+    cfg["pixels"] = args.pixels
     for key in ("shared_seeds", "ablation_seeds", "built_seeds"):
         if getattr(args, key) is not None:
             cfg[key] = getattr(args, key)

@@ -275,7 +275,7 @@ def run_one(name: str, orig_spec: dict, comp_spec: dict, x, y, seeds, algorithm,
     return {"summary": summary, "records": records}
 
 
-PIXELS = "float"  # set from --pixels in main()
+PIXELS = "uint8-wrap"  # set from --pixels in main()
 
 
 def dflare_params(timeout: float) -> dict:
@@ -712,7 +712,7 @@ def main() -> None:
     ap.add_argument("--pairs", default=",".join(PAIRS), help="shared pairs for the shared/ablations sections")
     ap.add_argument("--seed", type=int, default=0, help="run seed (seed sample and every search)")
     ap.add_argument("--pop-size", type=int, default=1000, help="DiffChaser population size")
-    ap.add_argument("--pixels", default="float", choices=["float", "uint8-wrap"],
+    ap.add_argument("--pixels", default="uint8-wrap", choices=["float", "uint8-wrap"],
                     help="pixel handling of the mutations (twinspect deviate --pixels): float (clipped) or "
                          "uint8-wrap (the public DFlare code's uint8 casting)")
     ap.add_argument("--shared-seeds", type=int, help="override: seeds per shared pair")

@@ -35,7 +35,7 @@ def deviate(
     pop_size: Annotated[int, typer.Option("--pop-size", help="DiffChaser: population size.")] = 1000,
     crossover_rate: Annotated[float, typer.Option("--crossover-rate", help="DiffChaser: crossover probability.")] = 0.5,
     mutation_rate: Annotated[float, typer.Option("--mutation-rate", help="DiffChaser: mutation probability per child.")] = 0.5,
-    pixels: Annotated[str, typer.Option("--pixels", help="Pixel handling of the mutations: float (clipped float32 images) or uint8-wrap (the public DFlare code's uint8 casting, values wrap modulo 256; images stay valid uint8).")] = "float",
+    pixels: Annotated[str, typer.Option("--pixels", help="Pixel handling of the mutations: uint8-wrap (default; the public DFlare code's uint8 casting, noise values wrap modulo 256, every input stays a valid uint8 image) or float (float32 images clipped to [0, 255]; slower to find deviations on MNIST).")] = "uint8-wrap",
     workers: Annotated[int, typer.Option("--workers", "-j", help="Parallel worker processes (each loads the models).")] = 1,
     resume: Annotated[bool, typer.Option("--resume", help="Continue the run in --output (skip finished seeds; same options required).")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,

@@ -156,8 +156,8 @@ class DFlare(PairSearch):
         comp: compressed model g.
         operators: mutation operators (names or instances); default DiffChaser's six
             (:data:`~twinspect.dl.deviate.mutations.DEFAULT_OPERATORS`).
-        pixels: ``"float"`` (clipped float32 images) or ``"uint8-wrap"`` (the public DFlare code's
-            uint8 casting, see :class:`~twinspect.dl.deviate.mutations.Uint8Cast`).
+        pixels: ``"uint8-wrap"`` (default: the public DFlare code's uint8 casting, see
+            :class:`~twinspect.dl.deviate.mutations.Uint8Cast`) or ``"float"`` (clipped float32 images).
         selection: ``"mh"`` (Metropolis–Hastings, DFlare) or ``"uniform"`` (DFlare_R).
         fitness: ``"full"`` (H = D/δ + O, DFlare) or ``"distance"`` (H = D, DFlare_D).
         delta: δ of the fitness (1e-3).
@@ -187,7 +187,7 @@ class DFlare(PairSearch):
         comp: Classifier,
         *,
         operators: Sequence[str | MutationOperator] | None = None,
-        pixels: str = "float",
+        pixels: str = "uint8-wrap",
         selection: str = "mh",
         fitness: str = "full",
         delta: float = DEFAULT_DELTA,

@@ -57,7 +57,7 @@ class DiffChaser(PairSearch):
         elite: best individuals copied unchanged into the next generation.
         tournament: tournament size of parent selection.
         operators: mutation operators (default: DiffChaser's six).
-        pixels: ``"float"`` or ``"uint8-wrap"`` (see :class:`~twinspect.dl.deviate.mutations.Uint8Cast`).
+        pixels: ``"uint8-wrap"`` (default) or ``"float"`` (see :class:`~twinspect.dl.deviate.mutations.Uint8Cast`).
         max_queries: budget of evaluated individuals per seed (None: no limit). A generation
             is truncated so that the budget is never exceeded.
         timeout: seconds per seed (checked between generations; None: no limit).
@@ -83,7 +83,7 @@ class DiffChaser(PairSearch):
         elite: int = 1,
         tournament: int = 2,
         operators: Sequence[str | MutationOperator] | None = None,
-        pixels: str = "float",
+        pixels: str = "uint8-wrap",
         max_queries: int | None = None,
         timeout: float | None = 180.0,
         seed: SeedLike = 0,

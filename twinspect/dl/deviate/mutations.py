@@ -3,8 +3,10 @@
 Every operator maps one image ``x`` (H, W, C) float32 in the 0–255 pixel scale to a new image of the
 same shape and dtype, drawing its random parameter from a :class:`numpy.random.Generator`, and the
 result is clipped to the valid pixel range [0, 255] (:meth:`MutationOperator.__call__` does the
-clipping, so every operator, also a user-defined one, obeys it). Images stay float32: no rounding to
-uint8 happens between mutations, and the mutated float image is exactly what the models see.
+clipping, so every operator, also a user-defined one, obeys it). By itself an operator keeps images
+float32; the searches default to ``pixels="uint8-wrap"`` (:class:`Uint8Cast`, see
+:func:`get_operators`), which casts each result to whole uint8 levels the way the public DFlare code
+does, so every generated input is a valid uint8 image; ``pixels="float"`` keeps float32 images.
 
 The operator set is Table 3 of Tian et al., "Finding Deviated Behaviors of the Compressed DNN
 Models for Image Classifications" (TOSEM 2023, DFlare), which reuses the operators of DiffChaser
@@ -13,8 +15,9 @@ Models for Image Classifications" (TOSEM 2023, DFlare), which reuses the operato
 
 * parameters that make an operator the identity (changing 0 pixels, a 1×1 blur kernel) are left
   out, because an unchanged image only wastes a query of both models;
-* the reference implementation casts noisy images to ``uint8`` (truncating, and wrapping negative
-  values around); here images stay float32 and are clipped to [0, 255] instead.
+* the reference implementation casts noisy images to ``uint8`` (truncating, and wrapping values
+  around modulo 256); the operators themselves clip to [0, 255], and :class:`Uint8Cast` reproduces
+  the reference casting on top of them (the searches' default).
 
 Blurs are computed with :mod:`scipy.ndimage` per channel (OpenCV is not a dependency); border
 handling follows OpenCV's defaults (reflect-101 for box and Gaussian blur, replicate for median).

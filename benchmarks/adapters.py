@@ -26,23 +26,13 @@ os.environ.setdefault("KERAS_BACKEND", "torch")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import numpy as np  # noqa: E402
+from _timing import median_ms  # noqa: E402  (sibling module in benchmarks/)
+
 from rich.console import Console  # noqa: E402
 
 from twinspect.dl.adapters import load_classifier  # noqa: E402
 from twinspect.dl.data import find_shared_data, load_images  # noqa: E402
 from twinspect.reports.table import print_table  # noqa: E402
-
-
-def _median_ms(fn, runs: int, warmup: int = 5) -> float:
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(runs):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return float(np.median(times) * 1e3)
 
 
 def _lenet_module():
@@ -107,15 +97,15 @@ def main() -> None:
         load_s = time.perf_counter() - t
         heavy = "resnet" in name
         runs = max(10, args.runs // 5) if heavy else args.runs
-        single = _median_ms(lambda: clf.predict_proba(x[:1]), runs)
-        batch = _median_ms(lambda: clf.predict_proba(x), max(3, args.batch_runs // 2) if heavy else args.batch_runs, 2) / len(x)
+        single = median_ms(lambda: clf.predict_proba(x[:1]), runs)
+        batch = median_ms(lambda: clf.predict_proba(x), max(3, args.batch_runs // 2) if heavy else args.batch_runs, 2) / len(x)
         rows.append([name, adapter, load_s, single, batch])
         if adapter == "keras":  # what Model.predict would cost instead of calling the model
             pre = clf.preprocess
             rows.append([
                 name, "keras predict()", None,
-                _median_ms(lambda: clf.model.predict(pre(x[:1]), verbose=0), max(10, runs // 10), 2),
-                _median_ms(lambda: clf.model.predict(pre(x), verbose=0, batch_size=64), 3, 1) / len(x),
+                median_ms(lambda: clf.model.predict(pre(x[:1]), verbose=0), max(10, runs // 10), 2),
+                median_ms(lambda: clf.model.predict(pre(x), verbose=0, batch_size=64), 3, 1) / len(x),
             ])
     print_table(
         rows,

@@ -76,6 +76,8 @@ os.environ.setdefault("KERAS_BACKEND", "torch")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from _timing import median_ms  # noqa: E402  (sibling module in benchmarks/)
+
 import numpy as np  # noqa: E402
 
 PAIRS = ("lenet1", "lenet5", "resnet")
@@ -412,17 +414,6 @@ def section_built(args, cfg, work: Path) -> dict:
 # ---------------------------------------------------------------------------------------------
 
 
-def _median_ms(fn, runs: int, warmup: int = 5) -> float:
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(runs):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return float(np.median(times) * 1e3)
-
-
 def _bare_call(clf):
     """The model's own forward on an already preprocessed float32 batch, without the adapter."""
     fw = getattr(clf, "framework", "")
@@ -482,19 +473,19 @@ def section_loaders(args, cfg, work: Path) -> dict:
         x1 = imgs[ds][:1]
         heavy = "resnet" in path.name
         runs = max(20, cfg["loader_runs"] // 4) if heavy else cfg["loader_runs"]
-        adapter_ms = _median_ms(lambda: clf.predict_proba(x1), runs)
+        adapter_ms = median_ms(lambda: clf.predict_proba(x1), runs)
         b = clf.preprocess(x1.astype(np.float32))
         bare = _bare_call(clf)
-        bare_ms = _median_ms(lambda: bare(b), runs) if bare is not None else None
+        bare_ms = median_ms(lambda: bare(b), runs) if bare is not None else None
         predict_ms = eager_ms = None
         if fmt.startswith("Keras"):
-            predict_ms = _median_ms(lambda: clf.model.predict(b, verbose=0), max(10, runs // 10), 2)
+            predict_ms = median_ms(lambda: clf.model.predict(b, verbose=0), max(10, runs // 10), 2)
             import torch
 
             def eager():
                 with torch.no_grad():
                     return clf.model(torch.from_numpy(b), training=False)
-            eager_ms = _median_ms(eager, max(10, runs // 5), 2)
+            eager_ms = median_ms(eager, max(10, runs // 5), 2)
         engine = clf.describe().get("engine", type(clf).__name__)
         rows.append({
             "model": path.name, "format": fmt, "engine": engine, "load_s": load_s, "adapter_ms": adapter_ms,

@@ -1,0 +1,87 @@
+"""CLI of program similitude: ``twinspect similitude PATH... [OPTIONS]``.
+
+Heavy libraries (tree-sitter grammars, scikit-learn, matplotlib) are imported inside the command so
+``twinspect --help`` stays fast. User errors are :class:`twinspect.errors.InputError` (exit 2).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from twinspect.errors import InputError
+
+_FORMATS = ("table", "json", "csv")
+
+
+def similitude_command(
+    paths: Annotated[list[Path], typer.Argument(help="Program files or directories.", show_default=False,
+                                                metavar="PATH...")],
+    labels: Annotated[Optional[str], typer.Option(
+        "--labels", help="'dirs' (label = parent folder name) or a CSV file of path,label rows.")] = None,
+    measure: Annotated[str, typer.Option(
+        "--measure", "-m", help="twinspect, node-sym, normalized-node-sym or lav.")] = "twinspect",
+    fmt: Annotated[str, typer.Option("--format", "-f", help="table, json or csv.")] = "table",
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the report to this file.")] = None,
+    plots: Annotated[Optional[Path], typer.Option(
+        "--plots", help="Write heatmap.png and pca.png into this directory.")] = None,
+    clusters: Annotated[Optional[int], typer.Option(
+        "--clusters", help="Number of agglomerative clusters (default: chosen by silhouette, 2-10).")] = None,
+    program_per_dir: Annotated[bool, typer.Option(
+        "--program-per-dir", help="Each directory holding source files is one program.")] = False,
+    language: Annotated[Optional[str], typer.Option(
+        "--language", "-l", help="Parse every file as this language (python, java, c, cpp).")] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr.")] = False,
+) -> None:
+    """Whole-program similarity from control-flow graphs, with clusters, silhouette and plots."""
+    from twinspect.code.similitude.analysis import analyze
+    from twinspect.code.similitude.report import to_csv, to_json, write_plots, write_text
+
+    if fmt not in _FORMATS:
+        raise InputError(f"unknown format {fmt!r}", hint=f"choose one of: {', '.join(_FORMATS)}")
+    result = analyze(paths, measure=measure, labels=labels, program_per_dir=program_per_dir,
+                     clusters=clusters, language=language, verbose=0 if quiet else 1)
+    if plots is not None:
+        write_plots(result, plots)
+    if fmt == "json":
+        text = to_json(result)
+    elif fmt == "csv":
+        text = to_csv(result)
+    else:
+        text = None
+    if output is not None:
+        write_text(text if text is not None else to_json(result), output)
+        if text is None:
+            _print_table(result)
+    elif text is not None:
+        sys.stdout.write(text)
+    else:
+        _print_table(result)
+
+
+def _print_table(result) -> None:  # type: ignore[no-untyped-def]
+    from rich.console import Console
+
+    from twinspect.reports.table import print_table
+
+    console = Console()
+    names = [Path(p).stem for p in result.paths]
+    rows = [[p, lab or "", int(c), g.n_nodes, g.n_edges] for p, lab, c, g in
+            zip(result.paths, result.labels, result.clusters, result.graphs)]
+    print_table(rows, ["program", "label", "cluster", "nodes", "edges"], title=f"{len(rows)} programs", console=console)
+    if len(names) <= 15:
+        print_table([[n, *row] for n, row in zip(names, result.matrix.tolist())], ["", *names],
+                    title=f"similarity ({result.measure})", console=console)
+    sil = "n/a (fewer than two labels)" if result.silhouette is None else f"{result.silhouette:.3f}"
+    console.print(f"measure {result.measure}; silhouette {sil}; {result.k} clusters; "
+                  f"{len(result.skipped)} skipped", highlight=False)
+    for s in result.skipped:
+        console.print(f"skipped {s['path']}: {s['reason']}", highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``similitude`` command to the root app."""
+    app.command("similitude", no_args_is_help=True)(similitude_command)

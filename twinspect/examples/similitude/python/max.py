@@ -1,0 +1,9 @@
+def maximum(a):
+    m = a[0]
+    for i in range(1, len(a)):
+        if a[i] > m:
+            m = a[i]
+    return m
+
+
+print(maximum([5, 2, 9, 1, 7]))

@@ -1,0 +1,66 @@
+"""Benchmark of ``twinspect fuzz``: coverage after a fixed budget for MEMO and its ablations.
+
+Runs MEMO, MEMO_r (random seed selection), MEMO_o (LEMON operators) and MEMO without reduction, one after
+the other, each for the same budget on the same backends and seeds, and writes
+``benchmarks/results/fuzz.json`` and ``fuzz.md`` (coverage, models per hour, unique findings).
+Campaign directories (models, findings bundles) go to ``--work`` (default a temporary directory) and are
+not committed. Run with ``nice -n 10``; the issue's budgets are 15 and 60 minutes per variant.
+
+Usage: ``nice -n 10 .venv/bin/python benchmarks/fuzz.py --budget 3m --work /tmp/fuzzbench``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+from pathlib import Path
+
+from twinspect._io import atomic_write
+from twinspect.dl.fuzz import report
+from twinspect.dl.fuzz.campaign import Config, parse_budget, run_campaign
+
+VARIANTS = ("memo", "memo_r", "memo_o", "memo_noreduce")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--budget", default="3m")
+    ap.add_argument("--backends", default="keras-tensorflow,keras-jax,keras-torch,onnxruntime")
+    ap.add_argument("--seeds", default="LeNet5,AlexNet,LSTM1,LSTM2")
+    ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--work", default=None)
+    ap.add_argument("--out", default="benchmarks/results")
+    ap.add_argument("--summarise-only", action="store_true", help="Only summarise the campaigns already in --work.")
+    a = ap.parse_args()
+    budget = parse_budget(a.budget)
+    work = Path(a.work or tempfile.mkdtemp(prefix="fuzzbench-"))
+    rows = {}
+    for v in a.variants.split(","):
+        if a.summarise_only:
+            if not (work / v / "state.json").exists():
+                continue
+            s = report.summary(work / v)
+        else:
+            cfg = Config(backends=a.backends.split(","), seeds=a.seeds.split(","), variant=v, seed=0)
+            s = run_campaign(work / v, budget, cfg, verbose=0)
+        s["campaign_dir"] = str(work / v)
+        rows[v] = s
+        print(v, json.dumps(s["coverage"]), s["models_tested"], len(s["findings"]), flush=True)
+    out = Path(a.out)
+    with atomic_write(out / "fuzz.json") as fh:
+        json.dump({"budget_s": budget, "backends": a.backends, "seeds": a.seeds, "runs": rows}, fh, indent=1, default=str)
+    lines = ["| variant | loop s (+ seeding s) | layer type | layer pair | layer param | models generated | valid | tested | tested/h | unique findings |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for v, s in rows.items():
+        c = s["coverage"]
+        lines.append(f"| {v} | {s['elapsed_s']:.0f} (+{s.get('seeding_s') or 0:.0f}) | {c['layer_type']['ratio']:.1%} | {c['layer_pair']['ratio']:.1%} | "
+                     f"{c['layer_param']['ratio']:.1%} | {s['models_generated']} | {s['models_valid']} | {s['models_tested']} | "
+                     f"{s['models_per_hour']:.0f} | {len(s['findings'])} |")
+    with atomic_write(out / "fuzz.md") as fh:
+        fh.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,7 @@
+"""MEMO-style coverage-guided model generation for differential testing of DL libraries (``twinspect fuzz``).
+
+Modules: :mod:`catalogue` (layer APIs, parameter spaces, coverage denominators), :mod:`graph` (the model
+spec and its Keras build), :mod:`coverage`, :mod:`seeds`, :mod:`reduction`, :mod:`operators`,
+:mod:`search` (Algorithm 2), :mod:`backends` (isolated worker processes per system under test),
+:mod:`oracles`, :mod:`triage`, :mod:`campaign`, :mod:`report`, :mod:`cli`.
+"""

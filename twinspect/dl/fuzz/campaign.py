@@ -1,0 +1,367 @@
+"""A resumable MEMO campaign: seeds → reduction → threshold calibration → Algorithm-2 loop → findings.
+
+State lives in the campaign directory: ``state.json`` (pool of model specs, selector, coverage, counters,
+RNG state, findings, coverage over time; rewritten atomically after every model, so an interruption loses
+at most the model in flight), ``work/`` (the model in flight) and ``findings/<id>/`` bundles.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from twinspect._io import atomic_path, write_json
+from twinspect.dl.fuzz import backends as bk
+from twinspect.dl.fuzz import graph, operators, oracles, reduction, seeds, triage
+from twinspect.dl.fuzz.coverage import Coverage, model_coverage
+from twinspect.dl.fuzz.search import SeedSelector
+from twinspect.errors import InputError
+
+STATE = "state.json"
+FORMAT = "twinspect-fuzz-campaign/1"
+
+
+@dataclass
+class Config:
+    """Campaign settings.
+
+    Attributes:
+        backends: systems under test (full or short names).
+        seeds: seed model names (see :mod:`twinspect.dl.fuzz.seeds`).
+        variant: ``"memo"``, ``"memo_r"`` (random seed selection), ``"memo_o"`` (LEMON operators),
+            ``"memo_noreduce"`` (no model reduction).
+        seed: RNG seed.
+        timeout_s: per-model time limit of each backend worker, seconds.
+        threshold: fixed D_MAD threshold, or None to calibrate on the seed models.
+        minimise_tries: backend runs spent minimising each new finding.
+    """
+
+    backends: list[str] = field(default_factory=lambda: ["keras-tensorflow", "keras-jax", "keras-torch", "onnxruntime"])
+    seeds: list[str] = field(default_factory=lambda: list(seeds.SMALL_SEEDS))
+    variant: str = "memo"
+    seed: int = 0
+    timeout_s: float = 60.0
+    threshold: float | None = None
+    minimise_tries: int = 6
+
+
+def parse_budget(text: str) -> float:
+    """Seconds of a budget such as ``90s``, ``15m``, ``1h``, ``1h30m`` or a bare number of seconds.
+
+    Raises:
+        InputError: the text does not parse or is not positive.
+    """
+    import re
+
+    t = text.strip().lower()
+    if re.fullmatch(r"\d+(\.\d+)?", t):
+        val = float(t)
+    else:
+        parts = re.findall(r"(\d+(?:\.\d+)?)([hms])", t)
+        if not parts or "".join(a + b for a, b in parts) != t:
+            raise InputError(f"cannot parse budget {text!r}; use e.g. 90s, 15m, 1h or 1h30m")
+        val = sum(float(a) * {"h": 3600, "m": 60, "s": 1}[b] for a, b in parts)
+    if val <= 0:
+        raise InputError(f"budget {text!r} must be positive")
+    return val
+
+
+def _rng_to_json(rng: random.Random) -> list:
+    v, state, g = rng.getstate()
+    return [v, list(state), g]
+
+
+def _rng_from_json(data: list) -> random.Random:
+    rng = random.Random()
+    rng.setstate((data[0], tuple(data[1]), data[2]))
+    return rng
+
+
+class Campaign:
+    """One campaign directory (created by :meth:`create`, reopened by :meth:`open`).
+
+    Args:
+        root: campaign directory.
+        state: the loaded state dict.
+    """
+
+    def __init__(self, root: Path, state: dict):
+        self.root = Path(root)
+        self.state = state
+        self.rng = _rng_from_json(state["rng"])
+        self.cov = Coverage.from_json(state["coverage"])
+        self.selector = SeedSelector.from_json(state["selector"])
+        self.workers: dict[str, bk.Worker] = {}
+
+    # ---------------------------------------------------------------- creation / loading
+    @classmethod
+    def create(cls, root: str | Path, config: Config) -> Campaign:
+        """A new campaign state in ``root`` (not yet seeded; :meth:`run` seeds it)."""
+        root = Path(root)
+        if (root / STATE).exists():
+            return cls.open(root)
+        if root.exists() and any(root.iterdir()):
+            raise InputError("exists, is not empty and holds no campaign (state.json)", root)
+        if config.variant not in ("memo", "memo_r", "memo_o", "memo_noreduce"):
+            raise InputError(f"unknown variant {config.variant!r}")
+        names = [bk.canonical(b) for b in config.backends]
+        ops = operators.LEMON_OPERATORS if config.variant == "memo_o" else operators.MEMO_OPERATORS
+        state = {
+            "format": FORMAT, "config": {**config.__dict__, "backends": names}, "seeded": False,
+            "elapsed_s": 0.0, "models_generated": 0, "models_valid": 0, "models_invalid": 0, "models_tested": 0,
+            "rng": _rng_to_json(random.Random(config.seed)), "coverage": Coverage().to_json(),
+            "selector": SeedSelector(ops, mode="random" if config.variant == "memo_r" else "mh").to_json(),
+            "pool": {}, "next_id": 0, "findings": [], "signatures": {}, "coverage_over_time": [],
+            "threshold": config.threshold, "skipped_backends": {}, "reduction": {}, "invalid_reasons": {},
+            "seed_distances": [],
+        }
+        camp = cls(root, state)
+        camp.save()
+        return camp
+
+    @classmethod
+    def open(cls, root: str | Path) -> Campaign:
+        """Reopen the campaign in ``root``.
+
+        Raises:
+            InputError: no state file, or a corrupt / foreign one.
+        """
+        path = Path(root) / STATE
+        if not path.is_file():
+            raise InputError("is not a twinspect fuzz campaign directory (no state.json)", root)
+        try:
+            state = json.loads(path.read_text())
+            if state.get("format") != FORMAT:
+                raise ValueError("format")
+            return cls(Path(root), state)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise InputError(f"corrupt or foreign campaign state ({type(exc).__name__}: {exc})", path) from exc
+
+    def save(self) -> None:
+        """Write ``state.json`` atomically."""
+        self.state["rng"] = _rng_to_json(self.rng)
+        self.state["coverage"] = self.cov.to_json()
+        self.state["selector"] = self.selector.to_json()
+        write_json(self.root / STATE, self.state, indent=None)
+
+    # ---------------------------------------------------------------- backends
+    def _systems(self) -> list[str]:
+        out = []
+        for name in self.state["config"]["backends"]:
+            why = bk.available(name)
+            if why:
+                self.state["skipped_backends"][name] = why
+            else:
+                out.append(name)
+        return out
+
+    def _run_all(self, model_path: Path, inputs_path: Path, systems: list[str]) -> dict[str, dict]:
+        res: dict[str, dict] = {}
+        for s in systems:
+            if s not in self.workers:
+                self.workers[s] = bk.make_backend(s, timeout_s=self.state["config"]["timeout_s"])
+            out = model_path.parent / f"out-{s}.npz"
+            r = self.workers[s].run(model_path, inputs_path, out)
+            d = r.to_json()
+            if r.status == "ok":
+                with np.load(out) as z:
+                    d["outputs"] = [z[f"o{i}"] for i in range(len(z.files))]
+            res[s] = d
+        return res
+
+    def close(self) -> None:
+        """Stop all worker processes."""
+        for w in self.workers.values():
+            w.close()
+        self.workers.clear()
+
+    # ---------------------------------------------------------------- model files
+    def _save_model(self, spec: dict, name: str) -> tuple[Path, Path]:
+        work = self.root / "work"
+        work.mkdir(parents=True, exist_ok=True)
+        model = graph.build(spec)
+        mpath, ipath = work / f"{name}.keras", work / f"{name}.npz"
+        with atomic_path(mpath) as tmp:
+            model.save(tmp)
+        with atomic_path(ipath) as tmp:
+            np.savez(tmp, x=graph.make_inputs(spec, seed=self.state["models_generated"]))
+        return mpath, ipath
+
+    # ---------------------------------------------------------------- seeding
+    def _seed(self, systems: list[str], verbose: int) -> None:
+        cfg = self.state["config"]
+        dists: list[float] = []
+        for name in cfg["seeds"]:
+            try:
+                spec = seeds.seed(name)
+                graph.validate(spec)
+            except InputError:
+                raise
+            except Exception as exc:
+                self.state["reduction"][name] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+                continue
+            if cfg["variant"] != "memo_noreduce":
+                red = reduction.reduce_model(spec)
+                self.state["reduction"][name] = {"layers_before": len(spec["nodes"]), "layers_after": len(red["nodes"])}
+                spec = red
+            mid = self._add_model(spec)
+            self.cov.update(model_coverage(spec))
+            if cfg["threshold"] is None and len(systems) > 1:
+                mpath, ipath = self._save_model(spec, f"seed-{mid}")
+                res = self._run_all(mpath, ipath, systems)
+                ok = [s for s in systems if res[s]["status"] == "ok"]
+                for i, a in enumerate(ok):
+                    for b in ok[i + 1:]:
+                        dists.append(oracles.d_mad(res[a]["outputs"], res[b]["outputs"]))
+        self.state["seed_distances"] = dists
+        if self.state["threshold"] is None:
+            self.state["threshold"] = oracles.calibrate_threshold(dists)
+        self.state["seeded"] = True
+        self._mark_time(0.0)
+        self.save()
+
+    def _add_model(self, spec: dict) -> str:
+        mid = f"m{self.state['next_id']}"
+        self.state["next_id"] += 1
+        self.state["pool"][mid] = spec
+        self.selector.add_model(mid)
+        return mid
+
+    def _mark_time(self, elapsed: float) -> None:
+        self.state["coverage_over_time"].append([round(elapsed, 2), *[round(r, 5) for r in self.cov.ratios()]])
+
+    # ---------------------------------------------------------------- main loop
+    def run(self, budget_s: float, max_models: int | None = None, verbose: int = 0) -> dict:
+        """Run (or resume) the campaign for ``budget_s`` more seconds (or ``max_models`` more mutants).
+
+        Returns:
+            The summary dict of :func:`twinspect.dl.fuzz.report.summary`.
+        """
+        from twinspect.dl.fuzz import report
+        from twinspect.progress import progress
+
+        systems = self._systems()
+        try:
+            if not self.state["seeded"]:  # seeding (reduction, worker start-up, calibration) is outside the budget
+                t_seed = time.perf_counter()
+                self._seed(systems, verbose)
+                self.state["seeding_s"] = round(time.perf_counter() - t_seed, 1)
+                self.save()
+            start = time.perf_counter()
+            base = self.state["elapsed_s"]
+            done = 0
+            with progress("fuzz", total=None, quiet=verbose == 0) as bar:
+                while time.perf_counter() - start < budget_s and (max_models is None or done < max_models):
+                    self._step(systems)
+                    done += 1
+                    self.state["elapsed_s"] = base + time.perf_counter() - start  # loop time only
+                    self._mark_time(self.state["elapsed_s"])
+                    self.save()
+                    t, p, q = self.cov.ratios()
+                    bar.update(description=f"fuzz: {self.state['models_generated']} models, "
+                               f"cov {t:.0%}/{p:.1%}/{q:.1%}, {len(self.state['findings'])} findings")
+                    bar.advance(1)
+        finally:
+            if self.state["seeded"]:
+                self.save()
+            self.close()
+        return report.summary(self.root)
+
+    def _step(self, systems: list[str]) -> None:
+        mid, op = self.selector.pick(self.rng)
+        parent = self.state["pool"][mid]
+        self.state["models_generated"] += 1
+        try:
+            mutant = operators.apply(op, parent, self.cov, self.rng)
+            if mutant is None:
+                raise ValueError("operator does not apply")
+            _, outs = graph.validate(mutant)
+            if sum(o.size for o in outs) > 1_000_000:
+                raise ValueError("outputs too large")
+        except Exception as exc:  # an invalid mutant, never a finding
+            self.state["models_invalid"] += 1
+            key = f"{op}:{type(exc).__name__}"
+            self.state["invalid_reasons"][key] = self.state["invalid_reasons"].get(key, 0) + 1
+            self.selector.feedback(mid, op, False)
+            return
+        self.state["models_valid"] += 1
+        mcov = model_coverage(mutant)
+        gained = self.cov.new_items(mcov) > 0
+        self.cov.update(mcov)
+        self.selector.feedback(mid, op, gained)
+        if gained:  # a mutant that adds coverage replaces its parent
+            self.selector.remove_model(mid)
+            self.state["pool"].pop(mid)
+            self._add_model(mutant)
+        if len(systems) < 2:
+            return
+        try:
+            mpath, ipath = self._save_model(mutant, "current")
+        except Exception as exc:
+            self.state["invalid_reasons"][f"save:{type(exc).__name__}"] = self.state["invalid_reasons"].get(f"save:{type(exc).__name__}", 0) + 1
+            return
+        res = self._run_all(mpath, ipath, systems)
+        self.state["models_tested"] += 1
+        for f in oracles.judge(res, self.state["threshold"]):
+            f["layer"] = triage.localise(mutant, f, res)
+            sig = triage.signature(f)
+            f["signature"] = sig
+            if sig in self.state["signatures"]:
+                self.state["signatures"][sig] += 1
+                continue
+            fid = triage.finding_id(sig)
+            small, sres, spaths = self._minimise(mutant, f, res, mpath, ipath, systems)
+            dest = triage.write_bundle(self.root / "findings", fid, f, small, spaths[0], spaths[1], sres,
+                                       self.state["threshold"], {"operator": op, "layers_before_minimising": len(mutant["nodes"]),
+                                                                 "layers": len(small["nodes"])})
+            self.state["signatures"][sig] = 1
+            self.state["findings"].append({"id": fid, "kind": f["kind"], "systems": f["systems"], "signature": sig,
+                                           "dir": str(dest.relative_to(self.root)), "layer": f.get("layer"),
+                                           "found_at_s": round(self.state["elapsed_s"], 1)})
+
+    def _symptom(self, f: dict, res: dict[str, dict]) -> bool:
+        for g in oracles.judge(res, self.state["threshold"]):
+            if g["kind"] == f["kind"] and g["systems"] == f["systems"]:
+                return True
+        return False
+
+    def _minimise(self, spec: dict, f: dict, res: dict, mpath: Path, ipath: Path, systems: list[str]):
+        """Remove layers while the symptom persists (at most ``minimise_tries`` backend runs)."""
+        best, bres, paths = spec, res, (mpath, ipath)
+        tries = int(self.state["config"]["minimise_tries"])
+        involved = [s for s in systems if s in f["systems"]] + [s for s in systems if s not in f["systems"]][:1]
+        cands: list[dict] = []
+        layer_out = [o for o in spec["outputs"] if any(n["name"] == o and n["layer"] == f.get("layer") for n in spec["nodes"])]
+        if len(spec["outputs"]) > 1 and layer_out:
+            one = graph.clone(spec)
+            one["outputs"] = layer_out[:1]
+            cands.append(graph.prune(one))
+        for k in range(tries):
+            if not cands:
+                pres = [n for n in best["nodes"] if len(n["inputs"]) == 1 and n.get("shape") == graph.shape_of(best, n["inputs"][0])]
+                if not pres:
+                    break
+                cands.append(operators.remove_node(best, self.rng.choice(pres)["name"]))
+            cand = cands.pop(0)
+            try:
+                graph.validate(cand)
+                mp, ip = self._save_model(cand, f"min{k}")
+            except Exception:
+                continue
+            r = self._run_all(mp, ip, involved)
+            if self._symptom(f, r):
+                best, bres, paths = cand, {**r}, (mp, ip)
+        return best, bres, paths
+
+
+def run_campaign(root: str | Path, budget_s: float, config: Config | None = None, max_models: int | None = None,
+                 verbose: int = 0) -> dict:
+    """Create or resume the campaign in ``root`` and run it for ``budget_s`` seconds; returns its summary."""
+    root = Path(root)
+    camp = Campaign.open(root) if (root / STATE).exists() else Campaign.create(root, config or Config())
+    return camp.run(budget_s, max_models=max_models, verbose=verbose)

@@ -1,0 +1,303 @@
+"""MEMO mutation operators on model specs: NLA, LResh, LMerge, LConn, CShape, CMode, NaN (+ MEMO_o's LEMON set).
+
+Each operator takes a built spec (node shapes recorded by :func:`twinspect.dl.fuzz.graph.build`), the
+campaign's :class:`~twinspect.dl.fuzz.coverage.Coverage` (operators prefer unseen layer types, pairs and
+parameter values, as in MEMO §3.3) and a ``random.Random``; it returns a new spec or None when it does
+not apply. Validity (build + run on the reference backend) is checked by the caller: a mutant that fails
+is an *invalid mutant*, never a finding.
+
+LEMON-style operators for the MEMO_o ablation (Wang et al., "Deep learning library testing via effective
+model generation", FSE 2020): LA (add a shape-preserving layer), LR (remove a shape-preserving layer),
+LC (copy a shape-preserving layer), AR (replace an activation).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+
+from twinspect.dl.fuzz import catalogue, graph
+from twinspect.dl.fuzz.coverage import Coverage
+
+MEMO_OPERATORS = ("NLA", "LResh", "LMerge", "LConn", "CShape", "CMode", "NaN")
+LEMON_OPERATORS = ("LA", "LR", "LC", "AR")
+
+_RESHAPING = ("Flatten", "Reshape", "Permute", "RepeatVector", "Cropping1D", "Cropping2D", "Cropping3D",
+              "ZeroPadding1D", "ZeroPadding2D", "ZeroPadding3D", "UpSampling1D", "UpSampling2D", "UpSampling3D")
+_MERGING = tuple(la.name for la in catalogue.LAYERS if la.category == "merging")
+_SHAPE_SAFE = {"Identity", "BatchNormalization", "LayerNormalization", "UnitNormalization", "RMSNormalization",
+               "Dropout", "GaussianNoise", "GaussianDropout", "AlphaDropout", "ActivityRegularization",
+               "Activation", "ReLU", "LeakyReLU", "PReLU", "ELU", "Softmax", "SpatialDropout1D",
+               "SpatialDropout2D", "SpatialDropout3D"}
+MAX_ELEMENTS = 200_000  # per-sample tensor size cap so generated models stay fast
+
+
+def _size(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= max(int(d), 1)
+    return n
+
+
+def sample_value(p: catalogue.Param, rng: random.Random, avoid: set[str] | None = None):
+    """A value of parameter ``p``; prefers labels not in ``avoid`` (unseen values)."""
+    labels = p.labels()
+    fresh = [lab for lab in labels if not avoid or lab not in avoid]
+    lab = rng.choice(fresh or labels)
+    if p.kind == "mode":
+        return p.values[labels.index(lab)]
+    lo, hi = next((b[1], b[2]) for b in p.buckets if b[0] == lab)
+    if p.kind == "float":
+        return round(rng.uniform(lo, hi), 3) if hi > 0 else 0.0
+    return rng.randint(int(lo), int(hi))
+
+
+def random_params(layer: str, in_shape: list[int], rng: random.Random, cov: Coverage | None = None) -> dict:
+    """Constructor arguments for ``layer`` on a per-sample input of ``in_shape``, preferring unseen values.
+
+    Shape parameters are kept small relative to ``in_shape`` (kernels and pools not larger than the
+    spatial size); computed parameters (Reshape's target_shape, Permute's dims) are derived from it.
+    """
+    spec = catalogue.BY_NAME[layer]
+    seen = {(p[1], p[2]) for p in cov.params if p[0] == layer} if cov else set()
+    params: dict = {}
+    for p in spec.params:
+        params[p.name] = sample_value(p, rng, {lab for (n, lab) in seen if n == p.name})
+    spatial = in_shape[:-1] if len(in_shape) > 1 else in_shape
+    smin = min(spatial) if spatial else 1
+    for key in ("kernel_size", "pool_size"):
+        if key in params:
+            params[key] = max(1, min(params[key], smin))
+    if "strides" in params and "pool_size" not in params and params.get("dilation_rate", 1) > 1:
+        params["strides"] = 1
+    if "cropping" in params:
+        params["cropping"] = min(params["cropping"], max(0, (smin - 1) // 2))
+    if layer == "Reshape":
+        params["target_shape"] = [_size(in_shape)] if len(in_shape) > 1 else [in_shape[0], 1]
+    if layer == "Permute":
+        dims = list(range(1, len(in_shape) + 1))
+        rng.shuffle(dims)
+        params["dims"] = dims
+    if layer == "GroupNormalization":
+        c = in_shape[-1]
+        params["groups"] = next(g for g in (params["groups"], 2, 1) if c % g == 0)
+    if layer == "Concatenate" and params.get("axis") == 1 and len(in_shape) < 2:
+        params["axis"] = -1
+    if layer in ("Softmax",) and params.get("axis") == 1 and len(in_shape) < 1:
+        params["axis"] = -1
+    if layer in ("ConvLSTM1D", "ConvLSTM2D"):
+        params["kernel_size"] = max(1, min(params["kernel_size"], min(in_shape[1:-1])))
+    return params
+
+
+def _candidates(rank: int, pool=None) -> list[str]:
+    names = pool or [la.name for la in catalogue.LAYERS if la.arity == 1]
+    return [n for n in names if rank in catalogue.BY_NAME[n].in_ranks]
+
+
+def _pick_node(spec: dict, rng: random.Random, pred: Callable[[dict], bool] | None = None) -> dict | None:
+    nodes = [n for n in spec["nodes"] if n.get("shape") and (pred is None or pred(n))]
+    return rng.choice(nodes) if nodes else None
+
+
+def _source_choices(spec: dict) -> list[tuple[str, list[int], str | None]]:
+    out: list[tuple[str, list[int], str | None]] = [(graph.INPUT, list(spec["input_shape"]), None)]
+    out += [(n["name"], n["shape"], n["layer"]) for n in spec["nodes"] if n.get("shape") and -1 not in n["shape"]]
+    return out
+
+
+def _insert_after(spec: dict, src: str, src_shape: list[int], layer: str, params: dict,
+                  extra_inputs: tuple[str, ...] = ()) -> dict:
+    """Add ``layer`` consuming ``src`` as a new output branch (a new sink)."""
+    new = graph.clone(spec)
+    name = graph.fresh_name(new, layer)
+    node = {"name": name, "layer": layer, "params": params, "inputs": [src, *extra_inputs]}
+    idx = 0 if src == graph.INPUT else graph.node_names(new).index(src) + 1
+    for e in extra_inputs:
+        idx = max(idx, graph.node_names(new).index(e) + 1)
+    new["nodes"].insert(idx, node)
+    new["outputs"] = [o for o in new["outputs"] if o != src] + [name] if src in new["outputs"] else new["outputs"] + [name]
+    return new
+
+
+def nla(spec: dict, cov: Coverage, rng: random.Random) -> dict | None:
+    """NLA: add a new layer (unseen layer types first) after a compatible tensor, as a new output branch."""
+    src, shape, _ = rng.choice(_source_choices(spec))
+    cands = _candidates(len(shape) + 1)
+    unseen = [c for c in cands if c not in cov.types]
+    layer = rng.choice(unseen or cands)
+    return _insert_after(spec, src, shape, layer, random_params(layer, shape, rng, cov))
+
+
+def lresh(spec: dict, cov: Coverage, rng: random.Random) -> dict | None:
+    """LResh: add a reshaping layer (Flatten, Reshape, Permute, Cropping, ZeroPadding, UpSampling, ...)."""
+    src, shape, _ = rng.choice(_source_choices(spec))
+    cands = _candidates(len(shape) + 1, list(_RESHAPING))
+    if not cands:
+        return None
+    layer = rng.choice([c for c in cands if c not in cov.types] or cands)
+    return _insert_after(spec, src, shape, layer, random_params(layer, shape, rng, cov))
+
+
+def lmerge(spec: dict, cov: Coverage, rng: random.Random) -> dict | None:
+    """LMerge: merge two tensors of the same shape with a merging layer (unseen ones first)."""
+    srcs = _source_choices(spec)
+    by_shape: dict[tuple, list[str]] = {}
+    for name, shape, _ in srcs:
+        by_shape.setdefault(tuple(shape), []).append(name)
+    groups = [v for v in by_shape.values() if len(v) >= 2]
+    if not groups:
+        a, shape, _ = rng.choice(srcs)
+        b = a
+    else:
+        pair = rng.sample(rng.choice(groups), 2)
+        a, b = pair
+        shape = list(next(s for n, s, _ in srcs if n == a))
+    merges = [m for m in _MERGING if len(shape) + 1 in catalogue.BY_NAME[m].in_ranks]
+    merges += [m for m in ("Attention", "AdditiveAttention", "MultiHeadAttention") if len(shape) == 2]
+    layer = rng.choice([m for m in merges if m not in cov.types] or merges)
+    names = graph.node_names(spec)
+    first, second = sorted((a, b), key=lambda n: -1 if n == graph.INPUT else names.index(n))
+    return _insert_after(spec, first, shape, layer, random_params(layer, shape, rng, cov), (second,))
+
+
+def lconn(spec: dict, cov: Coverage, rng: random.Random) -> dict | None:
+    """LConn: connect a layer of type A to a new layer of type B with (A, B) an uncovered legal pair."""
+    srcs = [s for s in _source_choices(spec) if s[2] and catalogue.get(s[2])]
+    if not srcs:
+        return nla(spec, cov, rng)
+    rng.shuffle(srcs)
+    for src, shape, kind in srcs[:10]:
+        entry = catalogue.get(kind or "")
+        if entry is None:
+            continue
+        a = entry.name
+        cands = [c for c in _candidates(len(shape) + 1) if (a, c) not in cov.pairs]
+        if cands:
+            layer = rng.choice(cands)
+            return _insert_after(spec, src, shape, layer, random_params(layer, shape, rng, cov))
+    return None
+
+
+def _change_param(spec: dict, cov: Coverage, rng: random.Random, kinds: tuple[str, ...]) -> dict | None:
+    nodes = [n for n in spec["nodes"] if catalogue.get(n["layer"]) and
+             any(p.kind in kinds for p in catalogue.get(n["layer"]).params)]  # type: ignore[union-attr]
+    if not nodes:
+        return None
+    node = rng.choice(nodes)
+    lay = catalogue.get(node["layer"])
+    assert lay is not None
+    p = rng.choice([p for p in lay.params if p.kind in kinds])
+    seen = {t[2] for t in cov.params if t[0] == lay.name and t[1] == p.name}
+    new = graph.clone(spec)
+    target = next(n for n in new["nodes"] if n["name"] == node["name"])
+    value = sample_value(p, rng, seen)
+    if p.name in ("kernel_size", "pool_size", "strides", "dilation_rate") and isinstance(target["params"].get(p.name), (list, tuple)):
+        value = [value] * len(target["params"][p.name])
+    target["params"][p.name] = value
+    return new
+
+
+def cshape(spec: dict, cov: Coverage, rng: random.Random) -> dict | None:
+    """CShape: set a shape parameter (filters, kernel_size, units, strides, ...) to an unseen value."""
+    return _change_param(spec, cov, rng, ("shape", "float"))
+
+
+def cmode(spec: dict, cov: Coverage, rng: random.Random) -> dict | None:
+    """CMode: set a mode parameter (initialiser, regulariser, padding, activation, ...) to an unseen value."""
+    return _change_param(spec, cov, rng, ("mode",))
+
+
+def nan(spec: dict, cov: Coverage, rng: random.Random) -> dict | None:
+    """NaN: feed NaN or ±Inf into the first layers' input (a fraction of the model input entries)."""
+    new = graph.clone(spec)
+    new["inject"] = {"value": rng.choice(("nan", "inf", "-inf")), "fraction": rng.choice((0.001, 0.01, 0.1))}
+    return new
+
+
+def _shape_preserving(spec: dict) -> list[dict]:
+    return [n for n in spec["nodes"] if len(n["inputs"]) == 1 and n.get("shape") is not None
+            and n["shape"] == graph.shape_of(spec, n["inputs"][0])]
+
+
+def remove_node(spec: dict, name: str) -> dict:
+    """A copy of ``spec`` without single-input node ``name``; its consumers read its input instead."""
+    new = graph.clone(spec)
+    node = next(n for n in new["nodes"] if n["name"] == name)
+    src = node["inputs"][0]
+    new["nodes"] = [n for n in new["nodes"] if n["name"] != name]
+    for n in new["nodes"]:
+        n["inputs"] = [src if i == name else i for i in n["inputs"]]
+    new["outputs"] = [src if o == name else o for o in new["outputs"]]
+    new["outputs"] = [o for o in dict.fromkeys(new["outputs"]) if o != graph.INPUT]
+    return graph.prune(new)
+
+
+def lemon_la(spec: dict, cov: Coverage, rng: random.Random) -> dict | None:
+    """LEMON LA: insert a shape-preserving layer inside the chain."""
+    src, shape, _ = rng.choice(_source_choices(spec))
+    cands = [c for c in _candidates(len(shape) + 1) if c in _SHAPE_SAFE]
+    if not cands:
+        return None
+    layer = rng.choice(cands)
+    new = graph.clone(spec)
+    name = graph.fresh_name(new, layer)
+    for n in new["nodes"]:
+        n["inputs"] = [name if i == src else i for i in n["inputs"]]
+    idx = 0 if src == graph.INPUT else graph.node_names(new).index(src) + 1
+    new["nodes"].insert(idx, {"name": name, "layer": layer, "params": random_params(layer, shape, rng), "inputs": [src]})
+    new["outputs"] = [name if o == src else o for o in new["outputs"]]
+    return new
+
+
+def lemon_lr(spec: dict, cov: Coverage, rng: random.Random) -> dict | None:
+    """LEMON LR: remove a layer whose output shape equals its input shape."""
+    cands = _shape_preserving(spec)
+    return remove_node(spec, rng.choice(cands)["name"]) if cands else None
+
+
+def lemon_lc(spec: dict, cov: Coverage, rng: random.Random) -> dict | None:
+    """LEMON LC: copy a shape-preserving layer right after itself."""
+    cands = [n for n in _shape_preserving(spec) if n["layer"] in _SHAPE_SAFE or n["layer"].startswith("Conv")]
+    if not cands:
+        return None
+    node = rng.choice(cands)
+    new = graph.clone(spec)
+    name = graph.fresh_name(new, node["layer"])
+    for n in new["nodes"]:
+        n["inputs"] = [name if i == node["name"] else i for i in n["inputs"]]
+    idx = graph.node_names(new).index(node["name"]) + 1
+    new["nodes"].insert(idx, {"name": name, "layer": node["layer"], "params": dict(node["params"]), "inputs": [node["name"]]})
+    new["outputs"] = [name if o == node["name"] else o for o in new["outputs"]]
+    return new
+
+
+def lemon_ar(spec: dict, cov: Coverage, rng: random.Random) -> dict | None:
+    """LEMON AR: replace the activation of a layer that has one."""
+    cands = [n for n in spec["nodes"] if "activation" in n.get("params", {})]
+    if not cands:
+        return None
+    new = graph.clone(spec)
+    pick = rng.choice(cands)["name"]
+    node = next(n for n in new["nodes"] if n["name"] == pick)
+    node["params"]["activation"] = rng.choice(catalogue.ACTIVATIONS)
+    return new
+
+
+OPERATORS: dict[str, Callable[[dict, Coverage, random.Random], dict | None]] = {
+    "NLA": nla, "LResh": lresh, "LMerge": lmerge, "LConn": lconn, "CShape": cshape, "CMode": cmode, "NaN": nan,
+    "LA": lemon_la, "LR": lemon_lr, "LC": lemon_lc, "AR": lemon_ar,
+}
+
+
+def apply(op: str, spec: dict, cov: Coverage, rng: random.Random) -> dict | None:
+    """Apply operator ``op`` (a key of :data:`OPERATORS`); returns the mutant spec or None.
+
+    Raises:
+        KeyError: unknown operator name.
+    """
+    out = OPERATORS[op](spec, cov, rng)
+    if out is not None:
+        graph.prune(out)
+        out.pop("shapes_valid", None)
+    return out

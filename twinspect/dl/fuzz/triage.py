@@ -1,0 +1,191 @@
+"""Triage: deduplicate findings by signature and write self-contained ``findings/<id>/`` bundles.
+
+Signature (NNSmith/MEMO practice): for a crash, the failing system, exception type and top frame; for
+NaN/Inf and inconsistency, the systems and the layer type producing the first diverging model output
+(the localised layer). A bundle holds ``finding.json`` (kind, systems, signature, library versions, the
+localised layer), ``model.keras``, ``inputs.npz``, each system's ``outputs/<system>.npz`` or
+``outputs/<system>.error.txt``, and a standalone ``repro.py`` that exits 1 when the symptom reproduces in
+fresh processes and 0 when it does not.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+
+from twinspect._io import atomic_directory
+from twinspect.dl.fuzz import oracles
+
+
+def library_versions() -> dict[str, str]:
+    """Installed versions of the libraries under test (``"-"`` when absent)."""
+    out = {}
+    for pkg in ("keras", "tensorflow", "tensorflow-cpu", "jax", "jaxlib", "torch", "onnx", "onnxruntime", "tf2onnx", "numpy"):
+        try:
+            out[pkg] = importlib.metadata.version(pkg)
+        except importlib.metadata.PackageNotFoundError:
+            out[pkg] = "-"
+    return out
+
+
+def localise(spec: dict, finding: dict, results: dict[str, dict]) -> str | None:
+    """Layer type producing the first model output that shows the symptom (NaN/Inf or largest D_MAD)."""
+    outs = spec["outputs"]
+    layer_of = {n["name"]: n["layer"] for n in spec["nodes"]}
+    systems = [s for s in finding["systems"] if results.get(s, {}).get("status") == "ok"]
+    if finding["kind"] == "nan" and systems:
+        for i, o in enumerate(results[systems[0]]["outputs"]):
+            if o.dtype.kind == "f" and not np.isfinite(o).all() and i < len(outs):
+                return layer_of.get(outs[i])
+    if finding["kind"] == "inconsistency" and len(systems) == 2:
+        a, b = (results[s]["outputs"] for s in systems)
+        best, arg = -1.0, None
+        for i, (x, y) in enumerate(zip(a, b)):
+            if x.shape != y.shape:
+                return layer_of.get(outs[i]) if i < len(outs) else None
+            d = oracles.d_mad(x, y)
+            if np.isfinite(d) and d > best and i < len(outs):
+                best, arg = d, layer_of.get(outs[i])
+        return arg
+    return None
+
+
+def signature(finding: dict) -> str:
+    """Deduplication key of a finding (see module docstring)."""
+    det = finding.get("detail", {})
+    if finding["kind"] == "crash":
+        top = (det.get("frames") or [""])[0]
+        return f"crash|{','.join(finding['systems'])}|{det.get('status')}|{det.get('error_type')}|{top}"
+    return f"{finding['kind']}|{','.join(finding['systems'])}|{finding.get('layer')}"
+
+
+def finding_id(sig: str) -> str:
+    """Short stable id of a signature (12 hex digits of its SHA-1)."""
+    return hashlib.sha1(sig.encode()).hexdigest()[:12]
+
+
+REPRO_TEMPLATE = r'''#!/usr/bin/env python
+"""Reproducer of twinspect fuzz finding __ID__ (__KIND__ on __SYSTEMS__).
+
+Runs model.keras on inputs.npz (both beside this file) under each system in a fresh Python process and
+checks the symptom. Exit code 1: the symptom reproduces; 0: it does not. Needs keras and the libraries
+of the systems (tensorflow / jax / torch; onnxruntime + tf2onnx for "onnxruntime").
+"""
+import json, os, subprocess, sys, tempfile
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+KIND = "__KIND__"
+SYSTEMS = __SYSTEMS_LIST__
+THRESHOLD = __THRESHOLD__
+RUNNER = r"""
+import os, sys, json, numpy as np
+system, model_path, x_path, out_path = sys.argv[1:5]
+if system == "onnxruntime":
+    os.environ["KERAS_BACKEND"] = "tensorflow"
+else:
+    os.environ["KERAS_BACKEND"] = system.split("-", 1)[1]
+import keras
+x = np.load(x_path)["x"]
+model = keras.saving.load_model(model_path, compile=False)
+if system == "onnxruntime":
+    import onnxruntime as ort, tempfile
+    model(x, training=False)
+    d = tempfile.mkdtemp()
+    model.export(os.path.join(d, "m.onnx"), format="onnx", verbose=False)
+    s = ort.InferenceSession(os.path.join(d, "m.onnx"), providers=["CPUExecutionProvider"])
+    outs = s.run(None, {s.get_inputs()[0].name: x})
+else:
+    o = model(x, training=False)
+    outs = [keras.ops.convert_to_numpy(t) for t in (o if isinstance(o, (list, tuple)) else [o])]
+np.savez(out_path, **{"o%d" % i: np.asarray(t) for i, t in enumerate(outs)})
+"""
+
+
+def run(system):
+    out = tempfile.mktemp(suffix=".npz")
+    p = subprocess.run([sys.executable, "-c", RUNNER, system, os.path.join(HERE, "model.keras"),
+                        os.path.join(HERE, "inputs.npz"), out], capture_output=True, text=True, timeout=600)
+    if p.returncode != 0 or not os.path.exists(out):
+        return None, (p.stderr or "")[-400:] or "exit %d" % p.returncode
+    z = np.load(out)
+    return [z["o%d" % i] for i in range(len(z.files))], None
+
+
+def main():
+    res = {s: run(s) for s in SYSTEMS}
+    for s, (o, err) in res.items():
+        print(s, "ok" if o is not None else "FAILED: " + err.strip().splitlines()[-1] if err.strip() else "FAILED")
+    ok = {s: o for s, (o, e) in res.items() if o is not None}
+    if KIND == "crash":
+        hit = len(ok) < len(SYSTEMS) and len(ok) > 0
+    elif KIND == "nan":
+        flags = {s: any(not np.isfinite(t).all() for t in o) for s, o in ok.items()}
+        print("non-finite outputs:", flags)
+        hit = len(set(flags.values())) > 1
+    else:
+        if len(ok) < 2:
+            hit = False
+        else:
+            a, b = [np.concatenate([np.asarray(t, np.float64).ravel() for t in ok[s]]) for s in SYSTEMS[:2]]
+            if a.shape != b.shape:
+                print("output shapes differ", a.shape, b.shape)
+                hit = True
+            else:
+                m = np.isfinite(a) & np.isfinite(b)
+                d = float(np.mean(np.abs(a[m] - b[m]))) if m.any() else 0.0
+                print("D_MAD = %.6g (threshold %.3g)" % (d, THRESHOLD))
+                hit = d > THRESHOLD
+    print("symptom reproduces" if hit else "symptom does not reproduce")
+    sys.exit(1 if hit else 0)
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+
+def repro_source(fid: str, kind: str, systems: list[str], threshold: float) -> str:
+    """Source text of the standalone ``repro.py`` of a finding."""
+    return (REPRO_TEMPLATE.replace("__ID__", fid).replace("__KIND__", kind)
+            .replace("__SYSTEMS_LIST__", json.dumps(systems)).replace("__SYSTEMS__", ", ".join(systems))
+            .replace("__THRESHOLD__", repr(float(threshold))))
+
+
+def repro_systems(finding: dict, all_ok: list[str]) -> list[str]:
+    """Systems the reproducer runs: for a crash the failing system plus one that succeeded."""
+    if finding["kind"] == "crash":
+        return finding["systems"] + all_ok[:1]
+    if finding["kind"] == "nan":
+        rest = [s for s in all_ok if s not in finding["systems"]]
+        return finding["systems"][:1] + rest[:1]
+    return list(finding["systems"])
+
+
+def write_bundle(root: Path, fid: str, finding: dict, spec: dict, model_path: Path, inputs_path: Path,
+                 results: dict[str, dict], threshold: float, extra: dict | None = None) -> Path:
+    """Write ``root/<fid>/`` atomically and return its path (see module docstring for the contents)."""
+    dest = Path(root) / fid
+    ok = sorted(s for s, r in results.items() if r["status"] == "ok")
+    systems = repro_systems(finding, ok)
+    with atomic_directory(dest) as tmp:
+        shutil.copy(model_path, tmp / "model.keras")
+        shutil.copy(inputs_path, tmp / "inputs.npz")
+        (tmp / "outputs").mkdir()
+        for s, r in results.items():
+            if r["status"] == "ok":
+                np.savez(tmp / "outputs" / f"{s}.npz", **{f"o{i}": o for i, o in enumerate(r["outputs"])})
+            else:
+                (tmp / "outputs" / f"{s}.error.txt").write_text(
+                    f"{r['status']} {r.get('error_type', '')}\n{r.get('message', '')}\n" + "\n".join(r.get("frames", [])))
+        meta = {"id": fid, "kind": finding["kind"], "systems": finding["systems"], "signature": finding["signature"],
+                "layer": finding.get("layer"), "detail": finding.get("detail"), "repro_systems": systems,
+                "threshold": threshold, "versions": library_versions(), "model_spec": spec, **(extra or {})}
+        (tmp / "finding.json").write_text(json.dumps(meta, indent=2, default=str))
+        (tmp / "repro.py").write_text(repro_source(fid, finding["kind"], systems, threshold))
+    return dest

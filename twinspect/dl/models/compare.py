@@ -1,0 +1,542 @@
+"""All-pairs clone analysis of DL models at every level that applies: ``twinspect models compare``.
+
+Follows the three levels of Wu et al., "How are Deep Learning Models Similar? An Empirical Study on
+Clone Analysis of Deep Learning Software" (ICPC 2020) — source code, structure (weights, distilled
+students) and I/O semantics — plus representation similarity (linear CKA, Kornblith et al. 2019),
+ModelDiff's DDV (Li et al., ISSTA 2021) as a baseline, and a calibrated reuse score
+(:mod:`twinspect.dl.models.reuse`).
+
+Per model, once: load (:func:`~twinspect.dl.adapters.load_classifier`), class probabilities on the
+comparison inputs, canonical weights, and the Gram matrix of every layer's activations on the first
+``cka_inputs`` inputs. Per pair: the measures of :data:`MEASURES`. A measure that does not apply to
+a pair (different architectures for weights, different input shapes or class counts for I/O
+measures, a format without activations for CKA) is ``None`` in its matrix and listed in
+``skipped`` with the reason.
+
+The result (:class:`Comparison`) serialises to the JSON contract of issue 9::
+
+    {"models": [{"id", "path", "format", "params", "input_shape", "classes", ...}],
+     "measures": {"<name>": {"level", "higher_is_similar", "matrix": [[float|null]]}},
+     "skipped": [{"measure", "a", "b", "reason"}],
+     "cka_maps": {"<i>,<j>": {"layers_a", "layers_b", "matrix"}}, "config": {...}}
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from twinspect.dl.adapters.base import Classifier
+from twinspect.dl.adapters.model import NotSupportedError
+from twinspect.dl.models import cka as cka_mod
+from twinspect.dl.models import modeldiff, outputs, reuse
+from twinspect.dl.models.weights import DifferentArchitectures, compare_weights
+from twinspect.errors import InputError
+
+#: measure name → (level, higher_is_similar)
+MEASURES: dict[str, tuple[str, bool]] = {
+    "code_pycode_similar": ("code", True),
+    "code_copydetect": ("code", True),
+    "code_twinspect": ("code", True),
+    "weights_cosine": ("weights", True),
+    "weights_euclidean": ("weights", False),
+    "distill_cosine": ("weights", True),
+    "distill_euclidean": ("weights", False),
+    "cka": ("representation", True),
+    "io_label_jsd": ("io", False),
+    "io_mean_jsd": ("io", False),
+    "io_jaccard": ("io", True),
+    "io_top1_agreement": ("io", True),
+    "io_logprob_cosine": ("io", True),
+    "modeldiff_ddv": ("io", True),
+    "reuse": ("reuse", True),
+}
+
+#: Names accepted by ``--data`` besides a path to an ``.npz``.
+DATA_NAMES = ("mnist", "cifar10", "uniform")
+
+
+@dataclass
+class CompareConfig:
+    """Settings of :func:`compare_models`.
+
+    Attributes:
+        data: ``"mnist"``/``"cifar10"`` (test split from the shared data), ``"uniform"`` (seeded
+            uniform random pixels in each model's input shape), a path to an ``.npz`` (``x`` in the
+            0–255 pixel scale), or None: the data set named in every model's metadata when they
+            agree, else ``"uniform"``.
+        n_inputs: number of comparison inputs (I/O measures and ModelDiff).
+        cka_inputs: inputs whose activations feed CKA (the first ones of the comparison inputs).
+        preprocess: preprocessing preset for every model (default: model metadata, else x/255).
+        seed: seeds input sampling, uniform inputs, ModelDiff pairs and distillation.
+        modeldiff_pairs: ModelDiff input pairs.
+        distill_student: zoo architecture of the common student (Wu et al.'s distillation level), or
+            None to skip it (it trains one student per model).
+        distill_epochs: epochs of each distillation.
+        distill_train: training images for distillation (from the data set's train split).
+        threshold: reuse score above which a pair is reported as suspected derived.
+        calibration: reuse calibration file (default: the shipped one).
+        levels: levels to compute (subset of code, weights, representation, io, reuse).
+        verbose: 0 = quiet, 1 = progress bars on stderr.
+    """
+
+    data: str | None = None
+    n_inputs: int = 500
+    cka_inputs: int = 256
+    preprocess: str | None = None
+    seed: int = 0
+    modeldiff_pairs: int = 100
+    distill_student: str | None = None
+    distill_epochs: int = 2
+    distill_train: int = 5000
+    threshold: float = reuse.DEFAULT_THRESHOLD
+    calibration: str | None = None
+    levels: tuple[str, ...] = ("code", "weights", "representation", "io", "reuse")
+    verbose: int = 0
+
+
+@dataclass
+class Comparison:
+    """All-pairs result; :meth:`to_json` gives the issue-9 contract."""
+
+    models: list[dict]
+    measures: dict[str, dict]
+    skipped: list[dict]
+    cka_maps: dict[str, dict] = field(default_factory=dict)
+    weight_layers: dict[str, list[dict]] = field(default_factory=dict)
+    config: dict = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {
+            "models": self.models,
+            "measures": self.measures,
+            "skipped": self.skipped,
+            "cka_maps": self.cka_maps,
+            "weight_layers": self.weight_layers,
+            "config": self.config,
+            "timings": self.timings,
+        }
+
+    def matrix(self, name: str) -> np.ndarray:
+        """A measure's matrix as float64 with NaN for ``null``."""
+        m = self.measures[name]["matrix"]
+        return np.array([[np.nan if v is None else v for v in row] for row in m], dtype=np.float64)
+
+    def suspected(self, threshold: float | None = None) -> list[tuple[int, int, float]]:
+        """Pairs (i < j) whose reuse score is at least ``threshold``, highest first."""
+        t = self.config.get("threshold", reuse.DEFAULT_THRESHOLD) if threshold is None else threshold
+        if "reuse" not in self.measures:
+            return []
+        m = self.matrix("reuse")
+        out = [(i, j, float(m[i, j])) for i in range(len(m)) for j in range(i + 1, len(m)) if np.isfinite(m[i, j]) and m[i, j] >= t]
+        return sorted(out, key=lambda t_: -t_[2])
+
+
+@dataclass
+class _ModelState:
+    clf: Classifier
+    info: dict
+    probs: np.ndarray | None = None
+    probs_reason: str | None = None
+    weights: Any = None
+    weights_reason: str | None = None
+    grams: dict[str, cka_mod.Gram] | None = None
+    grams_reason: str | None = None
+    ddv: np.ndarray | None = None
+    student: Any = None
+    student_reason: str | None = None
+
+
+def _nan_to_none(v: float | None) -> float | None:
+    if v is None:
+        return None
+    v = float(v)
+    return v if math.isfinite(v) else None
+
+
+def _inputs_for(cfg: CompareConfig, metas: list[dict], shapes: list[tuple[int, ...]]) -> tuple[str, dict[tuple[int, ...], np.ndarray]]:
+    """The comparison inputs per input shape: ``(data description, {shape: x (N, H, W, C)})``."""
+    from twinspect.dl import data as dl_data
+
+    spec = cfg.data
+    if spec is None:
+        named = {m.get("dataset") for m in metas}
+        only = next(iter(named)) if len(named) == 1 else None
+        spec = only if only in dl_data.DATASETS else "uniform"
+    rng = np.random.default_rng(cfg.seed)
+    out: dict[tuple[int, ...], np.ndarray] = {}
+    if spec == "uniform":
+        for s in sorted(set(shapes)):
+            out[s] = rng.uniform(0, 255, size=(cfg.n_inputs, *s)).astype(np.float32)
+        return "uniform", out
+    x, _ = dl_data.load_images(spec, "test")
+    if len(x) > cfg.n_inputs:
+        x = x[np.sort(rng.choice(len(x), cfg.n_inputs, replace=False))]
+    s = tuple(int(v) for v in x.shape[1:])
+    if s not in set(shapes):
+        where = spec if spec in dl_data.DATASETS else Path(spec)
+        raise InputError(
+            f"data of shape {s} fits none of the models (input shapes: {', '.join(map(str, sorted(set(shapes))))})",
+            None if spec in dl_data.DATASETS else where,
+        )
+    out[s] = x
+    return str(spec), out
+
+
+def _model_info(i: int, path: Path, clf: Classifier) -> dict:
+    d = clf.describe()
+    info = {
+        "id": i,
+        "name": clf.name,
+        "path": str(path),
+        "format": d.get("format"),
+        "runtime": d.get("runtime"),
+        "params": None,
+        "input_shape": list(clf.input_shape),
+        "classes": clf.num_classes,
+    }
+    return info
+
+
+def load_models(paths: Sequence[str | Path], preprocess: str | None = None) -> list[Classifier]:
+    """Load every model file as a classifier (one clear error naming the first bad file).
+
+    Raises:
+        InputError: fewer than two models, a missing/unreadable file.
+        ModelError: a file no adapter can load.
+    """
+    from twinspect.dl.adapters import load_classifier
+
+    if len(paths) < 2:
+        raise InputError(f"model comparison needs at least two models, got {len(paths)}")
+    return [load_classifier(p, preprocess=preprocess) for p in paths]
+
+
+def _distill_student(cfg: CompareConfig, st: _ModelState, index: int, dataset: str | None):
+    """Distil one model into the common student (Hinton et al. 2015, T = 4); returns canonical weights."""
+    import torch
+
+    from twinspect.dl import data as dl_data
+    from twinspect.dl.adapters.torch import TorchModel
+    from twinspect.dl.compress import distill
+    from twinspect.dl.train import FitConfig, default_preprocess
+    from twinspect.dl.zoo import build_model
+
+    if dataset not in dl_data.DATASETS:
+        raise NotSupportedError("distillation needs a named training set (mnist or cifar10) in --data or the metadata")
+    x, y = dl_data.load_images(dataset, "train", limit=cfg.distill_train)
+    assert y is not None
+    clf = st.clf
+    torch.manual_seed(cfg.seed + index)
+    h, w, c = clf.input_shape
+    student = build_model(cfg.distill_student or "lenet1", (h, w, c), clf.num_classes)
+    pre = default_preprocess(dataset, clf.input_shape[-1])
+
+    def teacher(xb: np.ndarray):
+        p = clf.predict_proba(xb)
+        return torch.from_numpy(np.log(np.clip(p, 1e-12, 1.0)).astype(np.float32))
+
+    fc = FitConfig(epochs=cfg.distill_epochs, batch_size=64, lr=3e-3, optimizer="adam", weight_decay=1e-4, seed=cfg.seed + index)
+    distill(teacher, student, x, y, pre, fc, temperature=4.0, alpha=1.0, quiet=cfg.verbose < 1)
+    return TorchModel(student).canonical_weights()
+
+
+def compare_models(
+    paths: Sequence[str | Path],
+    *,
+    code: Sequence[str | Path] | None = None,
+    config: CompareConfig | None = None,
+    classifiers: Sequence[Classifier] | None = None,
+    pairs: Sequence[tuple[int, int]] | None = None,
+) -> Comparison:
+    """Compare every pair of models at every level that applies.
+
+    Args:
+        paths: model files (any adapter format), at least two.
+        code: one training program (file or folder) per model, same order, or None.
+        config: :class:`CompareConfig` (defaults when None).
+        classifiers: already loaded classifiers for ``paths`` (skips loading; tests, benchmarks).
+        pairs: compute only these (i, j) pairs (and the diagonal); the other cells stay ``None``
+            without a ``skipped`` entry (benchmarks on many models).
+
+    Returns:
+        A :class:`Comparison`.
+
+    Raises:
+        InputError: fewer than two models, a ``--code`` list of another length or a missing code
+            file, data of a shape that fits no model, unknown data name.
+        ModelError: a model file that cannot be loaded (named).
+    """
+    from twinspect.progress import progress
+
+    cfg = config or CompareConfig()
+    quiet = cfg.verbose < 1
+    model_paths = [Path(p) for p in paths]
+    if len(model_paths) < 2:
+        raise InputError(f"model comparison needs at least two models, got {len(paths)}")
+    if code is not None and len(code) != len(paths):
+        raise InputError(f"--code needs one program per model: {len(paths)} models, {len(code)} programs")
+    bad_levels = set(cfg.levels) - {"code", "weights", "representation", "io", "reuse"}
+    if bad_levels:
+        raise InputError(f"unknown level(s) {', '.join(sorted(bad_levels))}")
+    if cfg.n_inputs < 4 or cfg.cka_inputs < 4:
+        raise InputError("n_inputs and cka_inputs must be at least 4")
+    programs = None
+    if code is not None and "code" in cfg.levels:
+        from twinspect.dl.models.source import read_program
+
+        programs = [read_program(c) for c in code]  # missing files fail before any model is loaded
+    timings: dict[str, float] = {}
+    t0 = time.perf_counter()
+    if classifiers is None:
+        classifiers = load_models(paths, cfg.preprocess)
+    from twinspect.dl.adapters.metadata import read_metadata
+
+    metas = [(read_metadata(p) or {}) if p.exists() else {} for p in model_paths]
+    states = [_ModelState(c, _model_info(i, p, c)) for i, (p, c) in enumerate(zip(model_paths, classifiers))]
+    timings["load_s"] = time.perf_counter() - t0
+    n = len(states)
+    shapes = [tuple(s.clf.input_shape) for s in states]
+    data_name, inputs = _inputs_for(cfg, metas, shapes)
+
+    # -- per model -------------------------------------------------------------------------------
+    t1 = time.perf_counter()
+    with progress("models: outputs, weights, activations", total=n, quiet=quiet) as bar:
+        for st in states:
+            x = inputs.get(tuple(st.clf.input_shape))
+            if x is None:
+                st.probs_reason = f"the {data_name} inputs do not fit input shape {tuple(st.clf.input_shape)}"
+            else:
+                st.probs = st.clf.predict_proba(x)
+                if len(x) >= 4:
+                    lft, rgt = modeldiff.profiling_pairs(len(x), cfg.modeldiff_pairs, seed=cfg.seed)
+                    st.ddv = modeldiff.ddv(st.probs, lft, rgt)
+            if "weights" in cfg.levels or "reuse" in cfg.levels:
+                try:
+                    st.weights = st.clf.loaded.canonical_weights()
+                    st.info["params"] = int(sum(a.size for ps in st.weights.values() for a in ps.values()))
+                except NotSupportedError as exc:
+                    st.weights_reason = exc.reason
+            if ("representation" in cfg.levels or "reuse" in cfg.levels) and x is not None:
+                try:
+                    acts = st.clf.activations(x[: cfg.cka_inputs])
+                    st.grams = {k: cka_mod.gram(v) for k, v in acts.items()}
+                    if not st.grams:
+                        st.grams_reason = "the model exposes no layer activations"
+                        st.grams = None
+                except NotSupportedError as exc:
+                    st.grams_reason = exc.reason
+                except InputError as exc:
+                    st.grams_reason = str(exc)
+            elif x is None:
+                st.grams_reason = st.probs_reason
+            bar.advance()
+    timings["per_model_s"] = time.perf_counter() - t1
+
+    # -- distillation into a common student ------------------------------------------------------------
+    if cfg.distill_student and "weights" in cfg.levels:
+        t2 = time.perf_counter()
+        dataset = cfg.data if cfg.data in ("mnist", "cifar10") else (metas[0].get("dataset") if metas else None)
+        with progress("models: distilling", total=n, quiet=quiet) as bar:
+            for i, st in enumerate(states):
+                try:
+                    st.student = _distill_student(cfg, st, i, dataset)
+                except NotSupportedError as exc:
+                    st.student_reason = exc.reason
+                bar.advance()
+        timings["distill_s"] = time.perf_counter() - t2
+
+    # -- per pair ---------------------------------------------------------------------------------
+    t3 = time.perf_counter()
+    mats: dict[str, list[list[float | None]]] = {}
+    skipped: list[dict] = []
+    cka_maps: dict[str, dict] = {}
+    weight_layers: dict[str, list[dict]] = {}
+
+    def put(name: str, i: int, j: int, v: float | None, symmetric: bool = True) -> None:
+        m = mats.setdefault(name, [[None] * n for _ in range(n)])
+        m[i][j] = _nan_to_none(v)
+        if symmetric:
+            m[j][i] = m[i][j]
+
+    def skip(name: str, i: int, j: int, reason: str) -> None:
+        mats.setdefault(name, [[None] * n for _ in range(n)])
+        skipped.append({"measure": name, "a": i, "b": j, "reason": reason})
+
+    params = reuse.load_params(cfg.calibration) if "reuse" in cfg.levels else None
+    if programs is not None:
+        from twinspect.dl.models.source import (
+            NotApplicable,
+            copydetect_scores,
+            pycode_similar_score,
+            twinspect_code_scores,
+        )
+
+        cd = copydetect_scores(programs)
+        tw = twinspect_code_scores(programs)
+        for i in range(n):
+            for j in range(n):
+                if i == j:
+                    for name in ("code_pycode_similar", "code_copydetect", "code_twinspect"):
+                        put(name, i, j, 1.0, symmetric=False)
+                    continue
+                try:
+                    put("code_pycode_similar", i, j, pycode_similar_score(programs[i], programs[j]), symmetric=False)
+                except NotApplicable as exc:
+                    if i < j:
+                        skip("code_pycode_similar", i, j, str(exc))
+                    else:
+                        mats.setdefault("code_pycode_similar", [[None] * n for _ in range(n)])
+                put("code_copydetect", i, j, cd[i][j], symmetric=False)
+                put("code_twinspect", i, j, tw[i][j], symmetric=False)
+                if i < j and cd[i][j] is None:
+                    skip("code_copydetect", i, j, "a program is too short or not tokenisable for winnowing")
+                if i < j and tw[i][j] is None:
+                    skip("code_twinspect", i, j, "a program is in a language twinspect.code does not parse")
+
+    wanted = None if pairs is None else {(min(i, j), max(i, j)) for i, j in pairs}
+    n_pairs = n * (n - 1) // 2 if wanted is None else len({p for p in wanted if p[0] != p[1]})
+    with progress("models: pairs", total=n_pairs, quiet=quiet) as bar:
+        for i in range(n):
+            for j in range(i, n):
+                if wanted is not None and i != j and (i, j) not in wanted:
+                    continue
+                a, b = states[i], states[j]
+                feats: dict[str, float | None] = {}
+                # weights
+                if "weights" in cfg.levels or "reuse" in cfg.levels:
+                    if a.weights is None or b.weights is None:
+                        reason = a.weights_reason or b.weights_reason or "weights unavailable"
+                        if "weights" in cfg.levels and i < j:
+                            skip("weights_cosine", i, j, reason)
+                            skip("weights_euclidean", i, j, reason)
+                    else:
+                        try:
+                            wc = compare_weights(a.weights, b.weights)
+                            if "weights" in cfg.levels:
+                                put("weights_cosine", i, j, wc.cosine)
+                                put("weights_euclidean", i, j, wc.euclidean)
+                                if i < j:
+                                    weight_layers[f"{i},{j}"] = wc.layers
+                            feats["weights"] = wc.cosine
+                        except DifferentArchitectures as exc:
+                            if "weights" in cfg.levels and i < j:
+                                skip("weights_cosine", i, j, f"different architectures: {exc}")
+                                skip("weights_euclidean", i, j, f"different architectures: {exc}")
+                if cfg.distill_student and "weights" in cfg.levels:
+                    if a.student is None or b.student is None:
+                        if i < j:
+                            reason = a.student_reason or b.student_reason or "no student"
+                            skip("distill_cosine", i, j, reason)
+                            skip("distill_euclidean", i, j, reason)
+                    else:
+                        dc = compare_weights(a.student, b.student)
+                        put("distill_cosine", i, j, dc.cosine)
+                        put("distill_euclidean", i, j, dc.euclidean)
+                # representation
+                if "representation" in cfg.levels or "reuse" in cfg.levels:
+                    if a.grams is None or b.grams is None:
+                        if "representation" in cfg.levels and i < j:
+                            skip("cka", i, j, a.grams_reason or b.grams_reason or "no activations")
+                    elif next(iter(a.grams.values())).n != next(iter(b.grams.values())).n or tuple(a.clf.input_shape) != tuple(b.clf.input_shape):
+                        if "representation" in cfg.levels and i < j:
+                            skip("cka", i, j, "different input shapes: no common inputs")
+                    else:
+                        cm = cka_mod.cka_map(a.grams, b.grams)
+                        score = cka_mod.model_cka(cm)
+                        if "representation" in cfg.levels:
+                            put("cka", i, j, score)
+                            if i < j:
+                                cka_maps[f"{i},{j}"] = {
+                                    "layers_a": list(a.grams),
+                                    "layers_b": list(b.grams),
+                                    "matrix": [[_nan_to_none(v) for v in row] for row in cm.tolist()],
+                                }
+                        feats["cka"] = score
+                # I/O
+                io_ok = a.probs is not None and b.probs is not None
+                io_reason: str | None = None
+                if not io_ok:
+                    io_reason = a.probs_reason or b.probs_reason
+                elif tuple(a.clf.input_shape) != tuple(b.clf.input_shape):
+                    io_ok, io_reason = False, f"different input shapes {tuple(a.clf.input_shape)} and {tuple(b.clf.input_shape)}"
+                elif a.clf.num_classes != b.clf.num_classes:
+                    io_ok, io_reason = False, f"different class counts {a.clf.num_classes} and {b.clf.num_classes}"
+                if io_ok:
+                    assert a.probs is not None and b.probs is not None
+                    vals = {
+                        "io_label_jsd": outputs.label_jsd(a.probs, b.probs),
+                        "io_mean_jsd": outputs.mean_input_jsd(a.probs, b.probs),
+                        "io_jaccard": outputs.class_jaccard(a.probs, b.probs),
+                        "io_top1_agreement": outputs.top1_agreement(a.probs, b.probs),
+                        "io_logprob_cosine": outputs.logprob_cosine(a.probs, b.probs),
+                        "modeldiff_ddv": modeldiff.ddv_similarity(a.ddv, b.ddv) if a.ddv is not None and b.ddv is not None else None,
+                    }
+                    if "io" in cfg.levels:
+                        for k, v in vals.items():
+                            put(k, i, j, v)
+                    feats["io_jsd"] = None if vals["io_mean_jsd"] is None or not math.isfinite(vals["io_mean_jsd"]) else 1.0 - vals["io_mean_jsd"]
+                    feats["io_agreement"] = vals["io_top1_agreement"]
+                    feats["modeldiff"] = vals["modeldiff_ddv"]
+                    feats["io_logprob"] = vals["io_logprob_cosine"]
+                elif "io" in cfg.levels and i < j:
+                    for k in ("io_label_jsd", "io_mean_jsd", "io_jaccard", "io_top1_agreement", "io_logprob_cosine", "modeldiff_ddv"):
+                        skip(k, i, j, io_reason or "no outputs")
+                if "reuse" in cfg.levels:
+                    if i == j:
+                        put("reuse", i, j, 1.0)
+                    else:
+                        score_r = reuse.reuse_score(feats, params)
+                        put("reuse", i, j, score_r)
+                        if score_r is None:
+                            skip("reuse", i, j, io_reason or "no level with enough measures applies")
+                if i < j:
+                    bar.advance()
+    timings["pairs_s"] = time.perf_counter() - t3
+    timings["total_s"] = time.perf_counter() - t0
+    measures = {
+        name: {"level": MEASURES[name][0], "higher_is_similar": MEASURES[name][1], "matrix": mats[name]}
+        for name in MEASURES
+        if name in mats
+    }
+    conf = asdict(cfg)
+    conf["data"] = data_name
+    conf["levels"] = list(cfg.levels)
+    return Comparison([s.info for s in states], measures, skipped, cka_maps, weight_layers, conf, timings)
+
+
+def write_plots(result: Comparison, directory: str | Path) -> list[Path]:
+    """One heatmap PNG per measure (``<measure>.png``) and one CKA map per pair (``cka_<i>_<j>.png``).
+
+    Returns:
+        The files written (each atomically).
+    """
+    from twinspect.reports.plots import heatmap
+
+    d = Path(directory)
+    if d.exists() and not d.is_dir():
+        raise InputError("--plots needs a directory, not a file", d)
+    d.mkdir(parents=True, exist_ok=True)
+    labels = [f"{m['id']}:{m['name']}" for m in result.models]
+    out = []
+    for name, meas in result.measures.items():
+        m = result.matrix(name)
+        bounded = name not in ("weights_euclidean", "distill_euclidean")
+        out.append(heatmap(m, d / f"{name}.png", labels, labels, title=f"{name} ({meas['level']})",
+                           vmin=0.0 if bounded else None, vmax=1.0 if bounded else None))
+    for key, cm in result.cka_maps.items():
+        i, j = key.split(",")
+        mat = np.array([[np.nan if v is None else v for v in row] for row in cm["matrix"]], dtype=float)
+        out.append(heatmap(mat, d / f"cka_{i}_{j}.png", cm["layers_a"], cm["layers_b"],
+                           title=f"CKA {result.models[int(i)]['name']} × {result.models[int(j)]['name']}", vmin=0.0, vmax=1.0))
+    return out
+
+
+__all__ = ["DATA_NAMES", "MEASURES", "CompareConfig", "Comparison", "compare_models", "load_models", "write_plots"]

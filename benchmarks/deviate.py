@@ -76,9 +76,8 @@ os.environ.setdefault("KERAS_BACKEND", "torch")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from _timing import median_ms  # noqa: E402  (sibling module in benchmarks/)
-
 import numpy as np  # noqa: E402
+from _timing import median_ms  # noqa: E402  (sibling module in benchmarks/)
 
 PAIRS = ("lenet1", "lenet5", "resnet")
 PAIR_TITLES = {"lenet1": "LeNet-1 (MNIST)", "lenet5": "LeNet-5 (MNIST)", "resnet": "ResNet-20 (CIFAR-10)"}

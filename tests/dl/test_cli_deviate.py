@@ -54,6 +54,16 @@ def test_bad_options(tmp_path, capsys):
         (["deviate", a, b, "--data", "mnist", "-o", str(out), "--format", "xml"], "--format"),
         (["deviate", a, b, "--data", "mnist", "-o", str(out), "--workers", "0"], "--workers"),
         (["deviate", a, b, "--data", "mnist", "-o", str(out), "--timeout", "0"], "--max-queries"),
+        (["deviate", a, b, "--data", "mnist", "-o", str(out), "--max-linf", "0"], "--max-linf"),
+        (["deviate", a, b, "--data", "mnist", "-o", str(out), "--max-linf", "300"], "--max-linf"),
+        (["deviate", a, b, "--data", "mnist", "-o", str(out), "--min-ssim", "0"], "--min-ssim"),
+        (["deviate", a, b, "--data", "mnist", "-o", str(out), "--min-ssim", "1.5"], "--min-ssim"),
+        (["deviate", a, b, "--data", "mnist", "-o", str(out), "--require", "everything"], "--require"),
+        (["deviate", a, b, "--data", "mnist"], "--output"),
+        (["deviate", "report"], "RUN_DIR"),
+        (["deviate", "report", str(tmp_path), "--format", "pdf"], "--format"),
+        (["deviate", "report", str(tmp_path / "none")], "does not exist"),
+        (["deviate", "report", str(tmp_path)], "results.jsonl"),
     ]
     for argv, needle in cases:
         code, _, err = run(argv + ["--quiet"], capsys)
@@ -129,3 +139,10 @@ def test_small_real_run_json_output_and_resume(tmp_path, capsys):
     # a different configuration is refused on resume
     code, _, err = run(base[:-1] + ["--seeds", "3", "--resume", "--algorithm", "diffchaser", "--quiet"], capsys)
     assert_user_error(code, err, "different configuration")
+    # the HTML report of the run: one card per trigger, self-contained
+    code, stdout, err = run(["deviate", "report", str(out), "--format", "html"], capsys)
+    assert code == 0, err
+    page = (out / "report.html").read_text()
+    successes = sum(json.loads(line)["success"] for line in text.splitlines())
+    assert page.count("<div class='card'>") == successes
+    assert page.count("data:image/png;base64,") == 3 * successes and "http" not in page

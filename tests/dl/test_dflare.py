@@ -56,9 +56,10 @@ def test_finds_triggering_inputs_and_counts_queries():
         f.reset_queries(), g.reset_queries()
         res = DFlare(f, g, max_queries=5000, timeout=None, seed=i).search(x)
         assert res.status == "found" and res.success
-        # one iteration = one query of each model; the seed's own evaluation is the +1
+        # one iteration = one query of each model; the seed's own evaluation is the +1; the
+        # trigger minimisation's queries are counted apart
         assert res.queries >= 1
-        assert f.queries == g.queries == res.queries + 1
+        assert f.queries == g.queries == res.queries + 1 + res.extra["minimize_queries"]
         assert res.trigger.dtype == np.float32 and res.trigger.shape == (6, 6, 1)
         assert res.trigger.min() >= 0 and res.trigger.max() <= 255
         # the trigger really makes the two models disagree, and the recorded labels are theirs
@@ -187,3 +188,25 @@ def test_uint8_wrap_pixels_give_valid_uint8_triggers_on_real_pair():
         t = r.trigger
         assert np.array_equal(t, np.floor(t)) and t.min() >= 0 and t.max() <= 255  # a real uint8 image
         assert f.predict(t.astype(np.uint8))[0] != g.predict(t.astype(np.uint8))[0]
+
+
+def test_reference_preset_reproduces_the_public_code_settings():
+    from twinspect.dl.deviate.mutations import Uint8Cast
+
+    f, g = tiny_pair()
+    ref = DFlare(f, g, preset="reference", max_queries=3000, timeout=None, seed=0)
+    p = ref.params()
+    assert p["preset"] == "reference" and p["pixels"] == "uint8-wrap" and p["initial_d"] == "zero"
+    assert p["selection"] == "mh-reference" and len(p["operators"]) == 7 and "salt_pepper" in p["operators"]
+    assert all(isinstance(op, Uint8Cast) for op in ref.operators)
+    default = DFlare(f, g, timeout=None, max_queries=10).params()
+    assert default["pixels"] == "float" and default["selection"] == "mh" and default["initial_d"] == "seed"
+    assert len(default["operators"]) == 6
+    # explicit arguments override the preset
+    assert DFlare(f, g, preset="reference", pixels="float", timeout=None, max_queries=10).params()["pixels"] == "float"
+    for x in agreeing_seeds(f, g, 3):
+        res = ref.search(x)
+        assert res.status == "found"
+        assert np.array_equal(res.trigger, np.rint(res.trigger))  # every input is a whole-level uint8 image
+    with pytest.raises(InputError, match="unknown DFlare preset"):
+        DFlare(f, g, preset="paper", timeout=None, max_queries=10)

@@ -46,14 +46,17 @@ def test_finds_trigger_and_counts_every_individual():
     x = agreeing_seed(f, g)
     f.reset_queries(), g.reset_queries()
     f.batches.clear()
-    res = DiffChaser(f, g, pop_size=20, max_queries=20000, timeout=None, seed=0).search(x)
+    res = DiffChaser(f, g, pop_size=20, max_queries=20000, timeout=None, seed=0, minimize=False).search(x)
     assert res.status == "found" and res.success
-    assert g.queries == res.queries + 1
-    assert f.predict(res.trigger)[0] != g.predict(res.trigger)[0]
-    # the seed (1), a first generation of 20, then 19 new individuals per generation (1 elite kept),
-    # each generation evaluated as one batch
-    assert res.queries == 20 + 19 * (res.extra["generations"] - 1)
+    # the models saw the seed (1) plus every individual of every generation evaluated: a first
+    # generation of 20, then 19 new individuals per generation (1 elite kept), one batch each
+    gen_total = res.extra["generation_queries"]
+    assert gen_total == 20 + 19 * (res.extra["generations"] - 1)
+    assert g.queries == gen_total + 1
     assert f.batches[:2] == [1, 20] and set(f.batches[2:-1]) <= {19}
+    assert f.predict(res.trigger)[0] != g.predict(res.trigger)[0]
+    # queries are counted up to the first triggering individual of the last generation, as DFlare's
+    assert gen_total - 19 < res.queries <= gen_total
 
 
 def test_reproducible_and_budget_is_never_exceeded():

@@ -159,3 +159,91 @@ def test_uint8_wrap_mode_only_floors_blurs_and_rejects_unknown_modes():
     assert np.all(out == np.floor(out)) and out.min() >= img.min() and out.max() <= img.max()
     with pytest.raises(InputError, match="unknown pixel mode"):
         get_operators(None, pixels="int4")
+
+
+# -- the public DFlare code's operators, verbatim, as the oracle of the reference cast ------------
+# github.com/yqtianust/DFlare, myLib/img_mutations.py (image_noise_gd, image_noise_ml); only numpy.
+
+def _reference_image_noise_gd(img):  # Gaussian-distributed additive noise.
+    row, col, ch = img.shape
+    mean = 0
+    var = 0.1
+    sigma = var ** 0.5
+    gauss = np.random.normal(mean, sigma, (row, col, ch))
+    gauss = gauss.reshape([row, col, ch])
+    noisy = img + gauss
+    return noisy.astype(np.uint8)
+
+
+def _reference_image_noise_ml(img):
+    row, col, ch = img.shape
+    mean = -0.5 + np.random.rand()
+    var = 0.05 * np.random.rand()
+    sigma = var ** 0.5
+    gauss = np.random.normal(mean, sigma, (row, col, ch))
+    gauss = gauss.reshape([row, col, ch])
+    noisy = img + img * gauss
+    return noisy.astype(np.uint8)
+
+
+class _Replay(MutationOperator):
+    """Returns a fixed float result (what the reference computed before its cast), under a given name."""
+
+    def __init__(self, name, result):
+        self.name = name
+        self.result = result
+
+    def apply(self, x, rng):
+        return self.result.copy()
+
+
+@pytest.mark.parametrize("reference, name", [(_reference_image_noise_gd, "gaussian_noise"),
+                                             (_reference_image_noise_ml, "multiplicative_noise")])
+def test_uint8_cast_matches_the_reference_operators_numpy_cast(reference, name):
+    from twinspect.dl.deviate.mutations import Uint8Cast
+
+    rng = np.random.default_rng(0)
+    black_and_bright = rng.choice([0, 1, 2, 250, 255], size=(28, 28, 1)).astype(np.uint8)
+    for trial in range(20):
+        np.random.seed(trial)
+        expected = reference(black_and_bright)  # the reference's own output
+        np.random.seed(trial)
+        if name == "gaussian_noise":
+            before_cast = black_and_bright + np.random.normal(0, 0.1 ** 0.5, black_and_bright.shape)
+        else:
+            mean, var = -0.5 + np.random.rand(), 0.05 * np.random.rand()
+            before_cast = black_and_bright + black_and_bright * np.random.normal(mean, var ** 0.5, black_and_bright.shape)
+        got = Uint8Cast(_Replay(name, before_cast))(black_and_bright, np.random.default_rng(0))
+        assert np.array_equal(got, expected.astype(np.float32)), trial
+
+
+def test_uint8_cast_truncates_toward_zero_then_wraps():
+    from twinspect.dl.deviate.mutations import Uint8Cast
+
+    values = np.array([-0.3, -5.7, 0.9, 254.6, 255.2, 256.3, 300.2, -255.5], dtype=np.float64).reshape(8, 1, 1)
+    got = Uint8Cast(_Replay("gaussian_noise", values))(np.zeros((8, 1, 1)), np.random.default_rng(0)).ravel()
+    assert got.tolist() == [0, 251, 0, 254, 255, 0, 44, 1]
+    assert got.tolist() == values.astype(np.uint8).ravel().tolist()  # numpy's own cast, here
+    # a black background under small Gaussian noise stays black (the floor rule turned half of it white)
+    black = np.zeros((28, 28, 1), dtype=np.float32)
+    from twinspect.dl.deviate.mutations import GaussianNoise
+
+    out = Uint8Cast(GaussianNoise(0.1, fixed=True))(black, np.random.default_rng(3))
+    assert (out > 0).mean() < 0.01
+
+
+def test_reference_operator_set_has_the_public_codes_ranges():
+    from twinspect.dl.deviate.mutations import reference_operators
+
+    ops = reference_operators()
+    assert [op.name for op in ops] == ["gaussian_noise", "salt_pepper", "multiplicative_noise", "pixel_change",
+                                       "average_blur", "gaussian_blur", "median_blur"]
+    by = {op.name: op for op in ops}
+    assert by["pixel_change"].min_pixels == 0 and by["pixel_change"].max_pixels == 9
+    assert by["gaussian_noise"].fixed and by["gaussian_noise"].max_variance == 0.1
+    assert by["average_blur"].kernels == (1, 2, 3, 4, 5)
+    assert by["gaussian_blur"].kernels == (1, 3, 5, 7) and by["median_blur"].kernels == (1, 3, 5, 7)
+    img = np.random.default_rng(0).integers(0, 256, size=(10, 10, 1)).astype(np.float32)
+    for name in ("average_blur", "gaussian_blur", "median_blur"):  # k = 1 is the identity, kept as in the reference
+        op = type(by[name])(kernels=(1,))
+        assert np.array_equal(op(img, np.random.default_rng(0)), img)

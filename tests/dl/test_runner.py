@@ -87,11 +87,13 @@ def test_run_directory_format(tmp_path):
     recs = lines(out)
     assert [r["seed_index"] for r in recs] == [0, 1, 2, 3]
     keys = {"seed_index", "true_label", "status", "success", "queries", "time_s", "orig_label", "comp_label", "trigger"}
+    found = {"minimize_queries", "distances", "distances_before", "compressed_error"}
     for r in recs:
-        assert set(r) == keys
+        assert set(r) == (keys | found if r["status"] == "found" else keys)
         assert r["true_label"] == int(y[r["seed_index"]])
         if r["trigger"] is None:
             continue
+        assert set(r["distances"]) == {"l0", "l2", "linf", "ssim"}
         assert r["trigger"] == f"triggers/{r['seed_index']}.npz"
         z = np.load(out / r["trigger"])
         assert z["seed"].dtype == np.float32 and z["seed"].shape == SHAPE
@@ -227,4 +229,6 @@ def test_diffchaser_through_the_runner(tmp_path):
     assert cfg["params"]["pop_size"] == 20
     for r in recs:
         if r["status"] == "found":
-            assert (r["queries"] - 20) % 19 == 0  # first generation 20, then 19 (1 elite kept)
+            gen = r["generation_queries"]
+            assert (gen - 20) % 19 == 0  # first generation 20, then 19 (1 elite kept)
+            assert gen - 19 < r["queries"] <= gen  # counted up to the first triggering individual

@@ -98,3 +98,26 @@ def test_same_seed_same_choices_and_unknown_kind():
     assert run(5) != run(6)
     with pytest.raises(InputError):
         make_selector("greedy", get_operators(), np.random.default_rng(0))
+
+
+def test_reference_lookup_never_uses_the_previous_operators_rank():
+    """The public DFlare code's k_old is always -1 (0-based): the best-ranked operator is accepted
+    with probability (1 - p)^1, never with certainty, wherever the previous operator ranks."""
+    from twinspect.dl.deviate.mutations import get_operators
+    from twinspect.dl.deviate.selection import make_selector
+
+    ops = get_operators(None)
+    counts_ref = np.zeros(len(ops))
+    counts_paper = np.zeros(len(ops))
+    for kind, counts in (("mh-reference", counts_ref), ("mh", counts_paper)):
+        sel = make_selector(kind, ops, np.random.default_rng(0))
+        for s in sel.stats:  # operator 0 is clearly best, the previous (kept) operator ranks last
+            s.selected = 10
+        sel.stats[0].improved = 9
+        sel.stats[5].improved = 0
+        sel.previous = 5
+        for _ in range(3000):
+            counts[sel.sample()] += 1
+    # paper rule from the last rank: every candidate is accepted (ranks are <= k_old); reference: geometric
+    assert counts_paper.std() / counts_paper.mean() < 0.1
+    assert counts_ref[0] > counts_ref[5] * 1.5

@@ -19,10 +19,11 @@ import typer
 
 from twinspect.errors import InputError
 
+
 def deviate(
     original: Annotated[Optional[Path], typer.Argument(help="Original model file (.h5/.keras/.tflite/.onnx/.pt).", show_default=False)] = None,
     compressed: Annotated[Optional[Path], typer.Argument(help="Compressed model file.", show_default=False)] = None,
-    output: Annotated[Path, typer.Option("--output", "-o", help="Run directory to write (results.jsonl, triggers/, summary.json).")] = ...,  # type: ignore[assignment]
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Run directory to write (results.jsonl, triggers/, summary.json); for `deviate report`, the report file (default RUN_DIR/report.html).")] = None,
     data: Annotated[Optional[str], typer.Option("--data", help="Seed images: mnist, cifar10 or an .npz with arrays x (and y).")] = None,
     split: Annotated[str, typer.Option("--split", help="Dataset split for mnist/cifar10.")] = "test",
     preprocess: Annotated[Optional[str], typer.Option("--preprocess", help="Preprocessing preset for both models (unit, cifar10-dflare, ...); default: model metadata, else unit.")] = None,
@@ -35,15 +36,22 @@ def deviate(
     pop_size: Annotated[int, typer.Option("--pop-size", help="DiffChaser: population size.")] = 1000,
     crossover_rate: Annotated[float, typer.Option("--crossover-rate", help="DiffChaser: crossover probability.")] = 0.5,
     mutation_rate: Annotated[float, typer.Option("--mutation-rate", help="DiffChaser: mutation probability per child.")] = 0.5,
-    pixels: Annotated[str, typer.Option("--pixels", help="Pixel handling of the mutations: uint8-wrap (default; the public DFlare code's uint8 casting, noise values wrap modulo 256, every input stays a valid uint8 image) or float (float32 images clipped to [0, 255]; slower to find deviations on MNIST).")] = "uint8-wrap",
+    pixels: Annotated[Optional[str], typer.Option("--pixels", help="Pixel handling of the mutations: float (float32 images clipped to [0, 255], as the DFlare paper describes; the default preset's) or uint8-wrap (the public DFlare code's numpy uint8 cast: truncate toward zero, then wrap modulo 256; the reference preset's).")] = None,
+    preset: Annotated[str, typer.Option("--preset", help="DFlare settings: default (the paper's description) or reference (the public DFlare code: its 7 operators and parameter ranges, uint8 casting, initial best D of 0). Explicit options override it.")] = "default",
+    max_linf: Annotated[Optional[float], typer.Option("--max-linf", help="Change budget: no candidate differs from its seed by more than L pixel levels (1-255) in any value; candidates are projected back before they reach a model.")] = None,
+    min_ssim: Annotated[Optional[float], typer.Option("--min-ssim", help="Change budget: candidates with SSIM to their seed below S (0 < S <= 1) are rejected without a query.")] = None,
+    minimize: Annotated[bool, typer.Option("--minimize/--no-minimize", help="Shrink each trigger toward its seed while it still triggers (queries reported apart).")] = True,
+    require: Annotated[Optional[str], typer.Option("--require", help="compressed-error: a trigger counts only when the original model still gives the seed's true label.")] = None,
     workers: Annotated[int, typer.Option("--workers", "-j", help="Parallel worker processes (each loads the models).")] = 1,
     resume: Annotated[bool, typer.Option("--resume", help="Continue the run in --output (skip finished seeds; same options required).")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
-    fmt: Annotated[str, typer.Option("--format", "-f", help="Summary on stdout: table or json.")] = "table",
+    fmt: Annotated[str, typer.Option("--format", "-f", help="Summary on stdout: table or json; `deviate report` also html.")] = "table",
 ) -> None:
     """Find inputs on which a compressed model's top-1 label deviates from its original model's.
 
-    Runs DFlare (Tian et al., TOSEM 2023) or the DiffChaser baseline from seed images (seeds where the models already disagree are counted apart). Writes one line per seed to RUN_DIR/results.jsonl, triggering inputs to RUN_DIR/triggers/ and the success rate and query statistics to RUN_DIR/summary.json.
+    Runs DFlare (Tian et al., TOSEM 2023) or the DiffChaser baseline from seed images (seeds where the models already disagree are counted apart). Writes one line per seed to RUN_DIR/results.jsonl, triggering inputs to RUN_DIR/triggers/ and the success rate, query statistics and trigger distances to RUN_DIR/summary.json.
+
+    `twinspect deviate report RUN_DIR --format html [-o FILE]` writes a self-contained page of a finished run's triggers (default RUN_DIR/report.html); `--format table|json` prints its summary.
     """
     import json
 
@@ -52,7 +60,12 @@ def deviate(
     from twinspect.dl.deviate.results import seed_list, summary_rows
     from twinspect.dl.deviate.runner import ALGORITHMS, load_model, run_search
 
+    if original is not None and str(original) == "report":
+        _report(compressed, output, fmt)
+        return
     # -- options ---------------------------------------------------------------------------------
+    if output is None:
+        raise InputError("give the run directory with --output/-o")
     if fmt not in ("table", "json"):
         raise InputError(f"--format must be table or json, got {fmt!r}")
     if algorithm not in ALGORITHMS:
@@ -77,12 +90,28 @@ def deviate(
         raise InputError(f"--max-queries must be >= 1, got {max_queries}")
     if timeout == 0 and max_queries is None:
         raise InputError("--timeout 0 needs --max-queries: the search would never stop")
+    if max_linf is not None and not 1 <= max_linf <= 255:
+        raise InputError(f"--max-linf must be in 1..255 pixel levels, got {max_linf}")
+    if min_ssim is not None and not 0 < min_ssim <= 1:
+        raise InputError(f"--min-ssim must be in (0, 1], got {min_ssim}")
+    if require not in (None, "compressed-error"):
+        raise InputError(f"unknown --require {require!r}; the only requirement is compressed-error")
 
+    from twinspect.dl.deviate.dflare import PRESETS
     from twinspect.dl.deviate.mutations import PIXEL_MODES
 
-    if pixels not in PIXEL_MODES:
+    if pixels is not None and pixels not in PIXEL_MODES:
         raise InputError(f"unknown --pixels {pixels!r}; choose one of {', '.join(PIXEL_MODES)}")
-    params: dict = {"max_queries": max_queries, "timeout": None if timeout == 0 else timeout, "pixels": pixels}
+    if preset not in PRESETS:
+        raise InputError(f"unknown --preset {preset!r}; choose one of {', '.join(PRESETS)}")
+    if preset != "default" and not algorithm.startswith("dflare"):
+        raise InputError(f"--preset {preset} applies to DFlare, not to --algorithm {algorithm}")
+    params: dict = {"max_queries": max_queries, "timeout": None if timeout == 0 else timeout,
+                    "max_linf": max_linf, "min_ssim": min_ssim, "minimize": minimize, "require": require}
+    if pixels is not None:
+        params["pixels"] = pixels
+    if algorithm.startswith("dflare"):
+        params["preset"] = preset
     if algorithm == "diffchaser":
         params.update(pop_size=pop_size, crossover_rate=crossover_rate, mutation_rate=mutation_rate)
 
@@ -93,6 +122,8 @@ def deviate(
     require_readable(original, "model file")
     require_readable(compressed, "model file")
     x, y = load_images(data, split=split)
+    if require is not None and y is None:
+        raise InputError("--require compressed-error needs labelled seeds (an .npz with a y array)", data)
     indices = seed_list(len(x), seeds, seed)
     dataset = data if data in ("mnist", "cifar10") else str(Path(data).resolve())
     if data in ("mnist", "cifar10") and split != "test":
@@ -124,6 +155,32 @@ def deviate(
 
         title = f"{algorithm}: {orig_clf.name} vs {comp_clf.name} ({summary['out_dir']})"
         print_table(summary_rows(summary), headers=["metric", "value"], title=title)
+
+
+def _report(run_dir: Optional[Path], output: Optional[Path], fmt: str) -> None:
+    """``twinspect deviate report RUN_DIR``: an HTML page (``--format html``) or the run's summary."""
+    import json
+
+    from twinspect.dl.deviate.report import run_summary, write_html_report
+
+    if run_dir is None:
+        raise InputError("give the run directory: twinspect deviate report RUN_DIR --format html")
+    if fmt not in ("html", "table", "json"):
+        raise InputError(f"--format must be html, table or json for a report, got {fmt!r}")
+    if fmt == "html":
+        path = write_html_report(run_dir, output)
+        typer.echo(str(path))
+        return
+    if output is not None:
+        raise InputError("--output applies to --format html only (table/json go to stdout)")
+    summary = run_summary(run_dir)
+    if fmt == "json":
+        typer.echo(json.dumps(summary, indent=2))
+    else:
+        from twinspect.dl.deviate.results import summary_rows
+        from twinspect.reports.table import print_table
+
+        print_table(summary_rows(summary), headers=["metric", "value"], title=f"deviate run {run_dir}")
 
 
 def register(app: typer.Typer) -> None:

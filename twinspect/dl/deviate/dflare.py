@@ -23,11 +23,11 @@ seed's own evaluation is not counted). Per-model call counts are therefore ``que
 from __future__ import annotations
 
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
-from twinspect.dl.adapters.base import Classifier, check_compatible
+from twinspect.dl.adapters.base import Classifier
 from twinspect.dl.deviate.fitness import (
     ACCEPTANCE_RULES,
     DEFAULT_DELTA,
@@ -36,116 +36,17 @@ from twinspect.dl.deviate.fitness import (
     keeps_mutant,
     prob_difference,
 )
-from twinspect.dl.deviate.mutations import MutationOperator, get_operators
+from twinspect.dl.deviate.mutations import MutationOperator, get_operators, reference_operators
 from twinspect.dl.deviate.results import SearchResult
-from twinspect.dl.deviate.selection import make_selector
+from twinspect.dl.deviate.search import REJECT_LIMIT, PairSearch, SeedLike
+from twinspect.dl.deviate.selection import SELECTIONS, make_selector
 from twinspect.errors import InputError
 
-SeedLike = int | Sequence[int] | np.random.SeedSequence | np.random.Generator | None
-
-
-def _labels(p: np.ndarray) -> np.ndarray:
-    """Top-1 labels of (N, K) probabilities; −1 for rows containing NaN."""
-    lab = np.argmax(np.nan_to_num(p, nan=-np.inf), axis=1)
-    lab[np.isnan(p).any(axis=1)] = -1
-    return lab
-
-
-class PairSearch:
-    """Common part of the searches: the model pair, budgets, seed handling and result building.
-
-    Args:
-        orig: original model f.
-        comp: compressed model g (same input shape and class count).
-        max_queries: budget of generated inputs per seed (None: no limit).
-        timeout: wall-clock budget per seed in seconds (None: no limit).
-        seed: seed of the random generator (int, sequence of ints, SeedSequence or Generator).
-
-    Raises:
-        IncompatibleModelsError: the models' input shapes or class counts differ.
-        InputError: both budgets are None, or a budget is not positive.
-    """
-
-    algorithm = "search"
-
-    def __init__(
-        self,
-        orig: Classifier,
-        comp: Classifier,
-        *,
-        max_queries: int | None = None,
-        timeout: float | None = 180.0,
-        seed: SeedLike = 0,
-    ):
-        check_compatible(orig, comp)
-        if max_queries is None and timeout is None:
-            raise InputError("give max_queries or timeout (or both): the search would never stop")
-        if max_queries is not None and max_queries < 1:
-            raise InputError(f"max_queries must be >= 1, got {max_queries}")
-        if timeout is not None and not timeout > 0:
-            raise InputError(f"timeout must be > 0 seconds, got {timeout}")
-        self.orig = orig
-        self.comp = comp
-        self.max_queries = None if max_queries is None else int(max_queries)
-        self.timeout = None if timeout is None else float(timeout)
-        self.seed = seed
-
-    # -- helpers --------------------------------------------------------------------------------
-    def _rng(self, seed: SeedLike) -> np.random.Generator:
-        seed = self.seed if seed is None else seed
-        if isinstance(seed, np.random.Generator):
-            return seed
-        return np.random.default_rng(seed)
-
-    def _prepare_seed(self, x_seed: np.ndarray) -> np.ndarray:
-        x = np.asarray(x_seed)
-        if x.dtype.kind not in "uif":
-            raise InputError(f"seed image must be numeric, got dtype {x.dtype}")
-        if x.ndim == 2 and self.orig.input_shape[-1] == 1:
-            x = x[..., None]
-        if tuple(x.shape) != self.orig.input_shape:
-            raise InputError(
-                f"seed image of shape {tuple(x.shape)} does not fit the models' input shape {self.orig.input_shape}"
-            )
-        return np.clip(x.astype(np.float32), 0.0, 255.0)
-
-    def _query(self, batch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Probabilities of both models on a (N, H, W, C) batch: two (N, K) float64 arrays."""
-        return self.orig.predict_proba(batch), self.comp.predict_proba(batch)
-
-    def _result(self, status, queries, t0, x_seed, x, pf, pg, **kw) -> SearchResult:
-        has_nan = bool(np.isnan(pf).any() or np.isnan(pg).any())
-        lf, lg = int(_labels(pf[None])[0]), int(_labels(pg[None])[0])
-        return SearchResult(
-            success=status in ("found", "nan"),
-            status=status,
-            queries=int(queries),
-            time_s=time.perf_counter() - t0,
-            trigger=None if x is None else np.asarray(x, dtype=np.float32),
-            orig_label=lf,
-            comp_label=lg,
-            seed=x_seed,
-            orig_probs=np.asarray(pf, dtype=np.float64),
-            comp_probs=np.asarray(pg, dtype=np.float64),
-            extra={"nan": has_nan, **kw.pop("extra", {})},
-            **kw,
-        )
-
-    def _seed_outcome(self, x0: np.ndarray, t0: float):
-        """Evaluate the seed; return (pf0, pg0, early SearchResult or None)."""
-        pf, pg = self._query(x0[None])
-        pf0, pg0 = pf[0], pg[0]
-        if np.isnan(pf0).any() or np.isnan(pg0).any():
-            return pf0, pg0, self._result("nan", 0, t0, x0, x0, pf0, pg0)
-        if np.argmax(pf0) != np.argmax(pg0):
-            return pf0, pg0, self._result("disagree_at_seed", 0, t0, x0, x0, pf0, pg0)
-        return pf0, pg0, None
-
-    def _out_of_time(self, t0: float) -> bool:
-        return self.timeout is not None and time.perf_counter() - t0 > self.timeout
-
-    def search(self, x_seed: np.ndarray, *, seed: SeedLike = None) -> SearchResult:  # pragma: no cover
-        raise NotImplementedError
+#: Settings each preset gives the arguments left at None (see :class:`DFlare`).
+PRESETS: dict[str, dict[str, str]] = {
+    "default": {"pixels": "float", "selection": "mh", "initial_d": "seed"},
+    "reference": {"pixels": "uint8-wrap", "selection": "mh-reference", "initial_d": "zero"},
+}
 
 
 class DFlare(PairSearch):
@@ -156,19 +57,30 @@ class DFlare(PairSearch):
         comp: compressed model g.
         operators: mutation operators (names or instances); default DiffChaser's six
             (:data:`~twinspect.dl.deviate.mutations.DEFAULT_OPERATORS`).
-        pixels: ``"uint8-wrap"`` (default: the public DFlare code's uint8 casting, see
-            :class:`~twinspect.dl.deviate.mutations.Uint8Cast`) or ``"float"`` (clipped float32 images).
-        selection: ``"mh"`` (Metropolis–Hastings, DFlare) or ``"uniform"`` (DFlare_R).
+        pixels: ``"float"`` (float32 images clipped to [0, 255], as the paper describes) or
+            ``"uint8-wrap"`` (the public DFlare code's uint8 casting, see
+            :class:`~twinspect.dl.deviate.mutations.Uint8Cast`); default: the preset's.
+        selection: ``"mh"`` (Metropolis–Hastings, DFlare), ``"mh-reference"`` (the public code's
+            variant) or ``"uniform"`` (DFlare_R); default: the preset's.
         fitness: ``"full"`` (H = D/δ + O, DFlare) or ``"distance"`` (H = D, DFlare_D).
         delta: δ of the fitness (1e-3).
         state_threshold: novelty threshold on the squared Euclidean distance between states (0.5,
             as in the public DFlare code).
         acceptance: rule for keeping a non-triggering mutant with the full fitness:
             ``"reference"`` (default, public DFlare code) or ``"increase"`` (H increased).
+        initial_d: ``"seed"`` (the current D starts at the seed's D) or ``"zero"`` (the public
+            code's initial best D of 0); default: the preset's.
+        preset: ``"default"`` (the paper's description: DiffChaser's six operators without
+            identity parameters, float pixels clipped to [0, 255], MH selection as stated) or
+            ``"reference"`` (the public code github.com/yqtianust/DFlare: its seven operators and
+            parameter ranges, :func:`~twinspect.dl.deviate.mutations.reference_operators`, uint8
+            casting, its MH variant, initial best D of 0). Explicit arguments override the preset.
         max_queries: budget of generated inputs per seed (None: no limit).
         timeout: seconds per seed (180 in the paper's evaluation; None: no limit).
         seed: random seed (int, sequence of ints, SeedSequence or Generator); :meth:`search` may
             override it per seed input.
+        max_linf, min_ssim, minimize, require: change budget, trigger minimisation and trigger
+            requirement, see :class:`~twinspect.dl.deviate.search.PairSearch`.
 
     Raises:
         IncompatibleModelsError: the models do not take the same inputs / classes.
@@ -187,21 +99,38 @@ class DFlare(PairSearch):
         comp: Classifier,
         *,
         operators: Sequence[str | MutationOperator] | None = None,
-        pixels: str = "uint8-wrap",
-        selection: str = "mh",
+        pixels: str | None = None,
+        selection: str | None = None,
         fitness: str = "full",
         delta: float = DEFAULT_DELTA,
         state_threshold: float = DEFAULT_STATE_THRESHOLD,
         acceptance: str = "reference",
+        initial_d: str | None = None,
+        preset: str = "default",
         max_queries: int | None = None,
         timeout: float | None = 180.0,
         seed: SeedLike = 0,
+        max_linf: float | None = None,
+        min_ssim: float | None = None,
+        minimize: bool = True,
+        require: str | None = None,
     ):
-        super().__init__(orig, comp, max_queries=max_queries, timeout=timeout, seed=seed)
+        super().__init__(orig, comp, max_queries=max_queries, timeout=timeout, seed=seed, max_linf=max_linf,
+                         min_ssim=min_ssim, minimize=minimize, require=require)
+        if preset not in PRESETS:
+            raise InputError(f"unknown DFlare preset {preset!r}; choose one of {', '.join(PRESETS)}")
+        base = PRESETS[preset]
+        pixels = base["pixels"] if pixels is None else pixels
+        selection = base["selection"] if selection is None else selection
+        initial_d = base["initial_d"] if initial_d is None else initial_d
+        if operators is None and preset == "reference":
+            operators = reference_operators()
+        if initial_d not in ("seed", "zero"):
+            raise InputError(f"unknown initial_d {initial_d!r}; choose 'seed' or 'zero'")
         if acceptance not in ACCEPTANCE_RULES:
             raise InputError(f"unknown acceptance rule {acceptance!r}; choose one of {', '.join(ACCEPTANCE_RULES)}")
-        if selection not in ("mh", "uniform"):
-            raise InputError(f"unknown selection {selection!r}; choose 'mh' or 'uniform'")
+        if selection not in SELECTIONS:
+            raise InputError(f"unknown selection {selection!r}; choose one of {', '.join(SELECTIONS)}")
         if fitness not in ("full", "distance"):
             raise InputError(f"unknown fitness {fitness!r}; choose 'full' or 'distance'")
         if not delta > 0:
@@ -213,6 +142,8 @@ class DFlare(PairSearch):
         self.delta = float(delta)
         self.state_threshold = float(state_threshold)
         self.acceptance = acceptance
+        self.initial_d = initial_d
+        self.preset = preset
         StateTracker(self.state_threshold)  # validates the threshold
 
     def params(self) -> dict:
@@ -225,26 +156,15 @@ class DFlare(PairSearch):
             "delta": self.delta,
             "state_threshold": self.state_threshold,
             "acceptance": self.acceptance,
+            "initial_d": self.initial_d,
+            "preset": self.preset,
             "max_queries": self.max_queries,
             "timeout": self.timeout,
+            **self.common_params(),
         }
 
-    def search(self, x_seed: np.ndarray, *, seed: SeedLike = None) -> SearchResult:
-        """Search for a triggering input starting from ``x_seed``.
-
-        Args:
-            x_seed: (H, W, C) (or (H, W) for one channel) uint8/float image in the 0–255 scale.
-            seed: random seed for this search (default: the object's seed). The runner passes
-                ``(run_seed, seed_index)`` so that each seed input's search is reproducible alone.
-
-        Returns:
-            :class:`~twinspect.dl.deviate.results.SearchResult`; ``status`` is ``"found"`` (labels
-            differ), ``"nan"`` (a model answered NaN), ``"disagree_at_seed"`` (no search needed),
-            ``"max_queries"`` or ``"timeout"``.
-
-        Raises:
-            InputError: the seed does not fit the models.
-        """
+    def _search(self, x_seed: np.ndarray, *, seed: SeedLike = None) -> SearchResult:
+        """DFlare's loop for one seed (called by :meth:`PairSearch.search`, which minimises and measures)."""
         rng = self._rng(seed)
         t0 = time.perf_counter()
         x0 = self._prepare_seed(x_seed)
@@ -254,7 +174,7 @@ class DFlare(PairSearch):
 
         selector = make_selector(self.selection, self.operators, rng)
         tracker = StateTracker(self.state_threshold) if self.fitness == "full" else None
-        d_cur = prob_difference(pf0, pg0, int(np.argmax(pf0)))
+        d_cur = prob_difference(pf0, pg0, int(np.argmax(pf0))) if self.initial_d == "seed" else 0.0
         novel_cur = False  # the seed's state is the first one stored; the seed was not "kept" for novelty
         if tracker is not None:
             tracker.observe(pf0, pg0)
@@ -262,13 +182,22 @@ class DFlare(PairSearch):
         improvements = 0
 
         it = 0
+        rejected = 0
         status = "max_queries"
         while self.max_queries is None or it < self.max_queries:
             if self._out_of_time(t0):
                 status = "timeout"
                 break
             i = selector.choose()
-            x_new = self.operators[i](x_cur, rng)
+            x_new = self._admit(x0, self.operators[i](x_cur, rng))
+            if x_new is None:  # outside the change budget: never reaches a model, not a query
+                selector.feedback(i, False)
+                rejected += 1
+                if rejected >= REJECT_LIMIT:
+                    status = "budget"
+                    break
+                continue
+            rejected = 0
             pf, pg = self._query(x_new[None])
             pf, pg = pf[0], pg[0]
             it += 1
@@ -276,8 +205,8 @@ class DFlare(PairSearch):
                 selector.feedback(i, True)
                 return self._result("nan", it, t0, x0, x_new, pf, pg, operators=selector.counts(),
                                     extra={"improvements": improvements})
-            lf, lg = int(np.argmax(pf)), int(np.argmax(pg))
-            if lf != lg:
+            lf = int(np.argmax(pf))
+            if self._triggers(pf, pg):
                 selector.feedback(i, True)
                 return self._result("found", it, t0, x0, x_new, pf, pg, operators=selector.counts(),
                                     extra={"improvements": improvements})

@@ -1,7 +1,7 @@
 """DiffChaser: a genetic algorithm searching for disagreements of two models (the DFlare baseline).
 
-Xie, Ma, Juefei-Xu, Xue, Chen, Liu, Li, Li, Zhao, "DiffChaser: Detecting Disagreements for Deep
-Neural Networks", IJCAI 2019. The DFlare paper (Tian et al., TOSEM 2023) compares against it on
+Xie, Ma, Wang, Li, Liu, Li, "DiffChaser: Detecting Disagreements for Deep Neural Networks",
+IJCAI 2019 (doi:10.24963/ijcai.2019/800). The DFlare paper (Tian et al., TOSEM 2023) compares against it on
 the same model pairs and mutation operators.
 
 One search, for one seed image on which both models agree:
@@ -31,15 +31,15 @@ where the paper leaves room; they are parameters.
 from __future__ import annotations
 
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
 from twinspect.dl.adapters.base import Classifier
-from twinspect.dl.deviate.dflare import PairSearch, SeedLike, _labels
 from twinspect.dl.deviate.fitness import k_uncertainty
 from twinspect.dl.deviate.mutations import MutationOperator, get_operators
 from twinspect.dl.deviate.results import SearchResult
+from twinspect.dl.deviate.search import PairSearch, SeedLike, top1_labels
 from twinspect.errors import InputError
 
 
@@ -57,11 +57,13 @@ class DiffChaser(PairSearch):
         elite: best individuals copied unchanged into the next generation.
         tournament: tournament size of parent selection.
         operators: mutation operators (default: DiffChaser's six).
-        pixels: ``"uint8-wrap"`` (default) or ``"float"`` (see :class:`~twinspect.dl.deviate.mutations.Uint8Cast`).
+        pixels: ``"float"`` (default, clipped float32 images) or ``"uint8-wrap"`` (see :class:`~twinspect.dl.deviate.mutations.Uint8Cast`).
         max_queries: budget of evaluated individuals per seed (None: no limit). A generation
             is truncated so that the budget is never exceeded.
         timeout: seconds per seed (checked between generations; None: no limit).
         seed: random seed.
+        max_linf, min_ssim, minimize, require: change budget, trigger minimisation and trigger
+            requirement, see :class:`~twinspect.dl.deviate.search.PairSearch`.
 
     Raises:
         IncompatibleModelsError: the models do not take the same inputs / classes.
@@ -83,12 +85,17 @@ class DiffChaser(PairSearch):
         elite: int = 1,
         tournament: int = 2,
         operators: Sequence[str | MutationOperator] | None = None,
-        pixels: str = "uint8-wrap",
+        pixels: str = "float",
         max_queries: int | None = None,
         timeout: float | None = 180.0,
         seed: SeedLike = 0,
+        max_linf: float | None = None,
+        min_ssim: float | None = None,
+        minimize: bool = True,
+        require: str | None = None,
     ):
-        super().__init__(orig, comp, max_queries=max_queries, timeout=timeout, seed=seed)
+        super().__init__(orig, comp, max_queries=max_queries, timeout=timeout, seed=seed, max_linf=max_linf,
+                         min_ssim=min_ssim, minimize=minimize, require=require)
         if pop_size < 2:
             raise InputError(f"pop_size must be >= 2, got {pop_size}")
         for name, v in (("crossover_rate", crossover_rate), ("mutation_rate", mutation_rate)):
@@ -126,6 +133,7 @@ class DiffChaser(PairSearch):
             "pixels": self.pixels,
             "max_queries": self.max_queries,
             "timeout": self.timeout,
+            **self.common_params(),
         }
 
     def fitness(self, pf: np.ndarray, pg: np.ndarray) -> np.ndarray:
@@ -138,9 +146,15 @@ class DiffChaser(PairSearch):
             u = np.minimum(k_uncertainty(pf, self.k), k_uncertainty(pg, self.k))
         return -np.asarray(u)
 
-    def _mutate(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    def _mutate(self, x: np.ndarray, rng: np.random.Generator, x0: np.ndarray | None = None) -> np.ndarray:
+        """``x`` mutated by one random operator; with ``x0``, kept within the change budget around it
+        (a mutant outside the budget is replaced by ``x`` itself, which is within it)."""
         op = self.operators[int(rng.integers(0, len(self.operators)))]
-        return op(x, rng)
+        out = op(x, rng)
+        if x0 is not None:
+            adm = self._admit(x0, out)
+            out = x if adm is None else adm
+        return out
 
     def _select(self, fit: np.ndarray, rng: np.random.Generator) -> int:
         cand = rng.integers(0, len(fit), size=self.tournament)
@@ -150,12 +164,16 @@ class DiffChaser(PairSearch):
         mask = rng.random(a.shape[:2]) < 0.5
         return np.where(mask[..., None], a, b).astype(np.float32)
 
-    def search(self, x_seed: np.ndarray, *, seed: SeedLike = None) -> SearchResult:
+    def _search(self, x_seed: np.ndarray, *, seed: SeedLike = None) -> SearchResult:
         """Search for a triggering input starting from ``x_seed`` (see :meth:`DFlare.search`).
 
         Returns:
             :class:`~twinspect.dl.deviate.results.SearchResult`; ``queries`` = individuals
-            evaluated (``pop_size`` in the first generation, ``pop_size − elite`` in later ones); ``extra["generations"]`` = generations evaluated (the initial one included).
+            evaluated up to and including the first triggering individual (counted one at a time,
+            as DFlare's queries are; the batch it was evaluated in is an implementation detail);
+            ``extra["generation_queries"]`` = individuals evaluated in all generations evaluated,
+            whole last generation included (``pop_size`` in the first generation,
+            ``pop_size − elite`` in later ones); ``extra["generations"]`` = generations evaluated.
         """
         rng = self._rng(seed)
         t0 = time.perf_counter()
@@ -167,7 +185,7 @@ class DiffChaser(PairSearch):
         queries = 0
         generations = 0
         # individuals still to evaluate (`fresh`) and the evaluated elite carried over (`kept_*`)
-        fresh = np.stack([self._mutate(x0, rng) for _ in range(self.pop_size)])
+        fresh = np.stack([self._mutate(x0, rng, x0) for _ in range(self.pop_size)])
         k = self.orig.num_classes
         kept_x = np.empty((0,) + x0.shape, np.float32)
         kept_pf, kept_pg = np.empty((0, k)), np.empty((0, k))
@@ -185,12 +203,17 @@ class DiffChaser(PairSearch):
             pf, pg = self._query(fresh)
             queries += len(fresh)
             generations += 1
-            lf, lg = _labels(pf), _labels(pg)
-            hit = np.flatnonzero((lf != lg) | (lf < 0) | (lg < 0))
+            lf, lg = top1_labels(pf), top1_labels(pg)
+            differ = lf != lg
+            if self.require == "compressed-error" and self._label is not None:
+                differ &= lf == self._label
+            hit = np.flatnonzero(differ | (lf < 0) | (lg < 0))
             if hit.size:
                 j = int(hit[0])
                 st = "nan" if (lf[j] < 0 or lg[j] < 0) else "found"
-                return self._result(st, queries, t0, x0, fresh[j], pf[j], pg[j], extra={"generations": generations})
+                first = queries - len(fresh) + j + 1  # queries up to the first triggering individual
+                return self._result(st, first, t0, x0, fresh[j], pf[j], pg[j],
+                                    extra={"generations": generations, "generation_queries": queries})
             pop = np.concatenate([kept_x, fresh])
             pf, pg = np.concatenate([kept_pf, pf]), np.concatenate([kept_pg, pg])
             fit = self.fitness(pf, pg)
@@ -200,7 +223,7 @@ class DiffChaser(PairSearch):
             # next generation: the elite (already evaluated) + children (to evaluate)
             elite = np.argsort(-fit, kind="stable")[: self.elite]
             kept_x, kept_pf, kept_pg = pop[elite], pf[elite], pg[elite]
-            children = []
+            children: list[np.ndarray] = []
             while len(children) < self.pop_size - self.elite:
                 a = pop[self._select(fit, rng)]
                 if rng.random() < self.crossover_rate:
@@ -208,8 +231,11 @@ class DiffChaser(PairSearch):
                 else:
                     child = a.copy()
                 if rng.random() < self.mutation_rate:
-                    child = self._mutate(child, rng)
+                    child = self._mutate(child, rng, x0)
+                if self.budget.active and self._admit(x0, child) is None:
+                    child = a.copy()  # a crossover child outside the SSIM budget: its parent instead
                 children.append(child)
             fresh = np.stack(children)
         return self._result(status, queries, t0, x0, None, best_p[0], best_p[1],
-                            extra={"generations": generations, "best_uncertainty": -best_fit})
+                            extra={"generations": generations, "generation_queries": queries,
+                                   "best_uncertainty": -best_fit})

@@ -86,7 +86,7 @@ class StateTracker:
 
     def nearest_distance(self, state: np.ndarray) -> float:
         """Squared Euclidean distance from ``state`` to the nearest stored state (inf when empty)."""
-        if self._n == 0:
+        if self._n == 0 or self._states is None:
             return float("inf")
         diff = self._states[: self._n] - np.asarray(state, dtype=np.float64).reshape(1, -1)
         return float(np.min(np.einsum("ij,ij->i", diff, diff)))
@@ -161,7 +161,7 @@ def keeps_mutant(
     raise InputError(f"unknown acceptance rule {rule!r}; choose one of {', '.join(ACCEPTANCE_RULES)}")
 
 
-def k_uncertainty(probs: np.ndarray, k: int = 2) -> np.ndarray:
+def k_uncertainty(probs: np.ndarray, k: int = 2) -> np.ndarray | float:
     """DiffChaser's k-uncertainty: largest minus k-th largest class probability, per row.
 
     Args:

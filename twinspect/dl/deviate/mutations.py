@@ -4,9 +4,9 @@ Every operator maps one image ``x`` (H, W, C) float32 in the 0–255 pixel scale
 same shape and dtype, drawing its random parameter from a :class:`numpy.random.Generator`, and the
 result is clipped to the valid pixel range [0, 255] (:meth:`MutationOperator.__call__` does the
 clipping, so every operator, also a user-defined one, obeys it). By itself an operator keeps images
-float32; the searches default to ``pixels="uint8-wrap"`` (:class:`Uint8Cast`, see
-:func:`get_operators`), which casts each result to whole uint8 levels the way the public DFlare code
-does, so every generated input is a valid uint8 image; ``pixels="float"`` keeps float32 images.
+float32, clipped to [0, 255] as the DFlare paper describes (the searches' default,
+``pixels="float"``); ``pixels="uint8-wrap"`` (:class:`Uint8Cast`, see :func:`get_operators`) casts
+each result to whole uint8 levels the way the public DFlare code does (``--preset reference``).
 
 The operator set is Table 3 of Tian et al., "Finding Deviated Behaviors of the Compressed DNN
 Models for Image Classifications" (TOSEM 2023, DFlare), which reuses the operators of DiffChaser
@@ -30,7 +30,7 @@ can be named in :func:`get_operators`.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 from scipy import ndimage
@@ -93,21 +93,26 @@ class MutationOperator(ABC):
 class PixelChange(MutationOperator):
     """Random pixel change: set ``n`` random pixel values to random intensities.
 
-    ``n`` is drawn uniformly from ``{1, ..., max_pixels}`` (the reference code draws from
-    0–9; 0 is left out because it changes nothing); each chosen element of the flattened
-    (H·W·C) image gets an integer value drawn uniformly from 0–255.
+    ``n`` is drawn uniformly from ``{min_pixels, ..., max_pixels}``: by default 1–9 (the reference
+    code draws from 0–9; 0 changes nothing and only wastes a query, so the default leaves it out;
+    the reference preset keeps it); each chosen element of the flattened (H·W·C) image gets an
+    integer value drawn uniformly from 0–255.
 
     Args:
         max_pixels: largest number of changed values (9 in the public DFlare code).
+        min_pixels: smallest number (0 in the public DFlare code).
     """
 
     name = "pixel_change"
 
-    def __init__(self, max_pixels: int = 9):
+    def __init__(self, max_pixels: int = 9, min_pixels: int = 1):
+        if not 0 <= min_pixels <= max_pixels:
+            raise InputError(f"pixel_change needs 0 <= min_pixels <= max_pixels, got {min_pixels}, {max_pixels}")
         self.max_pixels = int(max_pixels)
+        self.min_pixels = int(min_pixels)
 
     def apply(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        n = int(rng.integers(1, self.max_pixels + 1))
+        n = int(rng.integers(self.min_pixels, self.max_pixels + 1))
         flat = x.reshape(-1)
         idx = rng.integers(0, flat.size, size=n)
         flat[idx] = rng.integers(0, 256, size=n).astype(np.float32)
@@ -124,15 +129,17 @@ class GaussianNoise(MutationOperator):
 
     Args:
         max_variance: upper bound of the noise variance (pixel levels squared).
+        fixed: always use ``max_variance`` (the public DFlare code's fixed variance).
     """
 
     name = "gaussian_noise"
 
-    def __init__(self, max_variance: float = 0.1):
+    def __init__(self, max_variance: float = 0.1, fixed: bool = False):
         self.max_variance = float(max_variance)
+        self.fixed = bool(fixed)
 
     def apply(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        var = self.max_variance * (1.0 - rng.random())  # (0, max_variance]
+        var = self.max_variance if self.fixed else self.max_variance * (1.0 - rng.random())  # (0, max_variance]
         return x + rng.normal(0.0, np.sqrt(var), size=x.shape).astype(np.float32)
 
 
@@ -284,6 +291,29 @@ DEFAULT_OPERATORS: tuple[str, ...] = (
 )
 
 
+def reference_operators() -> list[MutationOperator]:
+    """The public DFlare code's seven operators with its exact parameter ranges (``--preset reference``).
+
+    ``myLib/img_mutations.py`` of github.com/yqtianust/DFlare: pixel change of 0–9 values, Gaussian
+    noise of fixed variance 0.1, salt-and-pepper noise (amount 0.004), multiplicative noise
+    (μ ~ U(−0.5, 0.5), σ² ~ U(0, 0.05)), box blur k ∈ {1..5}, Gaussian and median blur
+    k ∈ {1, 3, 5, 7} — identity parameters (0 pixels, k = 1) included, as in the reference. Use
+    with ``pixels="uint8-wrap"`` for the reference's uint8 casting.
+
+    Returns:
+        Seven new operator instances, in the reference's order.
+    """
+    return [
+        GaussianNoise(max_variance=0.1, fixed=True),
+        SaltPepperNoise(amount=0.004),
+        MultiplicativeNoise(),
+        PixelChange(max_pixels=9, min_pixels=0),
+        AverageBlur(kernels=(1, 2, 3, 4, 5)),
+        GaussianBlur(kernels=(1, 3, 5, 7)),
+        MedianBlur(kernels=(1, 3, 5, 7)),
+    ]
+
+
 #: Pixel handling of the operators: ``"float"`` (default: float32 images, clipped to [0, 255]) or
 #: ``"uint8-wrap"`` (reference-compatible, see :class:`Uint8Cast`).
 PIXEL_MODES: tuple[str, ...] = ("float", "uint8-wrap")
@@ -297,14 +327,14 @@ class Uint8Cast(MutationOperator):
     """Reference-compatible pixel handling around another operator (``pixels="uint8-wrap"``).
 
     The public DFlare code (github.com/yqtianust/DFlare, ``myLib/img_mutations.py``) mutates uint8
-    images and converts the noise operators' float results with ``astype(np.uint8)`` *before* its
-    clipping: values are truncated and wrap around modulo 256, so multiplicative noise with a
-    positive mean turns bright strokes dark (300 → 44) and negative Gaussian noise turns black pixels
-    white (−0.3 → 255). These are far stronger perturbations than clipping gives, and on the MNIST
-    pairs they remove the long searches that the clipped operators show (measured: 0 of 80 LeNet-5
-    seeds fail at 3,000 queries with this mode, 10 of 80 with clipping). This wrapper reproduces
-    that behaviour: the wrapped operator's result is floored to whole pixel levels and, for the
-    operators in :data:`WRAPPING_OPERATORS`, taken modulo 256; every image stays a valid uint8 image.
+    images and converts the noise operators' float results with numpy's ``astype(np.uint8)``
+    *before* its clipping. numpy's cast truncates toward zero and then wraps modulo 256: −0.3 → 0,
+    −5.7 → 251, 300.2 → 44. So a small negative Gaussian perturbation of a black pixel stays black
+    (it does *not* turn white), while multiplicative noise that pushes a bright stroke above 255
+    turns it dark. This wrapper reproduces exactly that for the operators in
+    :data:`WRAPPING_OPERATORS` (tested against ``astype(np.uint8)`` on the reference operators'
+    outputs); the other operators' results are rounded to whole levels (as OpenCV's blurs on uint8
+    images do) and clipped. Every generated image stays a valid uint8 image.
 
     Args:
         op: the operator to wrap; the wrapper keeps its ``name``.
@@ -316,8 +346,10 @@ class Uint8Cast(MutationOperator):
         self.wraps = op.name in WRAPPING_OPERATORS
 
     def apply(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        out = np.floor(np.asarray(self.op.apply(x, rng), dtype=np.float64))
-        return np.mod(out, 256.0) if self.wraps else out
+        out = np.asarray(self.op.apply(x, rng), dtype=np.float64)
+        if self.wraps:
+            return np.mod(np.trunc(out), 256.0)  # numpy's float -> uint8 cast: truncate, then wrap
+        return np.clip(np.rint(out), PIXEL_MIN, PIXEL_MAX)
 
     def __repr__(self) -> str:
         return f"Uint8Cast({self.op!r})"

@@ -30,8 +30,9 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -96,12 +97,14 @@ def group_folds(groups: np.ndarray, k: int, seed: int) -> list[np.ndarray]:
 
     Returns:
         ``k`` arrays of sample indices (test indices of each fold).
+
+    scikit-learn's ``GroupKFold`` with shuffled group order (balanced fold sizes).
     """
-    uniq = np.unique(groups)
-    order = np.random.default_rng(seed).permutation(len(uniq))
-    fold_of_group = {int(uniq[g]): i % k for i, g in enumerate(order)}
-    fold = np.array([fold_of_group[int(g)] for g in groups])
-    return [np.flatnonzero(fold == i) for i in range(k)]
+    from sklearn.model_selection import GroupKFold
+
+    groups = np.asarray(groups)
+    splitter = GroupKFold(n_splits=k, shuffle=True, random_state=seed)
+    return [np.sort(test) for _, test in splitter.split(np.zeros(len(groups)), groups=groups)]
 
 
 # -- the repair model ---------------------------------------------------------------------------------
@@ -186,17 +189,11 @@ class RepairedClassifier(Classifier):
 
 
 def _load_model(spec: Mapping[str, Any], run_dir: Path, role: str) -> Classifier:
-    try:
-        from twinspect.dl.deviate.runner import load_model
-    except ImportError:  # pragma: no cover - runner always present in a full install
-        load_model = None
-    if load_model is not None:
-        return load_model(dict(spec))
-    from twinspect.dl.adapters import load_classifier
+    from twinspect.dl.deviate.runner import load_model
 
-    if not spec.get("path"):
+    if not spec.get("path") and not spec.get("factory"):
         raise InputError(f"run.json gives no path for the {role} model", run_dir / "run.json")
-    return load_classifier(spec["path"], preprocess=spec.get("preprocess"))
+    return load_model(dict(spec))
 
 
 def read_records(run_dir: Path) -> list[dict]:
@@ -255,9 +252,13 @@ def collect_inputs(run_dir: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndar
                     seed, trigger = np.asarray(npz["seed"], np.float32), np.asarray(npz["trigger"], np.float32)
             except (OSError, KeyError, ValueError) as exc:
                 raise InputError(f"cannot read trigger file (arrays seed, trigger): {exc}", path) from exc
-            images.append(seed), groups.append(idx), kinds.append(0)
+            images.append(seed)
+            groups.append(idx)
+            kinds.append(0)
             if not np.array_equal(seed, trigger):
-                images.append(trigger), groups.append(idx), kinds.append(1)
+                images.append(trigger)
+                groups.append(idx)
+                kinds.append(1)
             continue
         if dataset_x is None and not dataset_failed and config.get("dataset"):
             try:
@@ -268,7 +269,9 @@ def collect_inputs(run_dir: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndar
                 dataset_failed = True
         if dataset_x is not None and 0 <= idx < len(dataset_x):
             img = np.asarray(dataset_x[idx], np.float32)
-            images.append(img if img.ndim == 3 else img[..., None]), groups.append(idx), kinds.append(0)
+            images.append(img if img.ndim == 3 else img[..., None])
+            groups.append(idx)
+            kinds.append(0)
     if not images:
         raise InputError("the run has no seed or triggering inputs to learn from", run_dir)
     return np.stack(images), np.asarray(groups, np.int64), np.asarray(kinds, np.int8), config
@@ -286,7 +289,7 @@ def repair_run(
     max_iter: int = 500,
     seed: int = 0,
     solver: str = "lbfgs",
-    quiet: bool = False,
+    quiet: bool = True,
     original: Classifier | None = None,
     compressed: Classifier | None = None,
 ) -> dict:

@@ -30,9 +30,10 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -40,7 +41,7 @@ from twinspect._io import atomic_path, read_json, write_json
 from twinspect.errors import InputError
 
 #: Statuses of a finished seed.
-STATUSES = ("found", "nan", "timeout", "max_queries", "disagree_at_seed")
+STATUSES = ("found", "nan", "timeout", "max_queries", "budget", "disagree_at_seed")
 #: Statuses that count as a success (a deviated behaviour was found by the search).
 SUCCESS_STATUSES = ("found", "nan")
 
@@ -91,6 +92,11 @@ class SearchResult:
             "orig_label": int(self.orig_label),
             "comp_label": int(self.comp_label),
             "trigger": trigger_path,
+            **({"generation_queries": int(self.extra["generation_queries"])}
+               if "generation_queries" in self.extra else {}),
+            **({"minimize_queries": int(self.extra["minimize_queries"])} if "minimize_queries" in self.extra else {}),
+            **({k: self.extra[k] for k in ("distances", "distances_before") if k in self.extra}),
+            **({"compressed_error": bool(self.extra["compressed_error"])} if "compressed_error" in self.extra else {}),
         }
 
 
@@ -113,7 +119,14 @@ def summarize(records: Iterable[dict]) -> dict:
         dict with ``seeds``, ``searched``, ``no_search_needed``, ``successes``, ``success_rate``
         (fraction in [0, 1], None when nothing was searched), ``avg_queries``, ``median_queries``,
         ``avg_time_s``, ``median_time_s`` (None without successes), ``min_queries``,
-        ``max_queries``, ``total_queries`` and ``by_status`` (count per status).
+        ``max_queries``, ``total_queries`` and ``by_status`` (count per status); also
+        ``avg_queries_all`` and ``median_queries_all``: over *every* searched seed, a failed seed
+        counted with the queries it spent (its budget), so that a low success rate cannot hide
+        behind a low average; and ``avg_generation_queries`` (DiffChaser: whole generations
+        evaluated, successful seeds) when the records carry it; ``avg_minimize_queries`` (trigger
+        minimisation, apart from the search's), ``median_l0``/``median_l2``/``median_linf``/
+        ``median_ssim`` of the triggers to their seeds, and ``compressed_error_share`` (fraction of
+        triggers on which the original keeps the seed's true label; None without labels).
     """
     records = list(records)
     by_status = {s: 0 for s in STATUSES}
@@ -123,6 +136,12 @@ def summarize(records: Iterable[dict]) -> dict:
     ok = [r for r in searched if r["success"]]
     q = np.array([r["queries"] for r in ok], dtype=np.float64)
     t = np.array([r["time_s"] for r in ok], dtype=np.float64)
+    q_all = np.array([r["queries"] for r in searched], dtype=np.float64)
+    q_gen = np.array([r["generation_queries"] for r in ok if "generation_queries" in r], dtype=np.float64)
+    q_min = np.array([r["minimize_queries"] for r in ok if "minimize_queries" in r], dtype=np.float64)
+    dist = {m: np.array([r["distances"][m] for r in ok if "distances" in r], dtype=np.float64)
+            for m in ("l0", "l2", "linf", "ssim")}
+    ce = [r["compressed_error"] for r in ok if "compressed_error" in r]
 
     def stat(fn, arr):
         return None if arr.size == 0 else float(fn(arr))
@@ -137,11 +156,22 @@ def summarize(records: Iterable[dict]) -> dict:
         "median_queries": stat(np.median, q),
         "min_queries": stat(np.min, q),
         "max_queries": stat(np.max, q),
+        "avg_queries_all": stat(np.mean, q_all),
+        "median_queries_all": stat(np.median, q_all),
+        **({"avg_generation_queries": stat(np.mean, q_gen)} if q_gen.size else {}),
+        "avg_minimize_queries": stat(np.mean, q_min),
+        **{f"median_{m}": stat(np.median, v) for m, v in dist.items()},
+        "compressed_error_share": (sum(ce) / len(ce)) if ce else None,
         "avg_time_s": stat(np.mean, t),
         "median_time_s": stat(np.median, t),
         "total_queries": int(sum(r["queries"] for r in records)),
         "by_status": by_status,
     }
+
+
+def _triple(summary: dict) -> str:
+    vals = [summary.get(f"median_{m}") for m in ("l0", "l2", "linf")]
+    return "-" if any(v is None for v in vals) else " / ".join(f"{v:.1f}" for v in vals)
 
 
 def summary_rows(summary: dict) -> list[tuple[str, Any]]:
@@ -155,6 +185,14 @@ def summary_rows(summary: dict) -> list[tuple[str, Any]]:
         ("success rate", "-" if rate is None else f"{100 * rate:.2f} %"),
         ("avg queries (successful)", summary["avg_queries"]),
         ("median queries (successful)", summary["median_queries"]),
+        ("avg queries (all searched; failures at their budget)", summary.get("avg_queries_all")),
+        *([("avg queries incl. whole generations (successful)", summary["avg_generation_queries"])]
+          if "avg_generation_queries" in summary else []),
+        ("avg minimisation queries (successful)", summary.get("avg_minimize_queries")),
+        ("median L0 / L2 / Linf to seed", _triple(summary)),
+        ("median SSIM to seed", summary.get("median_ssim")),
+        ("compressed-model errors (original right)",
+         "-" if summary.get("compressed_error_share") is None else f"{100 * summary['compressed_error_share']:.1f} %"),
         ("avg time s (successful)", summary["avg_time_s"]),
         ("median time s (successful)", summary["median_time_s"]),
     ]
@@ -334,7 +372,7 @@ def write_trigger_png(path: str | Path, seed: np.ndarray, trigger: np.ndarray, g
     img = img[..., 0] if c == 1 else img
     pil = Image.fromarray(img)
     if scale > 1:
-        pil = pil.resize((pil.width * scale, pil.height * scale), Image.NEAREST)
+        pil = pil.resize((pil.width * scale, pil.height * scale), Image.Resampling.NEAREST)
     with atomic_path(path) as tmp:
         pil.save(tmp, format="PNG")
 

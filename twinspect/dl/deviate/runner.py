@@ -26,16 +26,18 @@ import json
 import multiprocessing as mp
 import os
 import sys
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, cast
 
 import numpy as np
 
 from twinspect import __version__
 from twinspect.dl.adapters.base import Classifier, check_compatible
-from twinspect.dl.deviate.dflare import DFlare, PairSearch
+from twinspect.dl.deviate.dflare import DFlare
 from twinspect.dl.deviate.diffchaser import DiffChaser
 from twinspect.dl.deviate.results import RunDir, SearchResult, records_in_order, summarize
+from twinspect.dl.deviate.search import PairSearch
 from twinspect.errors import InputError
 from twinspect.progress import progress
 
@@ -69,11 +71,11 @@ def build_searcher(
     params = dict(params or {})
     try:
         if algorithm == "dflare":
-            return DFlare(orig, comp, seed=seed, **{"selection": "mh", "fitness": "full", **params})
+            return DFlare(orig, comp, seed=seed, **{"fitness": "full", **params})  # selection: the preset's
         if algorithm == "dflare-r":
             return DFlare(orig, comp, seed=seed, **{**params, "selection": "uniform", "fitness": "full"})
         if algorithm == "dflare-d":
-            return DFlare(orig, comp, seed=seed, **{**params, "selection": "mh", "fitness": "distance"})
+            return DFlare(orig, comp, seed=seed, **{**params, "fitness": "distance"})
         if algorithm == "diffchaser":
             return DiffChaser(orig, comp, seed=seed, **params)
     except TypeError as exc:
@@ -162,7 +164,7 @@ def _worker_init(orig_spec, comp_spec, algorithm, params, run_seed, workers) -> 
 def _worker_task(task: tuple[int, int, np.ndarray]) -> tuple[int, int, SearchResult]:
     seed_index, true_label, image = task
     searcher: PairSearch = _WORKER["searcher"]
-    return seed_index, true_label, searcher.search(image, seed=seed_rng(_WORKER["run_seed"], seed_index))
+    return seed_index, true_label, searcher.search(image, seed=seed_rng(_WORKER["run_seed"], seed_index), label=true_label)
 
 
 def _mp_context():
@@ -210,7 +212,7 @@ def run_search(
     out_dir: str | Path,
     workers: int = 1,
     resume: bool = False,
-    quiet: bool = False,
+    quiet: bool = True,
     *,
     seed: int = 0,
     params: Mapping[str, Any] | None = None,
@@ -295,7 +297,7 @@ def run_search(
     with progress(f"{algorithm} seeds", total=len(todo), quiet=quiet) as bar:
         if workers == 1 or len(todo) <= 1:
             for i in todo:
-                res = searcher.search(images[i], seed=seed_rng(seed, i))
+                res = searcher.search(images[i], seed=seed_rng(seed, i), label=true_label(i))
                 finish(i, true_label(i), res)
                 bar.advance()
         else:
@@ -304,7 +306,8 @@ def run_search(
             with ctx.Pool(
                 processes=min(workers, len(todo)),
                 initializer=_worker_init,
-                initargs=(dict(orig_spec), dict(comp_spec), algorithm, params, seed, workers),
+                initargs=(dict(cast(Mapping[str, Any], orig_spec)), dict(cast(Mapping[str, Any], comp_spec)),
+                          algorithm, params, seed, workers),
             ) as pool:
                 for i, tl, res in pool.imap_unordered(_worker_task, tasks):
                     finish(i, tl, res)

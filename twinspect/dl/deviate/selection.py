@@ -17,12 +17,14 @@ JVM test generation:
 public DFlare code; before any mutant was kept, the choice is uniform. Note that the public code
 (``myLib/probability_img_mutations.py``) looks the previous operator up by comparing operator
 *names* to operator *objects*, which never matches, so its ``k_old`` is always −1 (0-based) and the
-previous operator's rank is never used; this module implements the rule as the paper states it.
+previous operator's rank is never used; :class:`MHSelector` implements the rule as the paper states
+it, and ``make_selector("mh-reference")`` reproduces the public code (``k_old`` fixed at rank 0,
+i.e. acceptance ``(1 − p)^k_new`` with 1-based ``k_new``) for ``--preset reference``.
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -116,7 +118,14 @@ class MHSelector(_Selector):
     Args:
         operators: the operators to choose from.
         rng: numpy Generator (all randomness, including tie-breaking of equal values).
+        reference_lookup: reproduce the public DFlare code's failed look-up of the previous
+            operator (its rank is taken as 0, one above the best), see the module docstring.
     """
+
+    def __init__(self, operators: Sequence[MutationOperator], rng: np.random.Generator,
+                 reference_lookup: bool = False):
+        super().__init__(operators, rng)
+        self.reference_lookup = bool(reference_lookup)
 
     def ranks(self) -> np.ndarray:
         """1-based rank of each operator (1 = highest value), ties broken at random."""
@@ -132,7 +141,7 @@ class MHSelector(_Selector):
         if self.previous is None:
             return int(self.rng.integers(0, n))
         ranks = self.ranks()
-        k_old = int(ranks[self.previous])
+        k_old = 0 if self.reference_lookup else int(ranks[self.previous])
         while True:
             cand = int(self.rng.integers(0, n))
             if self.rng.random() < acceptance_probability(int(ranks[cand]), k_old, n):
@@ -140,13 +149,17 @@ class MHSelector(_Selector):
 
 
 def make_selector(kind: str, operators: Sequence[MutationOperator], rng: np.random.Generator) -> _Selector:
-    """Build a selector: ``"mh"`` (DFlare) or ``"uniform"`` (DFlare_R).
+    """Build a selector: ``"mh"`` (DFlare), ``"mh-reference"`` (the public code's) or ``"uniform"`` (DFlare_R).
 
     Raises:
         InputError: unknown kind.
     """
-    if kind == "mh":
-        return MHSelector(operators, rng)
+    if kind in ("mh", "mh-reference"):
+        return MHSelector(operators, rng, reference_lookup=kind == "mh-reference")
     if kind == "uniform":
         return UniformSelector(operators, rng)
-    raise InputError(f"unknown operator selection {kind!r}; choose 'mh' or 'uniform'")
+    raise InputError(f"unknown operator selection {kind!r}; choose one of {', '.join(SELECTIONS)}")
+
+
+#: Selector kinds accepted by :func:`make_selector`.
+SELECTIONS = ("mh", "mh-reference", "uniform")

@@ -4,14 +4,15 @@ Sections (``--only sscd,bcb,poj,speed``; default all):
 
 * ``sscd``  — SSCD Company-C (../shared/data/clones/sscd): pair recall / precision (70 % line overlap)
   and query-mode recall@1/@10 / MRR, beside SSCD's and SourcererCC's published numbers.
-* ``bcb``   — BigCloneBench typed subset: per-type recall (T1, T2, ST3, MT3, WT3/T4) and the
-  false-positive rate on the labelled non-clone pairs (found = reported pair or same clone class).
+* ``bcb``   — BigCloneBench typed subset, held-out half by functionality: per-type *pair* recall
+  (T1, T2, ST3, MT3, WT3/T4) and class-implied recall (pair or same clone class), each with its
+  false-positive rate on the labelled non-clone pairs.
 * ``poj``   — POJ-104 dev (12 problems × 500 programs): MAP@R (CodeXGLUE's formula).
 * ``speed`` — fragments/s and LOC/s of parsing, of each encoder and each index, and peak RSS, each in
   its own subprocess, on this machine's Python standard library (site-packages and test folders
   excluded); the real ``twinspect clones`` CLI end to end; and jscpd on the same tree.
 
-``--quick`` subsamples (BCB 10 % of each type's labels, POJ-104 1,200 programs, a smaller neural
+``--quick`` subsamples (BCB 25 % of each type's held-out labels, POJ-104 1,200 programs, a smaller neural
 sample). Every table shows the measured value beside the target and the published numbers, and the
 script prints its own total run time. Run from the repository root::
 
@@ -86,25 +87,34 @@ def bench_sscd(args) -> dict:
 
 
 def bench_bcb(args) -> dict:
+    """Held-out BigCloneBench: the "test" half split by functionality (connected components of the
+    labelled clone graph; :func:`~twinspect.code.evaluate.bcb_split`), so the defaults — swept on
+    earlier runs over all of BCB — are at least reported on functionalities chosen apart from any
+    new tuning ("tune" half). Pair recall (reported pairs only) beside class-implied recall (pair or
+    same class), false positives counted the same way for each."""
     from twinspect.code.clones import DetectConfig
     from twinspect.code.evaluate import run_bcb
 
-    fraction = 0.1 if args.quick else 1.0
-    res = run_bcb(DATA / "bigclonebench", DetectConfig(), fraction=fraction, seed=0, quiet=True)
-    rec = res["recall"]
-    targets = {"T1": 100, "T2": 99, "ST3": 97, "MT3": 70, "WT3/T4": 15}
+    fraction = 0.25 if args.quick else 1.0
+    res = run_bcb(DATA / "bigclonebench", DetectConfig(), fraction=fraction, seed=0, split="test", quiet=True)
+    rec, prec = res["recall"], res["pair"]["recall"]
+    targets = {"T1": 100, "T2": 99, "ST3": 97, "MT3": 70, "WT3/T4": None}
     published = {"T1": "100", "T2": "97", "ST3": "96 (VST3) / 80 (ST3)", "MT3": "27", "WT3/T4": "1"}
     rows = []
     for t in ("T1", "T2", "ST3", "MT3", "WT3/T4"):
-        v = _pct(rec.get(t))
-        rows.append([t, v, f"≥ {targets[t]}", _ok(v, targets[t]), published[t], f"{res['counts'][t][0]}/{res['counts'][t][1]}"])
-    fp = _pct(res["fp_rate"])
-    rows.append(["false positives (non-clone pairs)", fp, "≤ 3", _ok(fp, 3, ge=False), "", f"{res['fp']}/{res['negatives']}"])
-    scope = "10 % of each type's labels (quick)" if fraction < 1 else "all labels"
-    print(f"\n### BigCloneBench typed subset — {scope}; {res['functions']} functions "
+        v, c = _pct(prec.get(t)), _pct(rec.get(t))
+        tg = targets[t]
+        rows.append([t, v, c, "" if tg is None else f"≥ {tg}", "" if tg is None else _ok(v, tg), published[t],
+                     f"{res['pair']['counts'][t][0]}/{res['counts'][t][1]}"])
+    fp, cfp = _pct(res["pair"]["fp_rate"]), _pct(res["fp_rate"])
+    rows.append(["false positives (non-clone pairs)", fp, cfp, "≤ 2", _ok(fp, 2, ge=False), "",
+                 f"{res['pair']['fp']}/{res['negatives']}"])
+    scope = f"{int(fraction * 100)} % of each type's labels (quick)" if fraction < 1 else "all labels"
+    print(f"\n### BigCloneBench typed subset, held-out half by functionality — {scope}; {res['functions']} functions "
           f"({res['unmined']} gave no fragment), {res['pairs']} pairs, {res['classes']} classes "
           f"(largest {res['largest_class']}), {res['seconds']:.0f} s\n")
-    print(_md(rows, ["type", "recall %", "target", "met", "SSCD paper (full BCB)", "found/total"]))
+    print(_md(rows, ["type", "pair recall %", "class-implied recall %", "target (pair)", "met",
+                     "SSCD paper (full BCB)", "pairs found/total"]))
     return res
 
 

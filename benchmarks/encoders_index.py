@@ -258,9 +258,9 @@ def main() -> None:
         print(json.dumps(res))
         return
 
-    from twinspect.reports.table import print_table as _print_table
-
     from rich.console import Console
+
+    from twinspect.reports.table import print_table as _print_table
 
     wide = Console(width=160)
 

@@ -100,15 +100,20 @@ def test_scan_json_finds_known_typed_pairs(capsys, tree):
     assert pairs[frozenset({"lib/Util.java:Util.sumOf", "lib/Helper.java:Helper.total"})]["type"] == "T2"
     assert not any("parse_config" in name for key in pairs for name in key)
     assert doc["stats"]["files_parsed"] == 5 and doc["stats"]["skipped"].get("unsupported") == 1
-    # a class holds the four total_price variants
+    # classes are cliques of reported pairs: the total_price copies and their T3 variant are one class,
+    # every member is in a reported pair, and the summary gives the class-size distribution
     names = [{doc["fragments"][i]["name"] for i in c} for c in doc["classes"]]
-    assert {"total_price", "sum_cost", "total_price_logged"} in names
+    assert any({"total_price", "total_price_logged"} <= n for n in names)
+    in_pairs = {i for p in doc["pairs"] for i in (p["a"], p["b"])}
+    assert all(i in in_pairs for c in doc["classes"] for i in c)
+    assert sum(doc["stats"]["class_sizes"].values()) == len(doc["classes"])
 
 
 def test_pair_margin_and_class_threshold_options(capsys, tree):
     code, out, _ = run(capsys, "clones", tree, "-f", "json", "-q", "--threshold", "0.5")
     default = json.loads(out)
-    assert default["config"]["pair_margin"] == 0.02 and default["config"]["class_threshold"] == 0.4
+    assert default["config"]["pair_margin"] == 0.02 and default["config"]["class_threshold"] is None
+    assert default["config"]["linkage"] == "pairs"
     assert default["config"]["encoder_params"]["identifier_weight"] == 0.3
     code, out, _ = run(capsys, "clones", tree, "-f", "json", "-q", "--threshold", "0.5", "--pair-margin", "none",
                        "--class-threshold", "0.9", "--linkage", "complete")
@@ -329,11 +334,18 @@ def test_example_codebase_manifest_pairs(capsys, tmp_path):
     results = json.loads((tmp_path / "ex.sarif").read_text())["runs"][0]["results"]
     assert len(results) == len(doc["pairs"])
     assert {r["ruleId"] for r in results} >= {"T1", "T2", "T3"}
+    # --lexical-min-t3 0.7 drops the MT3-band pairs (the C str_trim/trim_copy row among them)
+    code, out, _ = run(capsys, "clones", EXAMPLE, "-f", "json", "--lexical-min-t3", "0.7", "-q")
+    strict = json.loads(out)
+    assert code == 0 and strict["config"]["lexical_min_t3"] == 0.7 and strict["stats"]["weak_lexical_dropped"] >= 2
+    assert all(p["band"] in (None, "VST3", "ST3") for p in strict["pairs"])
+    code, _, err = run(capsys, "clones", EXAMPLE, "--lexical-min-t3", "high")
+    assert code == 2 and "--lexical-min-t3" in err
 
 
 # ------------------------------------------------------------------------------------- finetune
 def test_load_training_pairs_formats(tmp_path):
-    from twinspect.code.cli import load_training_pairs
+    from twinspect.code.training_pairs import load_training_pairs
 
     src = tmp_path / "src"
     src.mkdir()
@@ -400,3 +412,25 @@ def test_finetune_then_scan_with_model(capsys, tmp_path, tree):
     assert code == 0, err
     got = pairs_by_location(json.loads(out))
     assert got[frozenset({"src/shop.py:total_price", "src/cart.py:total_price"})]["type"] == "T1"
+
+
+def test_skipped_files_summarised_in_one_line_on_stderr(capsys, tmp_path):
+    root = tmp_path / "p"
+    root.mkdir()
+    (root / "ok.py").write_text(BASE)
+    (root / "blob.py").write_bytes(b"x = 1\x00\x01")
+    (root / "old.py").write_bytes(BASE.replace("total", "caf\xe9").encode("cp1252"))
+    (root / "notes.txt").write_text("not code\n")
+    code, out, err = run(capsys, "clones", root, "-f", "json", "-o", tmp_path / "r.json")
+    assert code == 0
+    lines = [ln for ln in err.splitlines() if ln.startswith("skipped")]
+    assert lines == ["skipped 1 files (binary 1); decoded 1 non-UTF-8 files as Windows-1252/Latin-1"]
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert any(f["path"] == "old.py" for f in doc["fragments"])
+
+
+def test_output_directory_is_one_clear_line_exit_2(capsys, tmp_path):
+    code, out, err = run(capsys, "clones", EXAMPLE, "-f", "sarif", "-o", tmp_path)
+    assert code == 2 and "is a directory" in err and "Traceback" not in err
+    assert len([ln for ln in err.splitlines() if ln.strip()]) <= 2  # the error and its hint
+    assert list(tmp_path.iterdir()) == []

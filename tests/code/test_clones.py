@@ -267,12 +267,12 @@ def test_class_threshold_below_threshold_merges_without_reporting_pair():
     frags = [distinct_function(i) for i in range(3)]
     a = math.acos(0.6)
     vecs = np.stack([unit(1, 0), unit(math.cos(a), math.sin(a)), unit(0, 0, 1)])  # cos(0,1) = 0.6
-    report = detect(frags, DetectConfig(threshold=0.7, class_threshold=0.5), vectors=vecs)
+    report = detect(frags, DetectConfig(threshold=0.7, class_threshold=0.5, linkage="average"), vectors=vecs)
     assert report.pairs == []
     assert report.classes == [[0, 1]]
     assert report.stats["knn_edges"] == 1
     # at class_threshold = threshold the same edge neither pairs nor merges
-    same = detect(frags, DetectConfig(threshold=0.7, class_threshold=None), vectors=vecs)
+    same = detect(frags, DetectConfig(threshold=0.7, class_threshold=None, linkage="average"), vectors=vecs)
     assert same.pairs == [] and same.classes == []
     # average linkage at the lower threshold: the chain 0-1-2 (0.9, 0.9, cos(0,2) = 0.62) is one class,
     # but (0, 2) is not reported
@@ -284,7 +284,8 @@ def test_class_threshold_below_threshold_merges_without_reporting_pair():
 
 def test_default_config_is_the_tuned_one():
     cfg = DetectConfig()
-    assert (cfg.threshold, cfg.class_threshold, cfg.linkage, cfg.top_k, cfg.pair_margin) == (0.7, 0.4, "average", 10, 0.02)
+    assert (cfg.threshold, cfg.class_threshold, cfg.linkage, cfg.top_k, cfg.pair_margin) == (0.7, None, "pairs", 10, 0.02)
+    assert cfg.candidate_threshold == 0.4 and cfg.edge_threshold == 0.4
     assert cfg.encoder_params == {"identifier_weight": 0.3, "identifier_mode": "subtokens"}
     assert DetectConfig(encoder="neural").encoder_params == {}
     assert cfg.to_dict()["pair_margin"] == 0.02
@@ -369,3 +370,42 @@ def test_scan_with_lexical_encoder_finds_typed_clones(tmp_path):
 def test_scan_missing_path_is_input_error(tmp_path):
     with pytest.raises(InputError):
         scan([tmp_path / "missing"])
+
+
+def test_pair_classes_are_cliques_of_reported_pairs():
+    # the chain 0-1-2 (cos 0.9, 0.9; cos(0, 2) = 0.62): average linkage at 0.6 makes one class holding
+    # the unreported pair (0, 2); the default "pairs" classes never imply a pair below the threshold
+    frags = [distinct_function(i) for i in range(3)]
+    report = detect(frags, DetectConfig(threshold=0.85), vectors=chain_vectors())
+    assert {(p.a, p.b) for p in report.pairs} == {(0, 1), (1, 2)}
+    assert report.classes == [[0, 1]] or report.classes == [[1, 2]]
+    assert report.stats["class_sizes"]["2"] == 1 and report.stats["largest_class"] == 2
+    # a stricter class threshold splits classes whose implied pairs fall below it
+    strict = detect(frags, DetectConfig(threshold=0.85, class_threshold=0.95), vectors=chain_vectors())
+    assert strict.classes == [] and len(strict.pairs) == 2
+
+
+def test_pair_classes_invariants_on_copies():
+    frags = copies(3) + [one(T3_COPY, "variant.py")]
+    vecs = np.stack([unit(1, 0)] * 3 + [unit(1, 0.3)])
+    report = detect(frags, DetectConfig(threshold=0.8), vectors=vecs)
+    in_pairs = {i for p in report.pairs for i in (p.a, p.b)}
+    assert report.classes == [[0, 1, 2, 3]]
+    for c in report.classes:
+        assert set(c) <= in_pairs
+        sims = vecs[c] @ vecs[c].T
+        assert (sims >= 0.8 - 1e-6).all()
+
+
+def test_hnsw_threads_option_and_seeded_single_thread_build_is_reproducible():
+    rng = np.random.default_rng(0)
+    frags = [distinct_function(i, f"f{i}.py") for i in range(40)]
+    vecs = rng.normal(size=(40, 16)).astype(np.float32)
+    vecs[1] = vecs[0] + 0.01
+    one_a = detect(frags, DetectConfig(index="hnsw", threshold=0.5, seed=3), vectors=vecs)
+    one_b = detect(frags, DetectConfig(index="hnsw", threshold=0.5, seed=3), vectors=vecs)
+    assert [(p.a, p.b) for p in one_a.pairs] == [(p.a, p.b) for p in one_b.pairs]
+    two = detect(frags, DetectConfig(index="hnsw", threshold=0.5, seed=3, threads=2), vectors=vecs)
+    assert two.config["threads"] == 2 and two.pairs
+    with pytest.raises(InputError):
+        DetectConfig(threads=0).validate()

@@ -190,7 +190,7 @@ def test_lexical_idf_downweights_common_ngrams(frags):
     fib = corpus[by_name(corpus, "fib")]
     x = enc.encode_sparse([fib]).toarray()[0]
     # the column of 'while' carries more weight than the column of 'return' (both appear once)
-    from twinspect.code.encoders.lexical import _U64, _blake64, _mix, _FEAT_MASK, _SALT_STRUCT
+    from twinspect.code.encoders.lexical import _FEAT_MASK, _SALT_STRUCT, _U64, _blake64, _mix
 
     def column(tok):
         h = _mix(np.array([_blake64(tok)], dtype=_U64) + _U64(_SALT_STRUCT)) & _FEAT_MASK

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from twinspect.code import evaluate as ev
-from twinspect.code.evaluate import BCBPair, FoundPairs, SSCDLabel, Span
+from twinspect.code.evaluate import BCBPair, FoundPairs, Span, SSCDLabel
 
 SHARED = Path(__file__).resolve().parents[2] / ".." / "shared"
 SSCD_DIR = SHARED / "data" / "clones" / "sscd"
@@ -201,6 +201,28 @@ def test_bcb_pair_or_same_class_and_fp_rate():
     assert out["recall"]["T2"] == pytest.approx(0.5)
     assert out["fp"] == 1 and out["negatives"] == 4
     assert out["fp_rate"] == pytest.approx(0.25)
+    # pair recall: the same labels, credited only for reported pairs (FPs counted the same way)
+    pairs_only = ev.score_bcb(FoundPairs(found.pairs), labels)
+    assert pairs_only["recall"]["T1"] == pytest.approx(1.0) and pairs_only["recall"]["T2"] == 0.0
+    assert pairs_only["fp"] == 0 and pairs_only["negatives"] == 4
+
+
+def test_bcb_split_by_functionality_keeps_clone_groups_whole():
+    # two functionalities {1,2,3} and {4,5} (+ {6,7}); non-clone pairs inside and across them
+    labels = [BCBPair(1, 2, True, 0), BCBPair(2, 3, True, 3), BCBPair(4, 5, True, 1), BCBPair(6, 7, True, 2),
+              BCBPair(1, 4, False, 5), BCBPair(3, 1, False, 5), BCBPair(6, 5, False, 5)]
+    groups = ev.functionality_groups(labels)
+    assert groups[1] == groups[2] == groups[3] != groups[4] == groups[5] != groups[6]
+    funcs = [{"id": i, "code": ""} for i in range(1, 8)]
+    tune_f, tune_l = ev.bcb_split(funcs, labels, "tune", seed=0)
+    test_f, test_l = ev.bcb_split(funcs, labels, "test", seed=0)
+    assert {f["id"] for f in tune_f}.isdisjoint({f["id"] for f in test_f})
+    for part in (tune_l, test_l):
+        assert part and all(groups[lab.id1] == groups[lab.id2] or not lab.is_clone for lab in part)
+    # every clone label lands in one half; the cross-half non-clone pairs are dropped
+    assert sum(lab.is_clone for lab in tune_l + test_l) == 4
+    with pytest.raises(ValueError, match="split"):
+        ev.bcb_split(funcs, labels, "dev")
 
 
 def test_found_pairs_from_fragment_view():

@@ -74,12 +74,15 @@ def test_binary_undecodable_too_large(tmp_path):
     write(tmp_path / "latin1.py", data="# caf\xe9\nx = '\xe9'\n".encode("latin-1"))
     write(tmp_path / "bom.py", data=b"\xef\xbb\xbf" + PY_FUNC.encode())
     write(tmp_path / "big.py", "x = 1\n" * 100)
+    write(tmp_path / "utf16.py", data="x = 'caf\xe9'\n".encode("utf-16-le"))  # NUL bytes: binary
+    write(tmp_path / "c1.py", data=b"x = 1\n\x81\x8d\n")  # not UTF-8, not Windows-1252, C1 controls
     fragments, stats = mine([tmp_path], max_file_bytes=300)
-    assert stats.skipped.get("binary") == 1
+    assert stats.skipped.get("binary") == 2
     assert stats.skipped.get("undecodable") == 1
     assert stats.skipped.get("too_large") == 1
-    assert stats.files_seen == 5
-    assert stats.files_parsed == 2  # ok.py and bom.py
+    assert stats.files_seen == 7
+    assert stats.files_parsed == 3  # ok.py, bom.py and latin1.py (Windows-1252 fallback)
+    assert stats.files_decoded_fallback == 1
     # BOM stripped: the fragment of bom.py starts at line 1 with "def"
     bom = [f for f in fragments if f.path == "bom.py"]
     assert len(bom) == 1 and bom[0].text.startswith("def f")
@@ -88,7 +91,11 @@ def test_binary_undecodable_too_large(tmp_path):
 def test_read_source_normalises_crlf_and_counts_skips(tmp_path):
     files, stats = discover([write(tmp_path / "w.py", data=b"def f():\r\n    return 1\r\n")])
     assert read_source(files[0], stats) == "def f():\n    return 1\n"
-    bad = write(tmp_path / "bad.py", data=b"\xff\xfe\xfa")
+    latin = write(tmp_path / "latin.py", data=b"# caf\xe9 \x93quoted\x94\nx = 1\n")
+    files, stats = discover([latin])
+    assert read_source(files[0], stats) == "# caf\xe9 \u201cquoted\u201d\nx = 1\n"
+    assert stats.files_decoded_fallback == 1 and stats.skipped == {}
+    bad = write(tmp_path / "bad.py", data=b"x = 1\n\x81\x9d\n")
     files, stats = discover([bad])
     assert read_source(files[0], stats) is None
     assert stats.skipped == {"undecodable": 1}

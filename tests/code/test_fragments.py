@@ -206,13 +206,20 @@ def test_python_docstring_is_kept_in_code():
     assert '"""Doc."""' in f.code
 
 
-def test_min_lines_counts_spanned_lines():
-    src = "def a():\n    return 1\n\n\ndef b():\n\n    # c\n\n    return 2\n"
+def test_min_lines_counts_code_lines_only():
+    src = ("def a():\n    return 1\n\n\ndef b():\n\n    # c\n\n    return 2\n\n\n"
+           "def c(x):\n    \"\"\"A long\n    docstring\n    of\n    five lines.\n    \"\"\"\n    y = x\n    return y\n")
     stats = ScanStats()
-    fs = frags(src, "python", min_lines=5, stats=stats)
-    assert spans(fs) == [("b", 5, 9)]  # blank and comment lines count: 9 - 5 + 1 = 5
-    assert stats.fragments == 1 and stats.fragments_too_short == 1 and stats.files_parsed == 1
-    assert spans(frags(src, "python", min_lines=6)) == []
+    # b spans 5 lines but holds 2 code lines; c spans 8 lines, 3 of them code (docstring left out)
+    assert spans(frags(src, "python", min_lines=2, stats=stats)) == [("a", 1, 2), ("b", 5, 9), ("c", 12, 19)]
+    stats = ScanStats()
+    assert spans(frags(src, "python", min_lines=3, stats=stats)) == [("c", 12, 19)]
+    assert stats.fragments == 1 and stats.fragments_too_short == 2 and stats.files_parsed == 1
+    assert spans(frags(src, "python", min_lines=4)) == []
+    # C: a comment block and blank lines do not count
+    c_src = "int f(int a)\n{\n  /* one\n     two */\n\n  return a;\n}\n"
+    assert len(extract_fragments(c_src, "x.c", "c", min_lines=4)) == 1  # f(...), {, return, }
+    assert extract_fragments(c_src, "x.c", "c", min_lines=5) == []
 
 
 def test_error_regions_drop_only_affected_functions():
@@ -390,3 +397,30 @@ def tokens_of(f):
     from twinspect.code.normalize import tokens
 
     return tuple(tokens(f))
+
+
+def test_cpp_header_is_parsed_as_cpp_and_macro_functions_are_named_by_their_arguments():
+    header = textwrap.dedent("""\
+        namespace geo {
+        class Box {
+         public:
+          int area() const {
+            int w = hi_x - lo_x;
+            int h = hi_y - lo_y;
+            return w * h;
+          }
+         private:
+          int lo_x, lo_y, hi_x, hi_y;
+        };
+        }  // namespace geo
+        """)
+    names = [f.name for f in extract_fragments(header, "box.h", "c", min_lines=1)]
+    assert names == ["geo::Box::area"] or names == ["Box::area"], names
+    # a plain C header stays C
+    c_header = "static int twice(int x)\n{\n    return 2 * x;\n}\n"
+    (f,) = extract_fragments(c_header, "t.h", "c", min_lines=1)
+    assert f.language == "c" and f.name == "twice"
+    # functions written through a test macro are named with the macro's arguments
+    tests = "TEST(Strtod, Empty) {\n  CHECK(1);\n}\n\nTEST(Strtod, Digits) {\n  CHECK(2);\n}\n"
+    assert [f.name for f in extract_fragments(tests, "t.cc", "cpp", min_lines=1)] == \
+        ["TEST(Strtod, Empty)", "TEST(Strtod, Digits)"]

@@ -177,6 +177,16 @@ def test_python_renamed_function_is_t2():
     assert len(t1_key(a)) == 32 and int(t1_key(a), 16) >= 0
 
 
+def test_assertion_names_are_not_abstracted():
+    t = one("def test_a(self):\n    x = make(1)\n    self.assertTrue(x.ok)\n", "python")
+    f = one("def test_b(self):\n    y = make(2)\n    self.assertFalse(y.ok)\n", "python")
+    r = one("def test_c(self):\n    z = build(3)\n    self.assertTrue(z.done)\n", "python")
+    assert t2_key(t) != t2_key(f) and t2_key(t) == t2_key(r)
+    assert "assertTrue" in abstract_tokens(t) and "make" not in abstract_tokens(t)
+    j = one("void t() { assertEquals(1, f()); EXPECT_EQ(a, b); }", "java")
+    assert {"assertEquals", "EXPECT_EQ"} <= set(abstract_tokens(j))
+
+
 def test_bundled_example_manifest_pairs(examples_dir):
     fs, _ = mine([examples_dir])
     by = {(f.path, f.name): f for f in fs}

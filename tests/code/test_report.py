@@ -188,3 +188,41 @@ def test_empty_report_renders(tmp_path):
     assert "No clone pairs." in page
     assert rp.to_sarif(rep)["runs"][0]["results"] == []
     assert json.loads(rp.to_json(rep))["pairs"] == []
+
+
+def test_sarif_rule_texts_and_partial_fingerprints(report):
+    run = rp.to_sarif(report)["runs"][0]
+    texts = [r["shortDescription"]["text"] for r in run["tool"]["driver"]["rules"]]
+    assert texts == ["Type-1 code clone", "Type-2 code clone", "Type-3 code clone", "Type-4 code clone"]
+    fps = [r["partialFingerprints"]["cloneFragments/v1"] for r in run["results"]]
+    assert len(set(fps)) == len(fps) and all(re.fullmatch(r"[0-9a-f]{32}", f) for f in fps)
+    # moving both fragments down the file (an edit above them) keeps the fingerprints
+    shifted = make_report()
+    shifted.fragments = [dataclasses.replace(f, start_line=f.start_line + 5, end_line=f.end_line + 5)
+                         for f in shifted.fragments]
+    assert [r["partialFingerprints"] for r in rp.to_sarif(shifted)["runs"][0]["results"]] == \
+        [r["partialFingerprints"] for r in run["results"]]
+
+
+def test_rich_markup_in_paths_is_shown_as_is():
+    frags = []
+    for path, src in (("[red]x[/red].py", A_SRC), ("[bold]b.py", B_SRC)):
+        frags += extract_fragments(src, path, "python", min_lines=1)
+    rep = detect(frags, DetectConfig(threshold=0.9), vectors=np.array([[1, 0], [1, 0.01]], dtype=np.float32))
+    buf = io.StringIO()
+    rp.print_terminal(rep, Console(file=buf, width=250))
+    assert "[red]x[/red].py:1-9" in buf.getvalue() and "[bold]b.py" in buf.getvalue()
+
+
+def test_output_that_is_a_directory_is_one_input_error(tmp_path, report):
+    for fmt in ("json", "sarif", "table", "html"):
+        with pytest.raises(InputError, match="is a directory"):
+            rp.write_report(report, fmt, tmp_path, quiet=True)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_summary_gives_class_sizes(report):
+    line = rp.summary_line(report)
+    assert f"{len(report.classes)} clone classes" in line
+    if report.classes:
+        assert "largest" in line

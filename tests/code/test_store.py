@@ -245,7 +245,7 @@ def test_interrupted_runs_leave_previous_index_intact(tmp_path, monkeypatch):
         CloneIndex.build([src], out, encoder=enc, index_kind="hnsw")
     # an update that dies while writing the new directory (after the vectors were written)
     (src / "new.py").write_text(NEW)
-    import twinspect.code.store as store_mod
+    import twinspect.code.index_format as store_mod  # the on-disk format (moved out of store)
 
     real = store_mod.write_json
 

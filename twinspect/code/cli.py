@@ -16,10 +16,13 @@ from __future__ import annotations
 import difflib
 import os
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional, cast
 
 import typer
 from typer.core import TyperGroup
+
+if TYPE_CHECKING:
+    from rich.console import JustifyMethod
 
 from twinspect.code.clones import DetectConfig
 from twinspect.errors import InputError
@@ -59,10 +62,14 @@ LanguageOpt = Annotated[
     typer.Option("--language", "-l", help="Parse every source file as this language (python, java, c, cpp) "
                  "instead of detecting it from the extension."),
 ]
-MinLinesOpt = Annotated[int, typer.Option("--min-lines", help="Ignore functions shorter than this many lines.")]
+MinLinesOpt = Annotated[int, typer.Option("--min-lines", help="Ignore functions with fewer code lines than this (blank, comment and docstring lines do not count).")]
 EncoderOpt = Annotated[str, typer.Option("--encoder", "-e", help="Fragment encoder: lexical or neural.")]
 MaxTokensOpt = Annotated[
     Optional[int], typer.Option("--max-tokens", help="Neural encoder: tokens per fragment (truncation).")
+]
+RuntimeOpt = Annotated[
+    Optional[str], typer.Option("--runtime", help="Neural encoder runtime: torch (reference), onnx, or onnx-int8 "
+                                "(ONNX Runtime, dynamic int8 weights; fastest on CPU).")
 ]
 BatchSizeOpt = Annotated[Optional[int], typer.Option("--batch-size", help="Neural encoder: batch size.")]
 ModelPathOpt = Annotated[
@@ -72,9 +79,11 @@ IndexOpt = Annotated[str, typer.Option("--index", help="k-NN index: exact or hns
 TopKOpt = Annotated[int, typer.Option("--top-k", "-k", help="Neighbours retrieved per fragment (SSCD's topN).")]
 ThresholdOpt = Annotated[float, typer.Option("--threshold", "-t", help="Minimum cosine similarity of a clone pair.")]
 ClassThresholdOpt = Annotated[
-    float,
-    typer.Option("--class-threshold", help="Minimum similarity for merging clone classes. May be below "
-                 "--threshold: classes then also join fragments that are not reported as a pair."),
+    Optional[float],
+    typer.Option("--class-threshold", help="With --linkage pairs (default): minimum similarity of every pair a "
+                 "clone class implies (at least --threshold; default --threshold). With the clustering "
+                 "linkages: minimum similarity for merging, may be below --threshold (classes then also "
+                 "join fragments that are not reported as a pair)."),
 ]
 PairMarginOpt = Annotated[
     str,
@@ -83,9 +92,18 @@ PairMarginOpt = Annotated[
                  "of one of its two fragments (weaker neighbours are mostly near-misses); 0 keeps best "
                  "matches only, 'none' disables the rule. Exact (T1/T2) duplicates are always reported."),
 ]
+LexMinT3Opt = Annotated[
+    str,
+    typer.Option("--lexical-min-t3", metavar="SIM|none",
+                 help="Lexical encoder: report a Type-3 pair only if its abstracted-token similarity is at "
+                 "least SIM (0.7 keeps the VST3/ST3 bands: more precise on real code, where MT3/WT3 pairs "
+                 "found by lexical similarity alone were mostly not clones; less recall); 'none' keeps them."),
+]
 LinkageOpt = Annotated[
     str,
-    typer.Option("--linkage", help="Clone-class linkage: single, average, complete or none (buckets only)."),
+    typer.Option("--linkage", help="Clone classes: pairs (default; cliques of reported pairs: every member is in a reported "
+                 "pair and every implied pair clears --class-threshold), or the clustering linkages single, "
+                 "average, complete, none (T2 buckets only)."),
 ]
 MOpt = Annotated[int, typer.Option("--M", help="HNSW graph degree.")]
 EfcOpt = Annotated[int, typer.Option("--ef-construction", help="HNSW build-time candidate list size.")]
@@ -105,10 +123,13 @@ OutputOpt = Annotated[
 LimitOpt = Annotated[int, typer.Option("--limit", help="Rows of the terminal table.")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")]
 SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed (HNSW construction).")]
+ThreadsOpt = Annotated[int, typer.Option("--threads", help="HNSW threads (-1 = all cores); 1 builds a reproducible "
+                                         "graph for a given --seed.")]
 
 
-def _parse_margin(value: str | float | None) -> float | None:
-    """``--pair-margin`` as a float, or None for ``none``/``off``.
+def _parse_margin(value: str | float | None, option: str = "--pair-margin") -> float | None:
+    """``--pair-margin`` (or another ``option`` taking a number or ``none``) as a float, or None
+    for ``none``/``off``.
 
     Raises:
         InputError: neither a number nor ``none``.
@@ -121,7 +142,7 @@ def _parse_margin(value: str | float | None) -> float | None:
     try:
         return float(text)
     except ValueError:
-        raise InputError(f"--pair-margin must be a number or 'none', got {value!r}") from None
+        raise InputError(f"{option} must be a number or 'none', got {value!r}") from None
 
 
 def _fmt_margin(value: float | None) -> str:
@@ -129,7 +150,7 @@ def _fmt_margin(value: float | None) -> str:
 
 
 def _encoder_params(
-    encoder: str, max_tokens: int | None, batch_size: int | None, model_path: Path | None
+    encoder: str, max_tokens: int | None, batch_size: int | None, model_path: Path | None, runtime: str | None = None
 ) -> dict | None:
     """Encoder keyword arguments from the CLI options; None (= the encoder's tuned defaults) when none given."""
     params: dict[str, Any] = {}
@@ -138,13 +159,15 @@ def _encoder_params(
             params["max_tokens"] = max_tokens
         if batch_size is not None:
             params["batch_size"] = batch_size
+        if runtime is not None:
+            params["runtime"] = runtime
         if model_path is not None:
             from twinspect._io import require_readable
 
             require_readable(model_path, "model directory")
             params["model_path"] = str(model_path)
-    elif any(v is not None for v in (max_tokens, batch_size, model_path)):
-        raise InputError("--max-tokens, --batch-size and --model-path apply to the neural encoder only",
+    elif any(v is not None for v in (max_tokens, batch_size, model_path, runtime)):
+        raise InputError("--max-tokens, --batch-size, --model-path and --runtime apply to the neural encoder only",
                          hint="add --encoder neural")
     return params or None
 
@@ -186,12 +209,14 @@ def scan_command(
     max_tokens: MaxTokensOpt = None,
     batch_size: BatchSizeOpt = None,
     model_path: ModelPathOpt = None,
+    runtime: RuntimeOpt = None,
     index: IndexOpt = _D.index,
     top_k: TopKOpt = _D.top_k,
     threshold: ThresholdOpt = _D.threshold,
-    class_threshold: ClassThresholdOpt = _D.effective_class_threshold,
+    class_threshold: ClassThresholdOpt = _D.class_threshold,
     linkage: LinkageOpt = _D.linkage,
     pair_margin: PairMarginOpt = _fmt_margin(_D.pair_margin),
+    lexical_min_t3: LexMinT3Opt = _fmt_margin(_D.lexical_min_t3),
     M: MOpt = _D.M,
     ef_construction: EfcOpt = _D.ef_construction,
     ef_search: EfsOpt = _D.ef_search,
@@ -203,10 +228,11 @@ def scan_command(
     limit: LimitOpt = 20,
     quiet: QuietOpt = False,
     seed: SeedOpt = _D.seed,
+    threads: ThreadsOpt = _D.threads,
 ) -> None:
     """Find clone pairs and clone classes in source files/directories and report them.
 
-    Functions and methods are embedded; their nearest neighbours above --threshold (and within --pair-margin of a best match) become clone pairs typed T1-T4 (BigCloneBench bands for Type-3). Clone classes are grouped along neighbour edges above --class-threshold (--linkage).
+    Functions and methods are embedded; their nearest neighbours above --threshold (and within --pair-margin of a best match) become clone pairs typed T1-T4 (BigCloneBench bands for Type-3). Clone classes are cliques of reported pairs (--linkage pairs): every member is in a reported pair and every pair a class implies clears --threshold (--class-threshold).
     """
     from twinspect.code.clones import scan
     from twinspect.code.report import FORMATS, write_report
@@ -214,15 +240,40 @@ def scan_command(
     _check_choice("--format", fmt, FORMATS)
     if fmt == "html" and output is None:
         raise InputError("the html format needs an output file", hint="pass -o report.html")
+    if output is not None and output.is_dir():  # fail before the scan, not after it
+        raise InputError(f"{output}: is a directory, expected a report file path",
+                         hint=f"pass a file, e.g. -o {output / ('report.' + ('txt' if fmt == 'table' else fmt))}")
     _check_paths(paths)
     config = _build_config(
-        encoder=encoder, encoder_params=_encoder_params(encoder, max_tokens, batch_size, model_path),
+        encoder=encoder, encoder_params=_encoder_params(encoder, max_tokens, batch_size, model_path, runtime),
         index=index, top_k=top_k, threshold=threshold, class_threshold=class_threshold, linkage=linkage,
         pair_margin=pair_margin, M=M, ef_construction=ef_construction, ef_search=ef_search, min_lines=min_lines, seed=seed,
+        threads=threads,
     )
+    config.lexical_min_t3 = _parse_margin(lexical_min_t3, "--lexical-min-t3")
+    config.validate()
     report = scan(paths, config, exclude=tuple(exclude or ()), max_file_bytes=max_file_bytes,
                   respect_gitignore=not no_gitignore, language=language, quiet=quiet)
     write_report(report, fmt, output, quiet=quiet, limit=limit)
+    if not quiet:
+        line = skipped_summary(report.stats)
+        if line:
+            from rich.console import Console
+            from rich.text import Text
+
+            Console(stderr=True).print(Text(line), highlight=False, soft_wrap=True)
+
+
+def skipped_summary(stats: dict[str, Any]) -> str:
+    """One line about files not mined (skipped by reason, decoded as Windows-1252/Latin-1), or ""."""
+    skipped = {k: v for k, v in (stats.get("skipped") or {}).items() if v and k not in ("excluded", "gitignored", "unsupported")}
+    parts = []
+    if skipped:
+        parts.append(f"skipped {sum(skipped.values())} files ("
+                     + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in skipped.items()) + ")")
+    if stats.get("files_decoded_fallback"):
+        parts.append(f"decoded {stats['files_decoded_fallback']} non-UTF-8 files as Windows-1252/Latin-1")
+    return "; ".join(parts)
 
 
 def index_command(
@@ -236,6 +287,7 @@ def index_command(
     max_tokens: MaxTokensOpt = None,
     batch_size: BatchSizeOpt = None,
     model_path: ModelPathOpt = None,
+    runtime: RuntimeOpt = None,
     index: IndexOpt = _D.index,
     M: MOpt = _D.M,
     ef_construction: EfcOpt = _D.ef_construction,
@@ -255,7 +307,7 @@ def index_command(
 
     _check_paths(paths)
     config = _build_config(
-        encoder=encoder, encoder_params=_encoder_params(encoder, max_tokens, batch_size, model_path),
+        encoder=encoder, encoder_params=_encoder_params(encoder, max_tokens, batch_size, model_path, runtime),
         index=index, M=M, ef_construction=ef_construction, ef_search=ef_search, min_lines=min_lines, seed=seed,
     )
     t0 = time.perf_counter()
@@ -283,64 +335,6 @@ def index_command(
         )
 
 
-def _parse_target(target: str) -> tuple[Path, int | None]:
-    """Split ``FILE[:LINE]`` (a file whose own name ends in ``:digits`` is taken whole if it exists)."""
-    path = Path(target)
-    if not path.exists() and ":" in target:
-        head, _, tail = target.rpartition(":")
-        if tail.isdigit():
-            line = int(tail)
-            if line < 1:
-                raise InputError(f"line numbers start at 1, got {line}", head)
-            return Path(head), line
-    return path, None
-
-
-def resolve_query_fragment(
-    target: str, *, language: str | None = None, root: str | Path | None = None
-) -> tuple[Any, Path]:
-    """Parse ``FILE[:LINE]`` on the fly and pick the fragment to query.
-
-    The innermost fragment containing LINE is chosen; without LINE, the file's first fragment.
-    Fragments of any length are considered (no minimum number of lines).
-
-    Args:
-        target: ``path/to/file.py`` or ``path/to/file.py:42``.
-        language: force the language of the file.
-        root: the indexed root; when the file lies under it, the fragment's path is made relative
-            to it (so it matches the index's own fragments).
-
-    Returns:
-        ``(fragment, file_path)``.
-
-    Raises:
-        InputError: the file does not exist or cannot be read, holds no function, or no function
-            contains LINE.
-    """
-    import dataclasses
-    import os
-
-    from twinspect._io import require_readable
-    from twinspect.code.fragments import fragment_at, mine
-
-    path, line = _parse_target(target)
-    require_readable(path, "file")
-    if path.is_dir():
-        raise InputError("is a directory; query takes FILE[:LINE]", path)
-    fragments, _ = mine([path], language=language, min_lines=1, respect_gitignore=False, quiet=True)
-    if not fragments:
-        raise InputError("no function or method found in the file", path,
-                         hint="is the language supported? try --language")
-    frag = fragment_at(fragments, fragments[0].path, line)
-    if root is not None:
-        ap, ar = os.path.abspath(path), os.path.abspath(root)
-        if os.path.commonpath([ap, ar]) == ar:
-            frag = dataclasses.replace(frag, path=Path(os.path.relpath(ap, ar)).as_posix())
-        else:  # outside the indexed tree: an absolute path never collides with an indexed one
-            frag = dataclasses.replace(frag, path=Path(ap).as_posix())
-    return frag, path
-
-
 def query_command(
     index_dir: Annotated[Path, typer.Argument(help="Directory of an index built by `twinspect clones index`.",
                                               show_default=False, metavar="DIR")],
@@ -360,8 +354,8 @@ def query_command(
     from rich.console import Console
 
     from twinspect._io import atomic_write, require_readable
-    from twinspect.code.clone_types import classify_pair
-    from twinspect.code.clones import overlaps, scan_root
+    from twinspect.code.clones import scan_root
+    from twinspect.code.query import query_clones, query_result, resolve_query_fragment
     from twinspect.code.report import fragment_label, output_console
     from twinspect.code.store import CloneIndex
 
@@ -372,30 +366,10 @@ def query_command(
     store = CloneIndex.load(index_dir)
     root = scan_root(store.manifest.get("roots") or []) or None
     frag, _ = resolve_query_fragment(target, language=language, root=root)
-    hits = store.query(frag, k=top_k, threshold=threshold)
-    clones = []
-    for other, sim in hits:
-        if overlaps(frag, other):  # the queried function itself (or its parent/child) when indexed
-            continue
-        ct = classify_pair(frag, other)
-        clones.append((other, float(sim), ct))
-        if len(clones) >= top_k:
-            break
+    hits = query_clones(store, frag, top_k=top_k, threshold=threshold)
+    clones = [(h.fragment, h.similarity, h.clone_type) for h in hits]
     if fmt == "json":
-        doc = {
-            "index": str(index_dir),
-            "query": {"path": frag.path, "start_line": frag.start_line, "end_line": frag.end_line,
-                      "name": frag.name, "language": frag.language},
-            "top_k": top_k,
-            "threshold": threshold,
-            "clones": [
-                {"path": o.path, "start_line": o.start_line, "end_line": o.end_line, "name": o.name,
-                 "language": o.language, "similarity": round(s, 6), "type": ct.type, "band": ct.band,
-                 "t3_similarity": None if ct.t3_similarity is None else round(ct.t3_similarity, 6)}
-                for o, s, ct in clones
-            ],
-        }
-        text = json.dumps(doc, indent=2) + "\n"
+        text = json.dumps(query_result(index_dir, frag, top_k, threshold, hits), indent=2) + "\n"
         if output is None:
             typer.echo(text, nl=False)
         else:
@@ -407,7 +381,7 @@ def query_command(
     table = Table()
     for head, justify in (("#", "right"), ("clone", "left"), ("name", "left"), ("type", "left"),
                           ("similarity", "right")):
-        table.add_column(head, justify=justify, overflow="fold")
+        table.add_column(head, justify=cast("JustifyMethod", justify), overflow="fold")
     for i, (o, s, ct) in enumerate(clones):
         table.add_row(str(i), fragment_label(o), o.name, ct.type if ct.band is None else f"{ct.type} ({ct.band})",
                       f"{s:.3f}")
@@ -423,129 +397,6 @@ def query_command(
             emit(Console(file=fh, width=200, no_color=True))
     elif not quiet:
         emit(output_console())
-
-
-_POSITION_COLUMNS = (
-    ("path1", "start_line1", "end_line1", "path2", "start_line2", "end_line2"),
-    ("private_path", "private_start_line", "private_end_line", "os_path", "os_path_start_line", "os_path_end_line"),
-)
-_TRUE = {"1", "true", "yes", "y", "t", "clone"}
-
-
-def load_training_pairs(
-    path: str | Path, root: str | Path | None = None, language: str | None = None
-) -> list[tuple[Any, Any]]:
-    """Read labelled clone pairs for fine-tuning from a CSV or JSONL file.
-
-    Each row/record gives the two fragments either as code (``code1``, ``code2``) or as file
-    positions (``path1, start_line1, end_line1, path2, start_line2, end_line2``; SSCD's
-    ``private_path, private_start_line, ..., os_path_end_line`` columns are accepted too), with
-    paths relative to ``root`` (default: the pairs file's directory) and 1-based inclusive lines.
-    An optional ``label`` or ``is_clone`` column keeps only the rows marked as clones
-    (1/true/yes); other rows are ignored (in-batch negatives come from the other pairs).
-
-    Args:
-        path: ``.csv`` (with a header row) or ``.jsonl`` file.
-        root: directory that relative paths start from.
-        language: language of the fragments (default: each file's extension for positional rows,
-            the ``language`` column/field for code rows).
-
-    Returns:
-        A list of ``(Fragment, Fragment)`` clone pairs, in file order.
-
-    Raises:
-        InputError: the file is missing, unreadable, malformed, lacks the needed columns, or refers
-            to missing files or line ranges outside a file (the message names the file and row).
-    """
-    import csv
-    import json
-
-    from twinspect._io import require_readable
-    from twinspect.code.fragments import Fragment
-    from twinspect.code.languages import language_for
-
-    path = require_readable(path, "pairs file")
-    base = Path(root) if root is not None else path.parent
-    suffix = path.suffix.lower()
-    try:
-        with open(path, encoding="utf-8", newline="") as fh:
-            if suffix == ".csv":
-                rows = list(csv.DictReader(fh))
-            elif suffix in (".jsonl", ".ndjson"):
-                rows = []
-                for n, line in enumerate(fh, 1):
-                    if line.strip():
-                        try:
-                            rec = json.loads(line)
-                        except json.JSONDecodeError as exc:
-                            raise InputError(f"line {n} is not valid JSON: {exc.msg}", path) from exc
-                        if not isinstance(rec, dict):
-                            raise InputError(f"line {n} is not a JSON object", path)
-                        rows.append(rec)
-            else:
-                raise InputError("pairs file must be .csv or .jsonl", path)
-    except UnicodeDecodeError as exc:
-        raise InputError("pairs file is not UTF-8 text", path) from exc
-    except csv.Error as exc:
-        raise InputError(f"malformed CSV: {exc}", path) from exc
-    if not rows:
-        return []
-    keys = set(rows[0])
-    cols = next((c for c in _POSITION_COLUMNS if set(c) <= keys), None)
-    if cols is None and not {"code1", "code2"} <= keys:
-        raise InputError(
-            "pairs file needs columns code1,code2 or path1,start_line1,end_line1,path2,start_line2,end_line2",
-            path, hint=f"found: {', '.join(sorted(map(str, keys)))}",
-        )
-    label_key = next((k for k in ("label", "is_clone") if k in keys), None)
-    cache: dict[Path, list[str]] = {}
-
-    def lines_of(file: Path) -> list[str]:
-        if file not in cache:
-            try:
-                cache[file] = file.read_text(encoding="utf-8", errors="replace").splitlines()
-            except OSError as exc:
-                raise InputError(f"cannot read source file: {exc.strerror or exc}", file) from exc
-        return cache[file]
-
-    def lang(p: str, n: int) -> str:
-        found = language or language_for(p)
-        if not found:
-            raise InputError(f"row {n}: cannot tell the language of {p!r}", path, hint="pass --language")
-        return found
-
-    def positional(row: dict, n: int, i: int) -> Fragment:
-        rel, start, end = row[cols[3 * i]], row[cols[3 * i + 1]], row[cols[3 * i + 2]]
-        try:
-            start, end = int(start), int(end)
-        except (TypeError, ValueError) as exc:
-            raise InputError(f"row {n}: line numbers must be integers", path) from exc
-        file = base / str(rel)
-        src = lines_of(file)
-        if not 1 <= start <= end <= len(src):
-            raise InputError(f"row {n}: lines {start}-{end} are outside the file ({len(src)} lines)", file)
-        return Fragment(str(rel), start, end, "", lang(str(rel), n), "\n".join(src[start - 1 : end]))
-
-    pairs = []
-    for n, row in enumerate(rows, 1):
-        if label_key is not None and str(row.get(label_key)).strip().lower() not in _TRUE:
-            continue
-        if cols is not None:
-            pairs.append((positional(row, n, 0), positional(row, n, 1)))
-        else:
-            a, b = row.get("code1"), row.get("code2")
-            if not isinstance(a, str) or not isinstance(b, str) or not a.strip() or not b.strip():
-                raise InputError(f"row {n}: code1 and code2 must be non-empty strings", path)
-            la = language or str(row.get("language") or "")
-            if not la:
-                raise InputError(f"row {n}: no language for code1/code2", path,
-                                 hint="add a 'language' column/field or pass --language")
-            from twinspect.code.languages import canonical_language
-
-            la = canonical_language(la)
-            pairs.append((Fragment(f"row{n}.a", 1, a.count("\n") + 1, "", la, a),
-                          Fragment(f"row{n}.b", 1, b.count("\n") + 1, "", la, b)))
-    return pairs
 
 
 def finetune_command(
@@ -567,6 +418,8 @@ def finetune_command(
 ) -> None:
     """Fine-tune the neural encoder contrastively on labelled clone pairs (use it with --model-path)."""
     from rich.console import Console
+
+    from twinspect.code.training_pairs import load_training_pairs
 
     pairs = load_training_pairs(pairs_file, root=root, language=language)
     if len(pairs) < 2:

@@ -22,8 +22,8 @@ band ``WT3``, T1/T2 pairs have no band.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from twinspect.code.fragments import Fragment
 
@@ -43,9 +43,29 @@ TYPE_DESCRIPTIONS = {
     "T2": "Type-2 clone: identical structure apart from identifiers, literals and types.",
     "T3": "Type-3 clone: similar code with statements added, removed or modified "
     f"(abstracted-token similarity >= {MT3_MIN}).",
-    "T4": "Type-4 clone: similar by embedding only "
+    "T4": "Type-4 clone: similar by a semantic (neural) embedding only "
     f"(abstracted-token similarity < {MT3_MIN}; BigCloneBench's WT3/T4 band).",
 }
+#: Encoders whose similarity is lexical: below the MT3 band their pairs carry no semantic evidence
+#: and are reported as weak Type-3 (type T3, band WT3), never as T4.
+LEXICAL_ENCODERS = ("lexical",)
+
+
+def without_semantic_evidence(ct: CloneType) -> CloneType:
+    """Re-label a T4 (band WT3) type as weak Type-3 (``CloneType("T3", "WT3", s)``).
+
+    Used when the similarity that found the pair is lexical: a pair that clears the lexical
+    threshold but not the MT3 band has no semantic evidence of being a Type-4 clone.
+
+    Args:
+        ct: a clone type from :func:`band_of` / :meth:`TypeClassifier.classify`.
+
+    Returns:
+        ``ct`` unchanged unless it is T4, else the same band and similarity typed T3.
+    """
+    if ct.type != "T4":
+        return ct
+    return CloneType("T3", ct.band, ct.t3_similarity)
 
 
 @dataclass(frozen=True, slots=True)

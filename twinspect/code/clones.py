@@ -36,9 +36,24 @@ depend on these pairs: it is carried by the clone classes, built at the lower ``
 (Tuning log: benchmarks/README.md, sections 5–6 — on SSCD the margin 0.02 at threshold 0.7 keeps
 recall at 96 % with ~91 % strict precision.)
 
-**Clone classes** are built by agglomerating buckets along the k-NN edges (between representatives)
-whose similarity is at least ``class_threshold`` (default 0.40; None means ``threshold``), strongest
-edge first. ``class_threshold`` may be lower than ``threshold``: the top_k edges are then collected
+**T4 needs semantic evidence.** A pair whose abstracted-token similarity is below the MT3 band
+is typed T4 only when a semantic encoder (``neural``, a fine-tuned model, or caller-given vectors)
+found it; with the lexical encoder it is weak Type-3 (type T3, band WT3). With
+``lexical_min_t3=0.7`` lexical pairs below the ST3 band (MT3, WT3) are not reported at all
+(``stats["weak_lexical_dropped"]``): more precise on real code, less recall (see DetectConfig).
+
+**Clone classes** (default ``linkage="pairs"``) are built from the *reported pairs* only, by complete
+linkage: the pairs are visited strongest first, and the two groups of a pair are merged only if
+*every* pair of members across them is itself a qualifying clone pair — T2-identical (same bucket)
+or of cosine similarity ≥ ``max(threshold, class_threshold)``. So every member of a class is in at
+least one reported pair, and every pair a class implies is as similar as a reported pair must be: a
+class is a clique, it never chains (on flask the former average-linkage classes at 0.40 grew to 54
+members). The report's ``stats["class_sizes"]`` gives the size distribution.
+
+The other linkages keep the earlier, looser *clustering* view (documented for comparison and for
+class-based benchmark studies; their classes may hold fragments in no reported pair): buckets are
+agglomerated along the k-NN edges (between representatives) whose similarity is at least
+``class_threshold`` (None means ``threshold``), strongest edge first. ``class_threshold`` may be lower than ``threshold``: the top_k edges are then collected
 at ``min(threshold, class_threshold)``, classes may join fragments that are not reported as a pair,
 and pairs are still reported only at ≥ ``threshold``.
 Two groups joined by an edge are merged only if their *linkage* similarity — computed over the
@@ -62,11 +77,12 @@ Fragment ids are indices into the report's fragment list, sorted by (path, start
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 
-from twinspect.code.clone_types import BANDS, TYPES, TypeClassifier
+from twinspect.code.clone_types import BANDS, LEXICAL_ENCODERS, TYPES, TypeClassifier
 from twinspect.code.fragments import Fragment
 from twinspect.errors import InputError
 from twinspect.progress import progress
@@ -82,7 +98,7 @@ DEFAULT_ENCODER_PARAMS: dict[str, dict[str, Any]] = {
     "neural": {},
 }
 INDEXES = ("exact", "hnsw")
-LINKAGES = ("single", "average", "complete", "none")
+LINKAGES = ("pairs", "single", "average", "complete", "none")
 _SEARCH_CHUNK = 1024  # queries per index.search call (progress granularity, bounded memory)
 
 
@@ -100,18 +116,32 @@ class DetectConfig:
         index: ``"exact"`` (brute-force cosine) or ``"hnsw"`` (approximate, hnswlib).
         top_k: neighbours retrieved per fragment (SSCD's topN; the paper uses 10).
         threshold: minimum cosine similarity of a reported pair, in [-1, 1].
-        class_threshold: minimum edge and linkage similarity for merging clone classes, in [-1, 1];
-            may be below ``threshold`` (edges are then collected at the lower value); None means
-            ``threshold``.
+        class_threshold: with ``linkage="pairs"``: a stricter similarity for class-implied pairs
+            (the effective value is ``max(threshold, class_threshold)``); with the clustering
+            linkages: minimum edge and linkage similarity for merging, may be below ``threshold``
+            (edges are then collected at the lower value). None means ``threshold``. In [-1, 1].
         pair_margin: a k-NN pair is reported only if its similarity is within this margin of the
             best similarity of one of its two fragments (see the module doc), in [0, 2]; None
             disables the rule (0 keeps only pairs that are some fragment's best match).
-        linkage: ``"single"``, ``"average"``, ``"complete"`` or ``"none"`` (see the module doc).
+        candidate_threshold: with ``linkage="pairs"``, k-NN edges are collected down to
+            ``min(threshold, candidate_threshold)``: an edge below ``threshold`` between two T2
+            buckets is expanded to their members, which may pair at ≥ ``threshold`` (0.40, the
+            value the edges were collected at before classes were tied to pairs).
+        lexical_min_t3: with a lexical encoder, a non-T1/T2 pair is reported only if its
+            abstracted-token similarity is at least this (0.7 keeps VST3 and ST3 only: MT3/WT3
+            pairs found by lexical cosine alone were 4 of 11 clones in the hand-labelled precision
+            sample, benchmarks/results/clones_precision.md, but dropping them costs SSCD-C recall
+            97.5 → 91.3 %); None (default) keeps them. Semantic encoders (neural, caller-given
+            vectors) are not filtered. In [0, 1].
+        linkage: ``"pairs"`` (default: classes are cliques of reported pairs), or the clustering
+            linkages ``"single"``, ``"average"``, ``"complete"``, ``"none"`` (see the module doc).
         M: HNSW graph degree.
         ef_construction: HNSW build-time candidate list size.
         ef_search: HNSW query-time candidate list size.
         min_lines: fragments shorter than this many lines are not mined (SSCD: 6).
         seed: random seed (HNSW construction, any randomised encoder).
+        threads: HNSW insertion/search threads (-1 = all cores). 1 (default) builds the same graph
+            for a given seed; more threads are faster and may differ in the last neighbours.
         exact_buckets: group T2-identical fragments before the k-NN search (recommended).
         max_bucket_pairs: bucket size up to which all member pairs are reported (see module doc).
     """
@@ -121,14 +151,17 @@ class DetectConfig:
     index: str = "exact"
     top_k: int = 10
     threshold: float = 0.7
-    class_threshold: float | None = 0.40
-    linkage: str = "average"
+    class_threshold: float | None = None
+    linkage: str = "pairs"
+    candidate_threshold: float = 0.40
     pair_margin: float | None = 0.02
+    lexical_min_t3: float | None = None
     M: int = 16
     ef_construction: int = 200
     ef_search: int = 100
     min_lines: int = 6
     seed: int = 0
+    threads: int = 1
     exact_buckets: bool = True
     max_bucket_pairs: int = 20
 
@@ -152,7 +185,7 @@ class DetectConfig:
             raise InputError(f"unknown linkage {self.linkage!r}", hint=f"choose one of {', '.join(LINKAGES)}")
         if self.top_k < 1:
             raise InputError(f"--top-k must be at least 1, got {self.top_k}")
-        for name in ("threshold", "class_threshold"):
+        for name in ("threshold", "class_threshold", "candidate_threshold"):
             value = getattr(self, name)
             if value is not None and not -1.0 <= value <= 1.0:
                 raise InputError(f"{name} must be a cosine similarity in [-1, 1], got {value}")
@@ -164,6 +197,10 @@ class DetectConfig:
             raise InputError("--ef-construction and --ef-search must be positive")
         if self.min_lines < 1:
             raise InputError(f"--min-lines must be at least 1, got {self.min_lines}")
+        if self.lexical_min_t3 is not None and not 0.0 <= self.lexical_min_t3 <= 1.0:
+            raise InputError(f"lexical_min_t3 must be a token similarity in [0, 1], got {self.lexical_min_t3}")
+        if self.threads == 0 or self.threads < -1:
+            raise InputError(f"--threads must be -1 (all cores) or at least 1, got {self.threads}")
         if self.max_bucket_pairs < 2:
             raise InputError(f"max_bucket_pairs must be at least 2, got {self.max_bucket_pairs}")
 
@@ -174,7 +211,11 @@ class DetectConfig:
 
     @property
     def edge_threshold(self) -> float:
-        """The similarity down to which k-NN edges are collected: ``min(threshold, class threshold)``."""
+        """The similarity down to which k-NN edges are collected: ``min(threshold, class threshold)``
+        (``min(threshold, candidate_threshold)`` with ``linkage="pairs"``, whose classes use
+        reported pairs only)."""
+        if self.linkage == "pairs":
+            return min(self.threshold, self.candidate_threshold)
         return min(self.threshold, self.effective_class_threshold)
 
     def to_dict(self) -> dict:
@@ -331,9 +372,10 @@ def _knn_edges(
     rep_vecs = np.ascontiguousarray(vecs[rep_ids])
     params: dict[str, Any] = {}
     if config.index == "hnsw":
-        # One insertion thread: the HNSW graph is then reproducible for a given seed.
+        # One insertion thread (the default) makes the HNSW graph reproducible for a given seed.
         params = dict(M=config.M, ef_construction=config.ef_construction,
-                      ef_search=max(config.ef_search, config.top_k + 5), seed=config.seed, num_threads=1)
+                      ef_search=max(config.ef_search, config.top_k + 5), seed=config.seed,
+                      num_threads=config.threads)
     index = make_index(config.index, rep_vecs.shape[1], **params)
     index.add(rep_ids, rep_vecs)
     # A few extra neighbours stand in for the query itself and for overlapping (nested) fragments.
@@ -465,6 +507,79 @@ def _expand_pairs(
     return [out[key] for key in sorted(out)], counters
 
 
+def pair_classes(
+    vecs: np.ndarray, pairs: Sequence[ClonePair], bucket_of: np.ndarray, threshold: float
+) -> list[list[int]]:
+    """Clone classes as cliques of reported pairs (complete linkage over the pair graph).
+
+    Pairs are visited T1 and T2 first, then by similarity (descending, then ids); the groups of a pair's two fragments
+    are merged only if every pair of T2 buckets across them (T2-identical fragments are one unit:
+    a clone of one member is a clone of all, after identifier normalisation) has at least one
+    member pair of cosine ≥ ``threshold`` and at least one reported member pair — so every
+    class-implied bucket pair is as similar as a reported pair must be and is itself reported
+    (up to T2 twins), and the class cannot chain.
+
+    Args:
+        vecs: float32 (N, d) L2-normalised fragment vectors.
+        pairs: the reported pairs (fragment ids).
+        bucket_of: int (N,) T2 bucket index of each fragment.
+        threshold: minimum cosine of a class-implied pair between different buckets.
+
+    Returns:
+        Classes of ≥ 2 fragment ids each, ids ascending, sorted by size (desc) then first id.
+    """
+    import numpy as np
+
+    reported = {(p.a, p.b) for p in pairs} | {(p.b, p.a) for p in pairs}
+    group: dict[int, int] = {}
+    members: dict[int, list[int]] = {}
+    rank = {"T1": 0, "T2": 1}  # exact clones first: a T1/T2 partner is never crowded out by a T3
+    for p in sorted(pairs, key=lambda p: (rank.get(p.type, 2), -p.similarity, p.a, p.b)):
+        for f in (p.a, p.b):
+            if f not in group:
+                group[f] = f
+                members[f] = [f]
+        ga, gb = group[p.a], group[p.b]
+        if ga == gb:
+            continue
+        ma, mb = np.asarray(members[ga]), np.asarray(members[gb])
+        sims = vecs[ma] @ vecs[mb].T
+        ua, ia = np.unique(bucket_of[ma], return_inverse=True)
+        ub, ib = np.unique(bucket_of[mb], return_inverse=True)
+        best = np.full((len(ua), len(ub)), -2.0)
+        np.maximum.at(best, (ia[:, None], ib[None, :]), sims)
+        best[ua[:, None] == ub[None, :]] = 1.0  # one bucket on both sides: T2-identical
+        if not np.all(best >= threshold - 1e-6):
+            continue
+        # and each such bucket pair holds a *reported* pair (a margin-suppressed near-miss does not
+        # join two groups): every pair a class implies is then reported or a T2 twin of one
+        linked = ua[:, None] == ub[None, :]
+        for x, i in zip(ma.tolist(), ia.tolist()):
+            for y, j in zip(mb.tolist(), ib.tolist()):
+                if not linked[i, j] and (x, y) in reported:
+                    linked[i, j] = True
+        if not linked.all():
+            continue
+        if len(ma) < len(mb):
+            ga, gb = gb, ga
+        for f in members[gb]:
+            group[f] = ga
+        members[ga].extend(members.pop(gb))
+    classes = [sorted(m) for m in members.values() if len(m) > 1]
+    classes.sort(key=lambda c: (-len(c), c[0]))
+    return classes
+
+
+def class_size_distribution(classes: Sequence[Sequence[int]]) -> dict[str, int]:
+    """Number of classes per size: ``{"2": n2, "3": n3, ..., "6-10": n, "11-20": n, ">20": n}``."""
+    bins = {"2": 0, "3": 0, "4": 0, "5": 0, "6-10": 0, "11-20": 0, ">20": 0}
+    for c in classes:
+        n = len(c)
+        key = str(n) if n <= 5 else "6-10" if n <= 10 else "11-20" if n <= 20 else ">20"
+        bins[key] += 1
+    return bins
+
+
 def _classes(
     vecs: np.ndarray,
     buckets: list[list[int]],
@@ -517,6 +632,7 @@ def detect(
     config: DetectConfig | None = None,
     *,
     vectors: np.ndarray | None = None,
+    vectors_encoder: str | None = None,
     quiet: bool = True,
 ) -> CloneReport:
     """Find clone pairs and clone classes among fragments (SSCD-style k-NN over embeddings).
@@ -527,6 +643,9 @@ def detect(
         vectors: optional precomputed embeddings, float (N, d), rows in the order of ``fragments``
             and L2-normalised (they are re-normalised); when None the configured encoder embeds
             the fragments (the lexical encoder is fitted on them first).
+        vectors_encoder: the encoder name that produced ``vectors`` (e.g. ``"lexical"``, so the
+            lexical rules for T4 and ``lexical_min_t3`` apply); None means ``"precomputed"``,
+            treated as semantic evidence.
         quiet: suppress progress output on stderr.
 
     Returns:
@@ -574,7 +693,7 @@ def detect(
         vecs = np.zeros((0, 1), dtype=np.float32)
     elif vectors is not None:
         vecs = vectors[np.asarray(order, dtype=np.int64)]
-        encoder_name = "precomputed"
+        encoder_name = vectors_encoder or "precomputed"
     else:
         vecs, encoder_name = _encode(frags, config, quiet)
     vecs = np.asarray(vecs, dtype=np.float32)
@@ -592,8 +711,21 @@ def detect(
     pairs, pair_counts = _expand_pairs(vecs, frags, buckets, bucket_of, edges, clf, config, quiet)
     timings["pairs"] = time.perf_counter() - t
 
+    weak_dropped = 0
+    if encoder_name in LEXICAL_ENCODERS:  # no semantic evidence: WT3 pairs are weak T3, not T4
+        for p in pairs:
+            if p.type == "T4":
+                p.type = "T3"
+        if config.lexical_min_t3 is not None:
+            kept = [p for p in pairs if p.t3_similarity is None or p.t3_similarity >= config.lexical_min_t3]
+            weak_dropped = len(pairs) - len(kept)
+            pairs = kept
+
     t = time.perf_counter()
-    classes = _classes(vecs, buckets, bucket_of, edges, config)
+    if config.linkage == "pairs":
+        classes = pair_classes(vecs, pairs, bucket_of, max(config.threshold, config.effective_class_threshold))
+    else:
+        classes = _classes(vecs, buckets, bucket_of, edges, config)
     timings["classes"] = time.perf_counter() - t
     timings["detect"] = time.perf_counter() - t_start
 
@@ -605,12 +737,14 @@ def detect(
         "knn_edges": len(edges),
         "candidate_pairs": pair_counts["candidate_pairs"],
         "margin_suppressed": pair_counts["margin_suppressed"],
+        "weak_lexical_dropped": weak_dropped,
         "pairs": len(pairs),
         "pairs_by_type": {ty: sum(1 for p in pairs if p.type == ty) for ty in TYPES},
         "pairs_by_band": {bd: sum(1 for p in pairs if p.band == bd) for bd in BANDS},
         "classes": len(classes),
         "largest_class": max((len(c) for c in classes), default=0),
         "fragments_in_classes": sum(len(c) for c in classes),
+        "class_sizes": class_size_distribution(classes),
         "encoder": encoder_name,
         "index": config.index,
         "timings": {k: round(v, 4) for k, v in timings.items()},
@@ -664,7 +798,7 @@ def scan(
     t_mine = time.perf_counter() - t
     report = detect(fragments, config, quiet=quiet)
     report.root = scan_root(paths)
-    scan_dict = scan_stats.to_dict() if hasattr(scan_stats, "to_dict") else dict(scan_stats)
+    scan_dict = scan_stats.to_dict() if hasattr(scan_stats, "to_dict") else dict(scan_stats)  # type: ignore[call-overload]
     stats = {**scan_dict, **report.stats}
     timings = {"mine": round(t_mine, 4), **report.stats["timings"]}
     timings["total"] = round(t_mine + report.stats["timings"]["detect"], 4)

@@ -18,7 +18,8 @@ skipped and the reason. Rules, in the order they are applied:
    files or directories that cannot be listed or stat-ed -> ``"unreadable"``.
 
 Reading (:func:`twinspect.code.fragments.read_source`) adds ``"binary"`` (NUL byte in the first
-8 KiB), ``"undecodable"`` (not UTF-8, with or without BOM) and ``"unreadable"`` (permission).
+8 KiB), ``"undecodable"`` (neither UTF-8, with or without BOM, nor Windows-1252/Latin-1 text) and
+``"unreadable"`` (permission).
 A pruned directory counts once under its reason.
 """
 
@@ -26,9 +27,9 @@ from __future__ import annotations
 
 import os
 import stat as stat_mod
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Sequence
 
 import pathspec
 
@@ -82,6 +83,8 @@ class ScanStats:
         fragments_too_short: functions dropped because they span fewer than ``min_lines`` lines.
         files_with_parse_errors: parsed files whose tree has ERROR/MISSING nodes (still mined).
         fragments_skipped_errors: functions dropped because they contain or lie inside an ERROR region.
+        files_decoded_fallback: parsed files that were not UTF-8 and were decoded as Windows-1252
+            / Latin-1 instead (see :func:`twinspect.code.fragments.read_source`).
         skipped: reason -> number of files (or pruned directories) skipped; reasons in
             :data:`SKIP_REASONS`.
     """
@@ -92,6 +95,7 @@ class ScanStats:
     fragments_too_short: int = 0
     files_with_parse_errors: int = 0
     fragments_skipped_errors: int = 0
+    files_decoded_fallback: int = 0
     skipped: dict[str, int] = field(default_factory=dict)
 
     def skip(self, reason: str, n: int = 1) -> None:
@@ -108,14 +112,14 @@ class ScanStats:
         return out
 
     @classmethod
-    def from_dict(cls, data: dict) -> "ScanStats":
+    def from_dict(cls, data: dict) -> ScanStats:
         """Inverse of :meth:`to_dict` (unknown keys are ignored)."""
         names = {f.name for f in fields(cls)}
         kwargs = {k: v for k, v in data.items() if k in names}
         kwargs["skipped"] = dict(kwargs.get("skipped") or {})
         return cls(**kwargs)
 
-    def merge(self, other: "ScanStats") -> None:
+    def merge(self, other: ScanStats) -> None:
         """Add ``other``'s counters to this one in place."""
         for f in fields(self):
             if f.name == "skipped":

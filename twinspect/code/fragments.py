@@ -6,12 +6,13 @@ The :class:`Fragment` record is the unit every code-side stage passes around.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 import tree_sitter
 
+from twinspect.code.comments import blank_ranges
 from twinspect.code.files import ScanStats, SourceFile, discover
 from twinspect.code.languages import NAME_SEPARATOR, canonical_language, get_error_query, get_parser, get_query
 from twinspect.errors import InputError
@@ -66,7 +67,7 @@ class Fragment:
         return out
 
     @classmethod
-    def from_dict(cls, data: dict) -> "Fragment":
+    def from_dict(cls, data: dict) -> Fragment:
         """Inverse of :meth:`to_dict` (missing ``text``/``code`` become "")."""
         return cls(
             path=str(data["path"]),
@@ -86,18 +87,32 @@ class Fragment:
 #: Bytes inspected for a NUL byte to tell binary files (same heuristic as git and grep).
 BINARY_SNIFF_BYTES = 8192
 
-# Every byte except LF and CR becomes a space: comments are blanked without moving any byte offset
-# or line break, so line numbers and tree-sitter byte ranges stay valid on the blanked text.
-_BLANK = bytes(b if b in (10, 13) else 32 for b in range(256))
 
 _CODEC_ERRORS = "surrogatepass"
+
+
+_C1_CONTROLS = re.compile(rb"[\x80-\x9f]")
+
+
+def _decode_legacy(data: bytes) -> str | None:
+    """Windows-1252, else ISO-8859-1 without C1 controls, else None (see :func:`read_source`)."""
+    try:
+        return data.decode("cp1252")
+    except UnicodeDecodeError:
+        pass
+    if _C1_CONTROLS.search(data):
+        return None
+    return data.decode("latin-1")
 
 
 def read_source(sf: SourceFile, stats: ScanStats | None = None) -> str | None:
     """Read and decode one source file, or count why it is skipped.
 
-    The file must be UTF-8 (a leading BOM is dropped); CRLF line ends become LF (line numbers are
-    unchanged). Nothing is ever decoded as Latin-1 or with replacement characters.
+    UTF-8 first (a leading BOM is dropped); a file that is not UTF-8 is decoded as Windows-1252
+    (the usual "Latin-1" of old sources), or as ISO-8859-1 when it holds none of the C1 control
+    bytes 0x80–0x9F, and counted in ``files_decoded_fallback``; otherwise it is skipped as
+    ``"undecodable"``. Never with replacement characters. CRLF line ends become LF (line numbers
+    are unchanged).
 
     Args:
         sf: the file, as returned by :func:`~twinspect.code.files.discover`.
@@ -121,9 +136,14 @@ def read_source(sf: SourceFile, stats: ScanStats | None = None) -> str | None:
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
+        fallback = _decode_legacy(data)
+        if fallback is None:
+            if stats is not None:
+                stats.skip("undecodable")
+            return None
+        text = fallback
         if stats is not None:
-            stats.skip("undecodable")
-        return None
+            stats.files_decoded_fallback += 1
     if "\r\n" in text:
         text = text.replace("\r\n", "\n")
     return text
@@ -182,6 +202,23 @@ def _c_declarator_name(src: bytes, func) -> str:
     return ""
 
 
+_MACRO_ARGS_RE = re.compile(r"\(\s*[A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)*\s*\)\Z")
+
+
+def _c_macro_name(src: bytes, func, name: str) -> str:
+    """``TEST(Suite, Case)`` for a function defined through a macro call: no return type and a
+    parameter list of bare identifiers (GoogleTest's ``TEST``, redis's ``TEST_BEGIN``...); else
+    ``name`` unchanged. Without the arguments every such fragment would be named after the macro."""
+    if not name or func.child_by_field_name("type") is not None:
+        return name
+    d = func.child_by_field_name("declarator")
+    params = d.child_by_field_name("parameters") if d is not None and d.type == "function_declarator" else None
+    if params is None:
+        return name
+    args = _WS_RE.sub(" ", _text(src, params))
+    return name + args if _MACRO_ARGS_RE.match(args) else name
+
+
 def _plain_name(src: bytes, node) -> str:
     name = node.child_by_field_name("name")
     return "" if name is None else _text(src, name)
@@ -233,6 +270,53 @@ def _brace_delimited(node) -> bool:
     )
 
 
+#: C++ constructs that C has not: a ``.h`` file holding one is C++ (tree-sitter's C grammar would
+#: mine a ``namespace``/``class`` body as one function named after it).
+CPP_HEADER_MARKERS = re.compile(
+    r"^[ \t]*(?:namespace[ \t]+\w+[ \t]*\{|(?:class|struct)[ \t]+\w+[^;(]*:[ \t]*(?:public|private|protected)\b"
+    r"|class[ \t]+\w+[^;(]*\{|template[ \t]*<|(?:public|private|protected)[ \t]*:)"
+    r"|\w::~?\w",
+    re.M,
+)
+
+
+def header_language(rel: str, text: str, language: str) -> str:
+    """The language to parse a file as: a ``.h`` file mapped to C that holds C++ (see
+    :data:`CPP_HEADER_MARKERS`) is C++; every other file keeps ``language``."""
+    if language == "c" and rel.lower().endswith(".h") and CPP_HEADER_MARKERS.search(text):
+        return "cpp"
+    return language
+
+
+def _python_docstring(node) -> tuple[int, int] | None:
+    """Byte range of a Python function's docstring (first body statement a lone string), or None."""
+    body = node.child_by_field_name("body")
+    if body is None or not body.named_children:
+        return None
+    first = body.named_children[0]
+    if first.type == "expression_statement" and len(first.named_children) == 1 \
+            and first.named_children[0].type in ("string", "concatenated_string"):
+        return first.start_byte, first.end_byte
+    return None
+
+
+def code_line_count(code: bytes | str, skip: Sequence[tuple[int, int]] = ()) -> int:
+    """Number of lines of ``code`` holding code: not blank once ``skip`` ranges are blanked.
+
+    Args:
+        code: comment-blanked source (as in ``Fragment.code``), bytes or str.
+        skip: ``(start, end)`` offsets into ``code`` to ignore (e.g. a Python docstring).
+
+    Returns:
+        Count of lines with at least one non-whitespace character outside ``skip``.
+    """
+    if isinstance(code, str):
+        code = code.encode("utf-8", "surrogatepass")
+    if skip:
+        code = blank_ranges(code, skip)
+    return sum(1 for line in code.splitlines() if line.strip())
+
+
 def _end_line(node) -> int:
     sp, ep = node.start_point, node.end_point
     # A node ending at column 0 ends with the previous line's newline.
@@ -281,14 +365,19 @@ def extract_fragments(
     * ``"strict"``: drop every function that contains an ERROR/MISSING node or lies inside an
       ERROR region.
 
-    Then functions spanning fewer than ``min_lines`` lines (``end_line - start_line + 1``, blank
-    and comment lines included) are dropped (``fragments_too_short``).
+    A ``.h`` file given as C that holds C++ (``namespace``, ``class``, ``template``, access
+    specifiers, ``::``) is parsed as C++ (:func:`header_language`), so class and namespace bodies
+    are not mined as functions.
+
+    Then functions with fewer than ``min_lines`` *code lines* are dropped (``fragments_too_short``):
+    lines holding code once comments, blank lines and a Python docstring are left out (see
+    :func:`code_line_count`), so a two-line body behind a long docstring is not a fragment.
 
     Args:
         text: the decoded file content.
         rel: the file's relative path, stored as ``Fragment.path``.
         language: one of :data:`~twinspect.code.languages.LANGUAGES`.
-        min_lines: minimum number of lines spanned by a kept fragment.
+        min_lines: minimum number of code lines of a kept fragment (see above).
         stats: counters updated in place (``files_parsed``, ``fragments``...).
         errors: parse-error policy, ``"lenient"`` or ``"strict"`` (see above).
 
@@ -298,7 +387,7 @@ def extract_fragments(
     Raises:
         InputError: unknown language or error policy.
     """
-    language = canonical_language(language)
+    language = header_language(rel, text, canonical_language(language))
     if errors not in ERROR_POLICIES:
         raise InputError(f"unknown parse-error policy {errors!r}", hint="use 'lenient' or 'strict'")
     strict = errors == "strict"
@@ -329,14 +418,9 @@ def extract_fragments(
         errs = tree_sitter.QueryCursor(get_error_query(language)).captures(root).get("error", [])
         error_ranges = [(n.start_byte, n.end_byte) for n in errs]
 
-    if comments:
-        buf = bytearray(src)
-        for c in comments:
-            s, e = c.start_byte, c.end_byte
-            buf[s:e] = src[s:e].translate(_BLANK)
-        code_src = bytes(buf)
-    else:
-        code_src = src
+    # comments blanked without moving any byte offset or line break, so line numbers and
+    # tree-sitter byte ranges stay valid on the blanked text
+    code_src = blank_ranges(src, ((c.start_byte, c.end_byte) for c in comments))
 
     c_like = language in ("c", "cpp")
     sep = NAME_SEPARATOR[language]
@@ -353,7 +437,7 @@ def extract_fragments(
         if not is_func:
             stack.append((end, _scope_name(src, node, language)))
             continue
-        own = _c_declarator_name(src, node) if c_like else _plain_name(src, node)
+        own = _c_macro_name(src, node, _c_declarator_name(src, node)) if c_like else _plain_name(src, node)
         stack_names = [n for _, n in stack if n]
         if own and stack_names and not (c_like and (sep in own)):
             name = sep.join(stack_names) + sep + own
@@ -374,7 +458,12 @@ def extract_fragments(
                 continue
         start_line = node.start_point.row + 1
         end_line = _end_line(node)
-        if end_line - start_line + 1 < min_lines:
+        if end_line - start_line + 1 < min_lines:  # cheap bound: code lines ≤ spanned lines
+            stats.fragments_too_short += 1
+            continue
+        doc = _python_docstring(node) if language == "python" else None
+        skip = [(doc[0] - start, doc[1] - start)] if doc else []
+        if min_lines > 1 and code_line_count(code_src[start:end], skip) < min_lines:
             stats.fragments_too_short += 1
             continue
         line_start = src.rfind(b"\n", 0, start) + 1

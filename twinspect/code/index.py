@@ -178,7 +178,7 @@ class Index(ABC):
 
     @classmethod
     @abstractmethod
-    def _load_data(cls, directory: Path, meta: dict) -> "Index":
+    def _load_data(cls, directory: Path, meta: dict) -> Index:
         """Rebuild an index of this kind from ``directory`` and its ``index.json`` contents."""
 
     # -- persistence ---------------------------------------------------------------------------
@@ -205,7 +205,7 @@ class Index(ABC):
         write_json(directory / _META, meta)
 
     @classmethod
-    def load(cls, directory: str | Path) -> "Index":
+    def load(cls, directory: str | Path) -> Index:
         """Load an index saved by :meth:`save`; ``Index.load`` dispatches on the stored kind.
 
         Raises:
@@ -225,7 +225,7 @@ class Index(ABC):
                 meta_path,
             )
         kind = meta.get("kind")
-        impl = _KINDS.get(kind)
+        impl = _KINDS.get(str(kind))
         if impl is None:
             raise IndexFormatError(f"unknown k-NN index kind {kind!r}", meta_path)
         if cls is not Index and not issubclass(impl, cls):
@@ -353,7 +353,7 @@ class ExactIndex(Index):
         return {"data": "exact.npz"}
 
     @classmethod
-    def _load_data(cls, directory: Path, meta: dict) -> "ExactIndex":
+    def _load_data(cls, directory: Path, meta: dict) -> ExactIndex:
         path = directory / meta.get("data", "exact.npz")
         if not path.is_file():
             raise IndexFormatError("missing exact index data file", path)
@@ -542,7 +542,7 @@ class HNSWIndex(Index):
                 "data_sha256": _file_sha256(directory / "hnsw.bin")}
 
     @classmethod
-    def _load_data(cls, directory: Path, meta: dict) -> "HNSWIndex":
+    def _load_data(cls, directory: Path, meta: dict) -> HNSWIndex:
         path = directory / meta.get("data", "hnsw.bin")
         labels_path = directory / meta.get("labels", "hnsw_labels.npz")
         for p in (path, labels_path):

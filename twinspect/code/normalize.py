@@ -9,7 +9,8 @@ techniques and tools: a qualitative approach", Sci. Comput. Program. 2009) as us
 * **T2** – T1 plus renamed identifiers and changed literals (and user type names, which are
   identifiers). :func:`abstract_tokens` is the T2 view: identifiers become ``"ID"`` and
   numeric/string/character literals ``"LIT"``; keywords (including type keywords such as ``int``),
-  operators and punctuation are kept.
+  operators and punctuation are kept, and so are assertion names (:data:`ASSERTION_NAME`:
+  ``assertTrue`` and ``assertFalse`` are different tokens).
 * **T3** – further statement-level edits, measured by :func:`token_similarity`.
 
 Tokenisation is a per-language regular expression (run by the C regex engine) over
@@ -37,9 +38,15 @@ import hashlib
 import keyword
 import re
 import sys
-from typing import Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from twinspect.code.fragments import Fragment
+from rapidfuzz.distance import LCSseq
+
+from twinspect.code.comments import strip_comments_text
+
+if TYPE_CHECKING:  # type-only: fragments imports this module lazily, never the reverse at run time
+    from twinspect.code.fragments import Fragment
 
 ID = "ID"
 LIT = "LIT"
@@ -132,6 +139,12 @@ _FAST = {lang: re.compile(_plain(p), re.S) for lang, p in _PATTERNS.items() if l
 _FAST["cpp"] = re.compile(_plain(_PATTERNS["c"]).replace(_NUM, _NUM_CPP, 1), re.S)
 
 
+#: Assertion calls keep their name in the T2 view (``assertTrue`` vs ``assertFalse``, JUnit's
+#: ``assertEquals``, GoogleTest's ``EXPECT_EQ``): they state *what* a test checks, so two tests that
+#: differ only there are not Type-2 clones.
+ASSERTION_NAME = re.compile(r"(?:assert|ASSERT_|EXPECT_|expect)[A-Z_]\w*\Z")
+
+
 class _Abstraction(dict):
     """token -> T2 token memo for one language; literals are classified but not stored."""
 
@@ -144,7 +157,7 @@ class _Abstraction(dict):
         if c in "\"'" or tok[-1] in "\"'" or c.isdigit() or (c == "." and len(tok) > 1 and tok[1].isdigit()):
             return LIT
         if c == "$" or c == "_" or c.isalpha() or (c > "\x7f" and tok.isidentifier()):
-            out = tok if tok in self.keywords else ID
+            out = tok if tok in self.keywords or ASSERTION_NAME.match(tok) else ID
         else:
             out = tok
         if len(self) < 1_000_000:
@@ -270,25 +283,7 @@ def strip_comments(fragment: Fragment) -> str:
     """
     if fragment.code or not fragment.text:
         return fragment.code
-    return _strip_comments_text(fragment.text, fragment.language)
-
-
-@functools.lru_cache(maxsize=4096)
-def _strip_comments_text(text: str, language: str) -> str:
-    import tree_sitter
-
-    from twinspect.code.fragments import _BLANK
-    from twinspect.code.languages import get_parser, get_query
-
-    src = text.encode("utf-8", "surrogatepass")
-    tree = get_parser(language).parse(src)
-    comments = tree_sitter.QueryCursor(get_query(language)).captures(tree.root_node).get("comment", [])
-    if not comments:
-        return text
-    buf = bytearray(src)
-    for c in comments:
-        buf[c.start_byte:c.end_byte] = src[c.start_byte:c.end_byte].translate(_BLANK)
-    return bytes(buf).decode("utf-8", "surrogatepass")
+    return strip_comments_text(fragment.text, fragment.language)
 
 
 def tokens(fragment: Fragment) -> list[str]:
@@ -340,10 +335,9 @@ def t2_key(fragment: Fragment) -> str:
 def lcs_length(a: Sequence, b: Sequence) -> int:
     """Length of the longest common subsequence of two sequences of hashable items.
 
-    Bit-parallel algorithm of Allison & Dix (1986) in the formulation of Hyyrö ("Bit-parallel LCS-
-    length computation revisited", AWOCA 2004): one machine-word-parallel step per item of ``b``
-    using Python's arbitrary-precision integers as bit vectors, i.e. O(|a|·|b|/64) word
-    operations, all in C.
+    Computed by ``rapidfuzz.distance.LCSseq.similarity``: the bit-parallel algorithm of Allison &
+    Dix (1986) in Hyyrö's formulation ("Bit-parallel LCS-length computation revisited", AWOCA
+    2004), O(|a|·|b|/64) word operations in C++.
 
     Args:
         a, b: sequences (lists/tuples of tokens, strings...).
@@ -351,28 +345,9 @@ def lcs_length(a: Sequence, b: Sequence) -> int:
     Returns:
         The exact LCS length, 0 <= L <= min(len(a), len(b)).
     """
-    if len(a) < len(b):
-        a, b = b, a  # bit vectors over the longer sequence, loop over the shorter one
-    m = len(a)
-    if m == 0 or not b:
+    if not a or not b:
         return 0
-    positions: dict = {}
-    for i, item in enumerate(a):
-        positions.setdefault(item, []).append(i)
-    match: dict = {}
-    for item, idx in positions.items():
-        bits = 0
-        for i in idx:
-            bits |= 1 << i
-        match[item] = bits
-    mask = (1 << m) - 1
-    v = mask
-    get = match.get
-    for item in b:
-        u = v & get(item, 0)
-        if u:
-            v = ((v + u) | (v - u)) & mask
-    return m - v.bit_count()
+    return int(LCSseq.similarity(a, b))
 
 
 def token_similarity(a: Sequence[str], b: Sequence[str], *, method: str = "min") -> float:

@@ -10,13 +10,17 @@ from __future__ import annotations
 import html
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import quote
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
-from twinspect._io import _json_default, atomic_write
+if TYPE_CHECKING:
+    from rich.console import JustifyMethod
+
+from twinspect._io import atomic_write, json_default
 from twinspect.code.clone_types import BANDS, TYPE_DESCRIPTIONS, TYPES
 from twinspect.code.clones import ClonePair, CloneReport
 from twinspect.code.fragments import Fragment
@@ -56,7 +60,7 @@ def ranked_pairs(report: CloneReport) -> list[ClonePair]:
 # ----------------------------------------------------------------------------------------- JSON
 def to_json(report: CloneReport, indent: int | None = 2) -> str:
     """The JSON report as a string (see :meth:`CloneReport.to_json_dict`)."""
-    return json.dumps(report.to_json_dict(), indent=indent, default=_json_default)
+    return json.dumps(report.to_json_dict(), indent=indent, default=json_default)
 
 
 def write_json_report(report: CloneReport, path: str | Path) -> None:
@@ -74,6 +78,17 @@ def _physical(f: Fragment) -> dict:
     }
 
 
+def _pair_fingerprint(a: Fragment, b: Fragment) -> str:
+    """A line-shift-stable fingerprint of a pair: SHA-256 (hex, 32 chars) of both fragments'
+    paths, names and layout-normalised code (order-independent), not of their line numbers."""
+    import hashlib
+
+    from twinspect.code.normalize import t1_key
+
+    sides = sorted(f"{f.path}\0{f.name}\0{t1_key(f)}" for f in (a, b))
+    return hashlib.sha256("\1".join(sides).encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
 def to_sarif(report: CloneReport) -> dict:
     """The report as a SARIF 2.1.0 log (one result per clone pair).
 
@@ -81,6 +96,8 @@ def to_sarif(report: CloneReport) -> dict:
     naming the other fragment, ``locations[0]`` = fragment ``a`` and ``relatedLocations[0]`` =
     fragment ``b`` (URIs relative to the ``SRCROOT`` base, which is the scanned root), and
     ``properties`` with the similarity, band, token similarity and clone class index.
+    ``partialFingerprints["cloneFragments/v1"]`` hashes both fragments' paths, names and
+    normalised code, so a result keeps its identity when unrelated lines above it move.
 
     Returns:
         A JSON-serialisable dict.
@@ -89,7 +106,7 @@ def to_sarif(report: CloneReport) -> dict:
         {
             "id": t,
             "name": _RULE_NAMES[t],
-            "shortDescription": {"text": f"{_RULE_NAMES[t][:5]}-{t[1]} code clone"},
+            "shortDescription": {"text": f"Type-{t[1]} code clone"},
             "fullDescription": {"text": TYPE_DESCRIPTIONS[t]},
             "defaultConfiguration": {"level": "note"},
         }
@@ -119,6 +136,7 @@ def to_sarif(report: CloneReport) -> dict:
                 "relatedLocations": [
                     {"id": 1, "physicalLocation": _physical(fb), "message": {"text": f"clone: {other}"}}
                 ],
+                "partialFingerprints": {"cloneFragments/v1": _pair_fingerprint(fa, fb)},
                 "properties": {
                     "similarity": round(float(p.similarity), 6),
                     "band": p.band,
@@ -150,7 +168,7 @@ def to_sarif(report: CloneReport) -> dict:
 def write_sarif(report: CloneReport, path: str | Path) -> None:
     """Write the SARIF log atomically to ``path``."""
     with atomic_write(path) as fh:
-        json.dump(to_sarif(report), fh, indent=2, default=_json_default)
+        json.dump(to_sarif(report), fh, indent=2, default=json_default)
         fh.write("\n")
 
 
@@ -316,8 +334,13 @@ def summary_line(report: CloneReport) -> str:
     files = f" in {st['files_parsed']} files" if "files_parsed" in st else ""
     total = (st.get("timings") or {}).get("total", (st.get("timings") or {}).get("detect"))
     took = f" in {total:.1f} s" if isinstance(total, (int, float)) else ""
-    return (f"{len(report.fragments)} fragments{files}: {len(report.pairs)} clone pairs ({types}), "
-            f"{len(report.classes)} clone classes{took}")
+    sizes = st.get("class_sizes") or {}
+    dist = ", ".join(f"{k}: {v}" for k, v in sizes.items() if v)
+    classes = f"{len(report.classes)} clone classes"
+    if report.classes:
+        classes += f" (largest {max(len(c) for c in report.classes)}; by size {dist})" if dist else \
+            f" (largest {max(len(c) for c in report.classes)})"
+    return f"{len(report.fragments)} fragments{files}: {len(report.pairs)} clone pairs ({types}), {classes}{took}"
 
 
 def pairs_table(report: CloneReport, limit: int = 20) -> Table:
@@ -325,11 +348,11 @@ def pairs_table(report: CloneReport, limit: int = 20) -> Table:
     table = Table(title=None, show_lines=False)
     for head, justify in (("#", "right"), ("fragment A", "left"), ("name A", "left"), ("fragment B", "left"),
                           ("name B", "left"), ("type", "left"), ("similarity", "right")):
-        table.add_column(head, justify=justify, overflow="fold")
+        table.add_column(head, justify=cast("JustifyMethod", justify), overflow="fold")
     for i, p in enumerate(ranked_pairs(report)[: max(0, limit)]):
         fa, fb = report.fragments[p.a], report.fragments[p.b]
-        table.add_row(str(i), fragment_label(fa), fa.name, fragment_label(fb), fb.name, _type_label(p),
-                      f"{p.similarity:.3f}")
+        table.add_row(str(i), Text(fragment_label(fa)), Text(fa.name), Text(fragment_label(fb)), Text(fb.name),
+                      _type_label(p), f"{p.similarity:.3f}")
     return table
 
 
@@ -350,7 +373,7 @@ def print_terminal(report: CloneReport, console: Console | None = None, limit: i
         if len(report.pairs) > limit:
             console.print(f"(showing {limit} of {len(report.pairs)} pairs; use --format json/html for all)",
                           highlight=False)
-    console.print(summary_line(report), highlight=False)
+    console.print(Text(summary_line(report)), highlight=False)
 
 
 def write_report(
@@ -378,6 +401,9 @@ def write_report(
     stdout = stdout or sys.stdout
     if fmt not in FORMATS:
         raise InputError(f"unknown report format {fmt!r}", hint=f"choose one of {', '.join(FORMATS)}")
+    if output is not None and Path(output).is_dir():
+        raise InputError(f"{output}: is a directory, expected a report file path",
+                         hint=f"pass a file, e.g. -o {Path(output) / ('report.' + ('txt' if fmt == 'table' else fmt))}")
     if fmt == "table":
         if output is None:
             if not quiet:
@@ -386,7 +412,7 @@ def write_report(
         with atomic_write(output) as fh:
             print_terminal(report, Console(file=fh, width=200, no_color=True, force_terminal=False), limit=limit)
     elif fmt in ("json", "sarif"):
-        text = to_json(report) if fmt == "json" else json.dumps(to_sarif(report), indent=2, default=_json_default)
+        text = to_json(report) if fmt == "json" else json.dumps(to_sarif(report), indent=2, default=json_default)
         if output is None:
             stdout.write(text + "\n")
             stdout.flush()
@@ -398,4 +424,4 @@ def write_report(
             raise InputError("the html format needs an output file", hint="pass -o report.html")
         write_html(report, output)
     if not quiet:
-        Console(stderr=True).print(f"{summary_line(report)}; wrote {output}", highlight=False, soft_wrap=True)
+        Console(stderr=True).print(Text(f"{summary_line(report)}; wrote {output}"), highlight=False, soft_wrap=True)

@@ -5,18 +5,7 @@ index over the embeddings (SSCD's indexing phase, Chochlov et al., ICSME 2022), 
 be checked against the codebase without re-processing it, and a changed codebase is re-indexed by
 re-parsing and re-embedding only the files whose content changed.
 
-Directory layout (format version :data:`FORMAT_VERSION`)::
-
-    DIR/manifest.json      format name and version, twinspect version, created/updated times, scan
-                           roots and options, encoder name + config + state file, index kind +
-                           params, counts, scan statistics, lexical IDF bookkeeping
-    DIR/fragments.jsonl    one JSON object per fragment: id, path, start_line, end_line, name,
-                           language, text, code (null when equal to text)
-    DIR/vectors.npy        float32 (N, d), row i = line i of fragments.jsonl
-    DIR/files.json         per file: sha256 of the decoded content, language, fragment ids, scan counters
-    DIR/encoder.npz|json   encoder state (lexical: fitted IDF; neural: parameters)
-    DIR/ann/               the k-NN index (:mod:`twinspect.code.index`; HNSW only — the exact index is
-                           rebuilt from vectors.npy at load)
+The directory layout and its reading/writing live in :mod:`twinspect.code.index_format`.
 
 Every build/update writes a complete new directory beside ``DIR`` (``.DIR.tmp-XXXX``) and swaps it
 in with two renames, so an interrupted run leaves the previous index intact (or no index), never a
@@ -34,28 +23,24 @@ k-NN index is rebuilt.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import time
-import zipfile
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
 from twinspect import __version__
-from twinspect._io import atomic_directory, atomic_path, write_json
-from twinspect.code.encoders import Encoder, encoder_from_state
+from twinspect.code.encoders import Encoder
 from twinspect.code.fragments import Fragment
-from twinspect.code.index import ExactIndex, Index, make_index
+from twinspect.code.index import Index, make_index
+from twinspect.code.index_format import FORMAT_NAME, FORMAT_VERSION, REBUILD_HINT, read_index, write_index
 from twinspect.errors import IndexFormatError, InputError, TwinspectError
 from twinspect.progress import progress
 
-FORMAT_NAME = "twinspect-clone-index"
-FORMAT_VERSION = 1
 #: Auto-refit the lexical IDF when more than this share of fragments was embedded since the fit.
 REFIT_FRACTION = 0.5
-REBUILD_HINT = "rebuild it with `twinspect clones index PATH -o DIR`"
 _ADD_CHUNK = 4096
 
 
@@ -65,35 +50,6 @@ def _overlap(a: Fragment, b: Fragment) -> bool:
 
 def _digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-
-
-def _frag_to_json(fid: int, f: Fragment) -> str:
-    return json.dumps(
-        {
-            "id": fid,
-            "path": f.path,
-            "start_line": f.start_line,
-            "end_line": f.end_line,
-            "name": f.name,
-            "language": f.language,
-            "text": f.text,
-            "code": None if f.code == f.text else f.code,
-        }
-    )
-
-
-def _frag_from_json(line: str) -> tuple[int, Fragment]:
-    d = json.loads(line)
-    code = d["code"]
-    return int(d["id"]), Fragment(
-        path=d["path"],
-        start_line=int(d["start_line"]),
-        end_line=int(d["end_line"]),
-        name=d["name"],
-        language=d["language"],
-        text=d["text"],
-        code=d["text"] if code is None else code,
-    )
 
 
 class CloneIndex:
@@ -216,7 +172,7 @@ class CloneIndex:
         respect_gitignore: bool = True,
         language: str | None = None,
         quiet: bool = True,
-    ) -> "CloneIndex":
+    ) -> CloneIndex:
         """Scan ``paths``, embed every fragment, build the k-NN index and write it to ``out_dir``.
 
         Args:
@@ -350,7 +306,7 @@ class CloneIndex:
         params = self.manifest["index"]["params"]
         if new_frags or refit:
             self._check_encoder()  # never mix embeddings of two different models in one index
-        if refit:
+        if refit and callable(fit):
             fit(fragments)
             idf["fitted_docs"] = len(fragments)
             vectors = _encode(self.encoder, fragments, quiet)
@@ -392,111 +348,22 @@ class CloneIndex:
         self._by_path = None
         self._write(self.directory)
 
-    # -- persistence -----------------------------------------------------------------------------
+    # -- persistence (the format lives in twinspect.code.index_format) ---------------------------
     def _write(self, out_dir: Path) -> None:
-        out_dir = Path(out_dir)
-        with atomic_directory(out_dir) as tmp:
-            with open(tmp / "fragments.jsonl", "w", encoding="utf-8") as fh:
-                for fid, f in zip(self.ids.tolist(), self.fragments):
-                    fh.write(_frag_to_json(fid, f))
-                    fh.write("\n")
-            with open(tmp / "vectors.npy", "wb") as fh:
-                np.save(fh, np.ascontiguousarray(self.vectors, dtype=np.float32))
-            write_json(tmp / "files.json", self.files, indent=None)
-            enc = dict(self.manifest["encoder"])
-            state_fn = getattr(self.encoder, "state_dict", None)
-            state = state_fn() if callable(state_fn) else {}
-            if any(isinstance(v, np.ndarray) for v in state.values()):
-                with atomic_path(tmp / "encoder.npz") as p, open(p, "wb") as fh:
-                    np.savez(fh, **state)
-                enc["state"] = "encoder.npz"
-            else:
-                write_json(tmp / "encoder.json", state)
-                enc["state"] = "encoder.json"
-            if not isinstance(self.index, ExactIndex):
-                self.index.save(tmp / "ann")
-            self.manifest["encoder"] = enc
-            write_json(tmp / "manifest.json", self.manifest)  # last: marks the directory complete
-        self.directory = out_dir
+        self.manifest = write_index(out_dir, self.manifest, self.fragments, self.ids, self.vectors, self.files,
+                                    self.encoder, self.index)
+        self.directory = Path(out_dir)
 
     @classmethod
-    def load(cls, directory: str | Path) -> "CloneIndex":
+    def load(cls, directory: str | Path) -> CloneIndex:
         """Open an index written by :meth:`build` / :meth:`update`.
 
         Raises:
             IndexFormatError: the directory is missing, not a clone index, of another format
                 version, or has missing/corrupt/inconsistent files (the message says to rebuild).
         """
-        directory = Path(directory)
-
-        def bad(msg: str, path: Path | None = None) -> IndexFormatError:
-            return IndexFormatError(msg, path or directory, hint=REBUILD_HINT)
-
-        if not directory.is_dir():
-            raise bad("clone index directory does not exist")
-        mpath = directory / "manifest.json"
-        if not mpath.is_file():
-            raise bad("not a twinspect clone index (no manifest.json)")
-        try:
-            manifest = json.loads(mpath.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise bad(f"unreadable manifest: {exc}", mpath) from exc
-        if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_NAME:
-            raise bad("not a twinspect clone index (unknown manifest format)", mpath)
-        if manifest.get("format_version") != FORMAT_VERSION:
-            raise bad(
-                f"clone index format version {manifest.get('format_version')!r} is not supported "
-                f"(this twinspect {__version__} reads version {FORMAT_VERSION})",
-                mpath,
-            )
-        try:
-            fragments: list[Fragment] = []
-            ids: list[int] = []
-            with open(directory / "fragments.jsonl", encoding="utf-8") as fh:
-                for line in fh:
-                    if line.strip():
-                        fid, frag = _frag_from_json(line)
-                        ids.append(fid)
-                        fragments.append(frag)
-            with open(directory / "vectors.npy", "rb") as fh:
-                vectors = np.load(fh, allow_pickle=False)
-            files = json.loads((directory / "files.json").read_text(encoding="utf-8"))
-            enc = manifest["encoder"]
-            state_path = directory / enc["state"]
-            if state_path.suffix == ".npz":
-                with np.load(state_path, allow_pickle=False) as z:
-                    state = {k: z[k] for k in z.files}
-            else:
-                state = json.loads(state_path.read_text(encoding="utf-8"))
-            encoder = encoder_from_state(enc["name"], state)
-            kind = manifest["index"]["kind"]
-            params = manifest["index"]["params"]
-            count = manifest["counts"]["fragments"]
-        except TwinspectError as exc:
-            raise bad(f"corrupt clone index: {exc.message}") from exc
-        except (OSError, ValueError, KeyError, TypeError, AttributeError, EOFError, zipfile.BadZipFile) as exc:
-            raise bad(f"missing or corrupt clone index file: {exc}") from exc
-        id_arr = np.asarray(ids, dtype=np.int64)
-        if len(fragments) != count or vectors.dtype != np.float32 or vectors.ndim != 2 or vectors.shape[0] != count:
-            raise bad(
-                f"inconsistent clone index: manifest says {count} fragments, fragments.jsonl has "
-                f"{len(fragments)}, vectors.npy has shape {vectors.shape}"
-            )
-        dim = manifest["encoder"]["config"].get("dim")
-        if count and vectors.shape[1] != dim:
-            raise bad(f"vectors have dimension {vectors.shape[1]}, the encoder {dim}")
-        if kind == "exact":
-            index: Index = make_index("exact", vectors.shape[1], **params)
-            if count:
-                index.add(id_arr, vectors)
-        else:
-            try:
-                index = Index.load(directory / "ann")
-            except IndexFormatError as exc:
-                raise bad(f"corrupt k-NN index: {exc.message}", directory / "ann") from exc
-            if len(index) != count or not np.array_equal(index.ids(), np.sort(id_arr)):
-                raise bad("the k-NN index does not hold the same fragments as fragments.jsonl", directory / "ann")
-        return cls(directory, manifest, fragments, id_arr, vectors, files, encoder, index)
+        st = read_index(directory)
+        return cls(st.directory, st.manifest, st.fragments, st.ids, st.vectors, st.files, st.encoder, st.index)
 
     # -- queries ---------------------------------------------------------------------------------
     def _check_encoder(self) -> None:

@@ -11,7 +11,8 @@ one (``{"name": ..., **state_dict()}``).
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from twinspect.code.encoders.base import Encoder, l2_normalize
 from twinspect.errors import InputError

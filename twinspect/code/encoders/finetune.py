@@ -17,11 +17,11 @@ from __future__ import annotations
 import json
 import random
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from twinspect._io import atomic_directory
-from twinspect.code.encoders.neural import _load, default_model_path, fragment_text, model_position_limit
+from twinspect.code.encoders.neural import default_model_path, fragment_text, load_model, model_position_limit
 from twinspect.code.fragments import Fragment
 from twinspect.errors import InputError, ModelError
 from twinspect.progress import progress
@@ -84,7 +84,7 @@ def finetune(
         try:  # sentence-transformers >= 6 layout, then the older one
             from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
         except ImportError:
-            from sentence_transformers.losses import MultipleNegativesRankingLoss
+            from sentence_transformers.losses import MultipleNegativesRankingLoss  # type: ignore[no-redef]
     except ImportError as exc:
         raise ModelError(
             "fine-tuning needs torch and sentence-transformers",
@@ -97,7 +97,7 @@ def finetune(
     base = Path(base_model) if base_model is not None else default_model_path()
     if not base.is_dir():
         raise InputError("base model directory does not exist", base)
-    model = _load(base)  # a private copy: the cached inference models are never trained
+    model = load_model(base)  # a private copy: the cached inference models are never trained
     limit = model_position_limit(model)
     saved_max = model.max_seq_length
     model.max_seq_length = min(int(max_tokens), limit)

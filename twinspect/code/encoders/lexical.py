@@ -39,7 +39,8 @@ import hashlib
 import itertools
 import json
 import re
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -230,7 +231,7 @@ class LexicalEncoder(Encoder):
         tok, doc = _hash_stream(streams)
         lo, hi = self.ngram_range
         docs, feats = [], []
-        h = None
+        h = np.zeros(0, dtype=_U64)
         for n in range(1, hi + 1):
             if n == 1:
                 h = _mix(tok + _U64(_SALT_STRUCT))
@@ -283,12 +284,13 @@ class LexicalEncoder(Encoder):
             for part, extract in zip(parts, extractors):
                 doc, feat, counts = self._counts(*extract(chunk))
                 part.append((doc + lo, feat, counts))
-        out = []
+        out: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         for part in parts:
             if not part:
                 out.append((np.zeros(0, np.int64), np.zeros(0, _U64), np.zeros(0, np.int64)))
             else:
-                out.append(tuple(np.concatenate(arrays) for arrays in zip(*part)))
+                docs_, feats_, counts_ = (np.concatenate(arrays) for arrays in zip(*part))
+                out.append((docs_, feats_, counts_))
         return out
 
     def _blocks_cached(self, fragments: list[Fragment]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
@@ -301,7 +303,7 @@ class LexicalEncoder(Encoder):
         return self._blocks(fragments)
 
     # -- fitting ---------------------------------------------------------------------------------
-    def fit(self, fragments: Sequence[Fragment]) -> "LexicalEncoder":
+    def fit(self, fragments: Sequence[Fragment]) -> LexicalEncoder:
         """Fit document frequencies (IDF) on a corpus of fragments.
 
         Args:
@@ -334,7 +336,7 @@ class LexicalEncoder(Encoder):
     def _weighted(self, n: int, doc: np.ndarray, feat: np.ndarray, counts: np.ndarray) -> sp.csr_matrix:
         tf = counts.astype(np.float32)
         if self.sublinear_tf:
-            tf = 1.0 + np.log(tf)
+            tf = (1.0 + np.log(tf)).astype(np.float32)
         w = tf * self._idf(feat)
         sign = np.where((feat >> _SIGN_BIT) & _U64(1), np.float32(-1.0), np.float32(1.0))
         col = (feat % _U64(self._dim)).astype(np.int64)
@@ -394,7 +396,7 @@ class LexicalEncoder(Encoder):
         }
 
     @classmethod
-    def from_state(cls, state: dict[str, Any]) -> "LexicalEncoder":
+    def from_state(cls, state: dict[str, Any]) -> LexicalEncoder:
         """Rebuild an encoder from :meth:`state_dict` output (or the arrays of its ``npz``).
 
         Raises:

@@ -27,7 +27,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from _timing import median_ms  # noqa: E402  (sibling module in benchmarks/)
-
 from rich.console import Console  # noqa: E402
 
 from twinspect.dl.adapters import load_classifier  # noqa: E402

@@ -7,7 +7,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-
 import twinspect
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,3 +53,34 @@ def test_readme_test_command_is_what_ci_runs():
     m = re.search(r"\.venv/bin/python -m pytest[^\n`]*", ci)
     assert m, "no pytest command in .ci/run"
     assert m.group(0).strip() in readme
+
+
+def test_quiet_is_read_from_main_argv_not_sys_argv(tmp_path, monkeypatch):
+    """`main([..., "--quiet"])` from Python silences library notices even when sys.argv says otherwise."""
+    import logging
+
+    from twinspect.cli import main
+
+    monkeypatch.setattr(sys, "argv", ["twinspect"])
+    out = tmp_path / "r.json"
+    try:
+        main(["clones", str(ROOT / "twinspect/examples/clones"), "--quiet", "--format", "json", "-o", str(out)])
+    except SystemExit as exc:
+        assert exc.code in (0, None)
+    assert logging.getLogger("twinspect").level == logging.WARNING
+    assert out.exists()
+    monkeypatch.setattr(sys, "argv", ["twinspect", "--quiet"])
+    try:
+        main(["--version"])
+    except SystemExit:
+        pass
+    assert logging.getLogger("twinspect").level == logging.INFO
+
+
+def test_python_api_is_curated():
+    """`import twinspect` exposes the main entry points listed in __all__."""
+    for name in ("scan", "detect", "DetectConfig", "CloneIndex", "load_classifier", "Classifier",
+                 "DFlare", "DiffChaser", "run_search", "InputError"):
+        assert name in twinspect.__all__
+        assert getattr(twinspect, name) is not None
+    assert issubclass(twinspect.InputError, ValueError)

@@ -72,3 +72,57 @@ def test_outputs_get_umask_mode_not_mkstemp_0600(tmp_path):
     mask = os.umask(0)
     os.umask(mask)
     assert (out.stat().st_mode & 0o777) == (0o666 & ~mask)
+
+
+def test_atomic_directory_replaces_old_only_when_new_is_complete(tmp_path):
+    from twinspect._io import atomic_directory
+
+    target = tmp_path / "index"
+    with atomic_directory(target) as d:
+        (d / "v").write_text("1")
+    with pytest.raises(RuntimeError):
+        with atomic_directory(target) as d:
+            (d / "v").write_text("2")
+            raise RuntimeError("crash while writing")
+    assert (target / "v").read_text() == "1"
+    with atomic_directory(target) as d:
+        (d / "v").write_text("3")
+    assert (target / "v").read_text() == "3"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["index"]  # no temporary or old copies left
+
+
+def test_atomic_directory_keeps_old_when_swap_fails(tmp_path, monkeypatch):
+    """A failure at the moment of the swap must leave the complete old directory in place."""
+    from pathlib import Path
+
+    import twinspect._io as io
+
+    target = tmp_path / "index"
+    with io.atomic_directory(target) as d:
+        (d / "v").write_text("old")
+    monkeypatch.setattr(io, "_exchange", lambda a, b: False)  # the portable path
+    real_rename = Path.rename
+
+    def failing_rename(self, dest):
+        if Path(dest) == target and self.name.startswith(".index.tmp-"):
+            raise OSError("disk full")  # the new directory cannot be moved in
+        return real_rename(self, dest)
+
+    monkeypatch.setattr(Path, "rename", failing_rename)
+    with pytest.raises(OSError):
+        with io.atomic_directory(target) as d:
+            (d / "v").write_text("new")
+    assert (target / "v").read_text() == "old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["index"]
+
+
+def test_user_errors_are_value_errors_and_outputs_onto_directories_fail_clearly(tmp_path):
+    from twinspect.errors import IndexFormatError, ModelError
+
+    for cls in (InputError, IndexFormatError, ModelError):
+        assert issubclass(cls, ValueError) and issubclass(cls, TwinspectError)
+    with pytest.raises(InputError, match="is a directory"):
+        write_json(tmp_path, {})
+    with pytest.raises(InputError, match="is a directory"):
+        with atomic_path(tmp_path):
+            pass

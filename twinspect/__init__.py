@@ -1,13 +1,54 @@
 """twinspect — find twins and where twins diverge.
 
-Capabilities (one sub-package each, sharing :mod:`twinspect._io`, :mod:`twinspect.errors`,
-:mod:`twinspect.progress` and :mod:`twinspect.reports`):
+The main entry points, importable from the top-level package (loaded on first use, so
+``import twinspect`` stays fast and does not import torch or tree-sitter until needed):
 
-* :mod:`twinspect.code` — scalable code clone detection (``twinspect clones``), later program similitude.
-* :mod:`twinspect.dl` — model adapters, model zoo and compression, deviated-behaviour search
-  (``twinspect deviate``, ``twinspect repair``), later model similarity and library fuzzing.
+Code clones (:mod:`twinspect.code`, after SSCD, Chochlov et al.)
+    ``scan(paths, config) -> CloneReport``; ``detect(fragments, config) -> CloneReport``;
+    ``DetectConfig``; ``CloneIndex`` (persisted, incremental index for one-fragment queries);
+    ``Fragment``.
+
+Deviated behaviour of compressed models (:mod:`twinspect.dl`, after DFlare, Tian et al., TOSEM 2023)
+    ``load_classifier(path) -> Classifier``; ``Classifier``; ``DFlare``; ``DiffChaser``
+    (Xie et al., IJCAI 2019); ``run_search(...)`` (a whole resumable run over many seeds).
+
+Each capability is a sub-package: :mod:`twinspect.code` (clone detection, program similitude),
+:mod:`twinspect.dl` (model adapters, deviation search, model clone analysis, library fuzzing). They
+share :mod:`twinspect.errors` (user errors: :class:`~twinspect.errors.InputError` is also a
+``ValueError``), :mod:`twinspect._io` (atomic outputs), :mod:`twinspect.progress` and
+:mod:`twinspect.reports`. Library functions are quiet by default (``verbose=0``); only the CLI prints.
+
+Example::
+
+    import twinspect
+    report = twinspect.scan(["twinspect/examples/clones"])
+    for pair in report.pairs[:5]:
+        a, b = report.fragments[pair.a], report.fragments[pair.b]
+        print(pair.type, round(pair.similarity, 2), f"{a.path}:{a.start_line}", f"{b.path}:{b.start_line}")
 """
+
+from __future__ import annotations
+
+from twinspect._lazy import lazy_exports
+from twinspect.errors import InputError, ModelError, TwinspectError
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+# name -> module that defines it (imported lazily on first access)
+_LAZY: dict[str, str] = {
+    "scan": "twinspect.code",
+    "detect": "twinspect.code",
+    "DetectConfig": "twinspect.code",
+    "CloneIndex": "twinspect.code",
+    "Fragment": "twinspect.code",
+    "load_classifier": "twinspect.dl.adapters",
+    "Classifier": "twinspect.dl.adapters",
+    "DFlare": "twinspect.dl.deviate.dflare",
+    "DiffChaser": "twinspect.dl.deviate.diffchaser",
+    "run_search": "twinspect.dl.deviate.runner",
+}
+
+__all__ = ["__version__", "TwinspectError", "InputError", "ModelError", *_LAZY]
+
+
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())

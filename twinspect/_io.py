@@ -9,13 +9,15 @@ temporary file is removed and the destination is untouched).
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
 import shutil
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any, Iterator
+from typing import IO, Any
 
 import numpy as np
 
@@ -35,9 +37,11 @@ def atomic_write(path: str | Path, mode: str = "w", encoding: str | None = "utf-
         The open temporary file object.
 
     Raises:
-        InputError: the destination directory cannot be created or written.
+        InputError: the destination is a directory, or its directory cannot be created or written.
     """
     path = Path(path)
+    if path.is_dir():
+        raise InputError("is a directory; give a file name for the output", path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -62,10 +66,18 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
 
     The temporary file is renamed onto ``path`` when the block exits normally and deleted otherwise.
     The temporary name keeps ``path``'s suffix so that libraries choosing a format by suffix work.
+
+    Raises:
+        InputError: the destination is a directory, or its directory cannot be created or written.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=f".tmp{path.suffix}", dir=path.parent)
+    if path.is_dir():
+        raise InputError("is a directory; give a file name for the output", path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=f".tmp{path.suffix}", dir=path.parent)
+    except OSError as exc:
+        raise InputError(f"cannot write output: {exc.strerror or exc}", path) from exc
     os.close(fd)
     try:
         yield Path(tmp)
@@ -86,41 +98,93 @@ def _umask() -> int:
 _FILE_MODE = 0o666 & ~_umask()
 
 
+def _fsync_dir(path: Path) -> None:
+    """Flush a directory's entries (renames inside it) to disk; a no-op where directories cannot be opened."""
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+_RENAME_EXCHANGE = 2  # linux/fs.h
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Atomically swap two existing paths with Linux ``renameat2(RENAME_EXCHANGE)``.
+
+    Returns:
+        True when swapped; False when the platform or file system does not support it.
+    """
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd = -100
+    rc = renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), _RENAME_EXCHANGE)
+    return rc == 0
+
+
 @contextlib.contextmanager
 def atomic_directory(path: str | Path) -> Iterator[Path]:
     """Yield an empty temporary directory beside ``path``; swap it into place on success.
 
-    On normal exit an existing ``path`` is moved aside, the new directory renamed onto ``path`` and
-    the old one deleted; on any exception (KeyboardInterrupt included) the temporary directory is
-    deleted and ``path`` is left as it was. Used for indexes and saved models, which are directories.
+    On normal exit the new directory replaces ``path`` so that at every instant one complete
+    directory is at ``path``: where Linux ``renameat2(RENAME_EXCHANGE)`` is available the old and
+    new directories are exchanged atomically; elsewhere the old one is renamed aside only right
+    before the new one is renamed in, and put back if that fails. The old directory is deleted only
+    after the new one is in place and the parent directory has been fsync-ed. On any exception
+    (KeyboardInterrupt included) the temporary directory is deleted and ``path`` is left as it was.
+    Used for indexes and saved models, which are directories.
 
     Raises:
-        InputError: the parent directory cannot be created or written.
+        InputError: the parent directory cannot be created or written, or ``path`` is a file.
     """
     path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise InputError("exists and is not a directory", path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
     except OSError as exc:
         raise InputError(f"cannot write output directory: {exc.strerror or exc}", path) from exc
     os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp creates 0700; outputs are ordinary directories
-    old: Path | None = None
     try:
         yield tmp
+        for entry in tmp.rglob("*"):
+            if entry.is_file():
+                with open(entry, "rb") as fh:
+                    os.fsync(fh.fileno())
+        if path.exists() and _exchange(tmp, path):
+            _fsync_dir(path.parent)
+            shutil.rmtree(tmp, ignore_errors=True)  # tmp now holds the old directory
+            return
+        old: Path | None = None
         if path.exists():
             old = path.with_name(f".{path.name}.old-{os.getpid()}-{time.time_ns()}")
             path.rename(old)
-        tmp.rename(path)
+        try:
+            tmp.rename(path)
+        except BaseException:
+            if old is not None and not path.exists():
+                old.rename(path)
+            raise
+        _fsync_dir(path.parent)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
-        if old is not None and not path.exists():
-            old.rename(path)
         raise
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
 
 
-def _json_default(obj: Any) -> Any:
+def json_default(obj: Any) -> Any:
+    """``json.dump(default=...)`` hook: numpy scalars and arrays and paths become plain JSON values.
+
+    Raises:
+        TypeError: ``obj`` has no JSON form (as ``json`` expects from a default hook).
+    """
     if isinstance(obj, np.integer):
         return int(obj)
     if isinstance(obj, np.floating):
@@ -135,7 +199,7 @@ def _json_default(obj: Any) -> Any:
 def write_json(path: str | Path, obj: Any, indent: int | None = 2) -> None:
     """Write ``obj`` as JSON atomically (numpy scalars/arrays and Paths are converted)."""
     with atomic_write(path) as fh:
-        json.dump(obj, fh, indent=indent, default=_json_default)
+        json.dump(obj, fh, indent=indent, default=json_default)
         fh.write("\n")
 
 

@@ -8,6 +8,7 @@ without a traceback and without half-written outputs.
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import sys
@@ -46,33 +47,50 @@ def _root(
     """twinspect: find twins and where twins diverge."""
 
 
-def _register_all() -> None:
-    from twinspect.code import cli as code_cli
-    from twinspect.dl import cli as dl_cli
+#: Capability CLI modules, each exposing ``register(app: typer.Typer) -> None``.
+CAPABILITY_CLIS: tuple[str, ...] = (
+    "twinspect.code.cli",
+    "twinspect.dl.cli",
+    "twinspect.dl.models.cli",
+    "twinspect.code.similitude.cli",
+    "twinspect.dl.fuzz.cli",
+)
 
-    code_cli.register(app)
-    dl_cli.register(app)
+
+def _register_all() -> None:
+    for name in CAPABILITY_CLIS:
+        importlib.import_module(name).register(app)
 
 
 _register_all()
 
 
-def _setup_logging() -> None:
-    """Notices from the library (logger "twinspect", e.g. "model outputs logits") go to stderr."""
+def _setup_logging(argv: list[str]) -> None:
+    """Send library notices (logger "twinspect", e.g. "model outputs logits") to stderr.
+
+    Args:
+        argv: the command-line arguments being run (without the program name); ``-q``/``--quiet``
+            among them lowers the level to warnings.
+    """
     logger = logging.getLogger("twinspect")
     if not logger.handlers:
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("note: %(message)s"))
         logger.addHandler(handler)
-    quiet = any(a in ("-q", "--quiet") for a in (sys.argv[1:]))
+    quiet = any(a in ("-q", "--quiet") for a in argv)
     logger.setLevel(logging.WARNING if quiet else logging.INFO)
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Console entry point: run the CLI, map user errors to exit code 2 and Ctrl-C to 130."""
-    _setup_logging()
+    """Console entry point: run the CLI, map user errors to exit code 2 and Ctrl-C to 130.
+
+    Args:
+        argv: arguments without the program name; ``None`` reads ``sys.argv[1:]``.
+    """
+    args = list(sys.argv[1:] if argv is None else argv)
+    _setup_logging(args)
     try:
-        typer.main.get_command(app).main(args=argv, prog_name="twinspect", standalone_mode=True)
+        typer.main.get_command(app).main(args=args, prog_name="twinspect", standalone_mode=True)
     except TwinspectError as exc:
         _err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
         sys.exit(exc.exit_code)

@@ -34,16 +34,19 @@ class TwinspectError(Exception):
         return text
 
 
-class InputError(TwinspectError):
-    """A path, data file or argument given by the user is missing, unreadable or malformed."""
+class InputError(TwinspectError, ValueError):
+    """A path, data file or argument given by the user is missing, unreadable or malformed.
+
+    Also a :class:`ValueError`, so ``except ValueError`` in a Python caller catches it.
+    """
 
 
-class IndexFormatError(TwinspectError):
-    """A persisted index directory is corrupted or was written by an incompatible version."""
+class IndexFormatError(TwinspectError, ValueError):
+    """A persisted index directory is corrupted or was written by an incompatible version (a ValueError)."""
 
 
-class ModelError(TwinspectError):
-    """A model file cannot be loaded, has an unknown format, or does not output class scores."""
+class ModelError(TwinspectError, ValueError):
+    """A model file cannot be loaded, has an unknown format, or does not output class scores (a ValueError)."""
 
 
 class IncompatibleModelsError(ModelError):

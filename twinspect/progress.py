@@ -7,13 +7,15 @@ Progress goes to stderr, so stdout stays clean for JSON piped to other tools.
 from __future__ import annotations
 
 import contextlib
-from typing import Iterable, Iterator, TypeVar
+from collections.abc import Iterable, Iterator
+from typing import TypeVar
 
 from rich.console import Console
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    TaskID,
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
@@ -32,16 +34,16 @@ class _NullTask:
 class Tracker:
     """A handle on one progress bar: ``advance(n)`` moves it, ``total`` can be updated."""
 
-    def __init__(self, progress: Progress | None, task_id: int | None):
+    def __init__(self, progress: Progress | None, task_id: TaskID | None):
         self._progress = progress
         self._task = task_id
 
     def advance(self, n: int = 1) -> None:
-        if self._progress is not None:
+        if self._progress is not None and self._task is not None:
             self._progress.advance(self._task, n)
 
     def update(self, **kwargs) -> None:
-        if self._progress is not None:
+        if self._progress is not None and self._task is not None:
             self._progress.update(self._task, **kwargs)
 
 

@@ -332,9 +332,9 @@ def test_logits_notice_is_logged(torchscript_file, caplog):
 
 
 def test_keras_output_kind_comes_from_config(keras_file):
-    from twinspect.dl.adapters.keras import keras_output_kind
-
     import keras
+
+    from twinspect.dl.adapters.keras import keras_output_kind
 
     model = keras.models.load_model(str(keras_file), compile=False)
     assert keras_output_kind(model) == "logits"

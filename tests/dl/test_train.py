@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 
 from twinspect.cli import main  # noqa: E402
 from twinspect.dl.adapters import load_classifier  # noqa: E402
-from twinspect.dl.train import augment_crop_flip, predict_logits, save_model, eval_subset, train_model  # noqa: E402
+from twinspect.dl.train import augment_crop_flip, eval_subset, predict_logits, save_model, train_model  # noqa: E402
 from twinspect.errors import InputError  # noqa: E402
 
 SHARED = Path(__file__).resolve().parents[2] / ".." / "shared"

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import torch
@@ -87,9 +87,9 @@ def augment_crop_flip(x: np.ndarray, rng: np.random.Generator, pad: int = 4) -> 
     """
     n, h, w, _ = x.shape
     padded = np.pad(x, ((0, 0), (pad, pad), (pad, pad), (0, 0)))
-    dy = rng.integers(0, 2 * pad + 1, n)
-    dx = rng.integers(0, 2 * pad + 1, n)
-    flip = rng.random(n) < 0.5
+    dy: list[int] = np.asarray(rng.integers(0, 2 * pad + 1, n)).tolist()
+    dx: list[int] = np.asarray(rng.integers(0, 2 * pad + 1, n)).tolist()
+    flip: list[bool] = (np.asarray(rng.random(n)) < 0.5).tolist()
     out = np.empty_like(x)
     for i in range(n):
         crop = padded[i, dy[i] : dy[i] + h, dx[i] : dx[i] + w]
@@ -179,7 +179,7 @@ def fit(
     teacher: TeacherFn | None = None,
     temperature: float = 4.0,
     alpha: float = 0.9,
-    quiet: bool = False,
+    quiet: bool = True,
     description: str = "training",
 ) -> FitLog:
     """Train ``module`` in place with cross-entropy, or with the distillation loss when ``teacher`` is given.
@@ -295,7 +295,7 @@ def train_model(
     width: float = 1.0,
     augment: bool | None = None,
     max_steps: int | None = None,
-    quiet: bool = False,
+    quiet: bool = True,
 ) -> TrainResult:
     """Train a zoo architecture on a dataset and measure its test accuracy.
 
@@ -341,7 +341,8 @@ def train_model(
         sub = np.random.default_rng(seed).permutation(len(x))[:train_size]
         x, y = x[sub], y[sub]
     x_test, y_test = eval_subset(x_test, y_test, test_size)
-    input_shape = tuple(int(v) for v in x.shape[1:])
+    hh, ww, cc = (int(v) for v in x.shape[1:])
+    input_shape = (hh, ww, cc)
     num_classes = int(max(y.max(), y_test.max()) + 1) if dataset not in DATASETS else DATASETS[dataset][1]
     preprocess = default_preprocess(dataset, input_shape[2])
     torch.manual_seed(seed)

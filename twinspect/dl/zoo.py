@@ -10,8 +10,11 @@ Architectures (all take NCHW float input and return logits ``(N, num_classes)``)
   CIFAR-10 ResNets of He et al., "Deep residual learning for image recognition" (CVPR 2016,
   Section 4.2: 6n+2 layers, 3 stages of 16/32/64 channels), with 1×1 projection shortcuts
   (option B) so that every operation quantises in FX graph mode.
-* ``vgg11`` — the VGG-11 layout of Simonyan & Zisserman (ICLR 2015) with batch normalisation and
-  a single linear classifier, as commonly used on CIFAR-10.
+* ``vgg11``, ``vgg16`` — the VGG-11/16 layouts of Simonyan & Zisserman (ICLR 2015) with batch
+  normalisation and a single linear classifier, as commonly used on CIFAR-10.
+* ``resnet18``, ``resnet34``, ``densenet121``, ``densenet161``, ``alexnet`` — the remaining families of
+  Wu et al.'s model clone study (ICPC 2020), in small-image forms (see each class); meant to be built
+  with ``width`` < 1 on this machine.
 
 Every builder takes ``input_shape`` (H, W, C), ``num_classes`` and ``width`` (a multiplier on all
 channel counts and hidden sizes, e.g. 0.5 halves them; counts are rounded and at least 1).
@@ -28,9 +31,10 @@ from __future__ import annotations
 import contextlib
 import json
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from torch import nn
@@ -38,6 +42,7 @@ from torch import nn
 from twinspect._io import atomic_path, require_readable
 from twinspect.dl.adapters.metadata import extra_files, read_metadata, write_metadata
 from twinspect.errors import InputError, ModelError
+
 
 def _ch(c: int, width: float) -> int:
     return max(1, int(round(c * width)))
@@ -187,7 +192,7 @@ class VGG(nn.Module):
                     layers.append(nn.MaxPool2d(2))
                     size //= 2
             else:
-                c = _ch(int(v), width)
+                c = _ch(int(str(v)), width)
                 layers += [nn.Conv2d(c_in, c, 3, padding=1, bias=False), nn.BatchNorm2d(c), nn.ReLU()]
                 c_in = c
         self.features = nn.Sequential(*layers)
@@ -197,6 +202,113 @@ class VGG(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.fc(self.flatten(self.pool(self.features(x))))
+
+
+class ResNet(nn.Module):
+    """ResNet-18/34 (He et al., CVPR 2016, Table 1: basic blocks, stages of 64/128/256/512 channels)
+    for small images: a 3×3 stem without max-pool, as commonly used on CIFAR-10.
+
+    Args:
+        blocks: basic blocks per stage ((2, 2, 2, 2) → ResNet-18, (3, 4, 6, 3) → ResNet-34).
+        input_shape: (H, W, C).
+        num_classes: K.
+        width: channel multiplier on 64/128/256/512.
+    """
+
+    def __init__(self, blocks: tuple[int, ...], input_shape: tuple[int, int, int], num_classes: int, width: float = 1.0):
+        super().__init__()
+        chans = [_ch(c, width) for c in (64, 128, 256, 512)]
+        self.stem = nn.Sequential(nn.Conv2d(input_shape[2], chans[0], 3, padding=1, bias=False), nn.BatchNorm2d(chans[0]), nn.ReLU())
+        layers: list[nn.Module] = []
+        c_in = chans[0]
+        for stage, (c, n) in enumerate(zip(chans, blocks)):
+            for i in range(n):
+                layers.append(BasicBlock(c_in, c, stride=2 if (stage > 0 and i == 0) else 1))
+                c_in = c
+        self.layers = nn.Sequential(*layers)
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.flatten = nn.Flatten()
+        self.fc = nn.Linear(c_in, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.flatten(self.pool(self.layers(self.stem(x)))))
+
+
+class DenseLayer(nn.Module):
+    """BN-ReLU-1×1 conv (4k) - BN-ReLU-3×3 conv (k), output concatenated to the input."""
+
+    def __init__(self, c_in: int, growth: int):
+        super().__init__()
+        self.body = nn.Sequential(
+            nn.BatchNorm2d(c_in), nn.ReLU(), nn.Conv2d(c_in, 4 * growth, 1, bias=False),
+            nn.BatchNorm2d(4 * growth), nn.ReLU(), nn.Conv2d(4 * growth, growth, 3, padding=1, bias=False),
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.cat([x, self.body(x)], 1)
+
+
+class DenseNet(nn.Module):
+    """DenseNet-BC (Huang et al., CVPR 2017): dense blocks of bottleneck layers, transitions halving the
+    channels and the resolution. DenseNet-121: blocks (6, 12, 24, 16), growth 32; DenseNet-161:
+    (6, 12, 36, 24), growth 48. Small-image stem (3×3 conv, no max-pool); ``width`` scales the growth
+    rate. Transitions stop pooling once the map is 1×1.
+    """
+
+    def __init__(self, blocks: tuple[int, ...], growth: int, input_shape: tuple[int, int, int], num_classes: int, width: float = 1.0):
+        super().__init__()
+        k = _ch(growth, width)
+        c = 2 * k
+        layers: list[nn.Module] = [nn.Conv2d(input_shape[2], c, 3, padding=1, bias=False)]
+        size = min(input_shape[0], input_shape[1])
+        for b, n in enumerate(blocks):
+            for _ in range(n):
+                layers.append(DenseLayer(c, k))
+                c += k
+            if b < len(blocks) - 1:
+                out = max(1, c // 2)
+                layers += [nn.BatchNorm2d(c), nn.ReLU(), nn.Conv2d(c, out, 1, bias=False)]
+                if size >= 2:
+                    layers.append(nn.AvgPool2d(2))
+                    size //= 2
+                c = out
+        layers += [nn.BatchNorm2d(c), nn.ReLU()]
+        self.features = nn.Sequential(*layers)
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.flatten = nn.Flatten()
+        self.fc = nn.Linear(c, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.flatten(self.pool(self.features(x))))
+
+
+class AlexNet(nn.Module):
+    """AlexNet (Krizhevsky, Sutskever & Hinton, NeurIPS 2012) for small images: five convolutions
+    (64, 192, 384, 256, 256; 3×3 instead of 11×11/5×5), three max-pools, dropout and two hidden
+    fully connected layers (4096 × width each)."""
+
+    def __init__(self, input_shape: tuple[int, int, int], num_classes: int, width: float = 1.0):
+        super().__init__()
+        c = [_ch(v, width) for v in (64, 192, 384, 256, 256)]
+        self.features = nn.Sequential(
+            nn.Conv2d(input_shape[2], c[0], 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(c[0], c[1], 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(c[1], c[2], 3, padding=1), nn.ReLU(),
+            nn.Conv2d(c[2], c[3], 3, padding=1), nn.ReLU(),
+            nn.Conv2d(c[3], c[4], 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        )
+        n = _flat_size(self.features, input_shape)
+        h = _ch(4096, width)
+        self.classifier = nn.Sequential(
+            nn.Flatten(), nn.Dropout(0.5), nn.Linear(n, h), nn.ReLU(), nn.Dropout(0.5), nn.Linear(h, h), nn.ReLU(),
+            nn.Linear(h, num_classes),
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.classifier(self.features(x))
+
+
+_VGG16 = [64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M", 512, 512, 512, "M"]
 
 
 @dataclass(frozen=True)
@@ -223,6 +335,12 @@ ARCHS: dict[str, ArchSpec] = {
     "resnet14": ArchSpec(lambda s, k, w: CifarResNet(2, s, k, w), "cifar10", "ResNet-14 (student)"),
     "resnet8": ArchSpec(lambda s, k, w: CifarResNet(1, s, k, w), "cifar10", "ResNet-8 (student)"),
     "vgg11": ArchSpec(lambda s, k, w: VGG(s, k, w), "cifar10", "VGG-11 with batch norm"),
+    "vgg16": ArchSpec(lambda s, k, w: VGG(s, k, w, _VGG16), "cifar10", "VGG-16 with batch norm"),
+    "resnet18": ArchSpec(lambda s, k, w: ResNet((2, 2, 2, 2), s, k, w), "cifar10", "ResNet-18 (small-image stem)"),
+    "resnet34": ArchSpec(lambda s, k, w: ResNet((3, 4, 6, 3), s, k, w), "cifar10", "ResNet-34 (small-image stem)"),
+    "densenet121": ArchSpec(lambda s, k, w: DenseNet((6, 12, 24, 16), 32, s, k, w), "cifar10", "DenseNet-121 (BC, growth 32)"),
+    "densenet161": ArchSpec(lambda s, k, w: DenseNet((6, 12, 36, 24), 48, s, k, w), "cifar10", "DenseNet-161 (BC, growth 48)"),
+    "alexnet": ArchSpec(lambda s, k, w: AlexNet(s, k, w), "cifar10", "AlexNet (small-image variant)"),
 }
 
 #: Input shapes (H, W, C) and class counts of the built-in datasets.
@@ -251,7 +369,8 @@ def build_model(arch: str, input_shape: tuple[int, int, int] = (28, 28, 1), num_
     if not (width > 0):
         raise InputError(f"width must be > 0, got {width}")
     try:
-        return ARCHS[key].build(tuple(int(v) for v in input_shape), int(num_classes), float(width))
+        shape = (int(input_shape[0]), int(input_shape[1]), int(input_shape[2]))
+        return ARCHS[key].build(shape, int(num_classes), float(width))
     except RuntimeError as exc:
         raise InputError(f"architecture {arch!r} cannot take inputs of shape {tuple(input_shape)}: {exc}") from exc
 

@@ -1,11 +1,12 @@
 """Report writers shared by every capability.
 
-* :func:`twinspect.reports.table.print_table` — a rich table on the terminal.
-* :func:`twinspect.reports.write_report` — one entry point writing ``json`` (any capability) or a
-  capability-specific format through a registered writer, always atomically.
+* :mod:`twinspect.reports.table` — :func:`print_table` / :func:`render_table`: rich tables on the terminal.
+* :mod:`twinspect.reports.plots` — :func:`heatmap`, :func:`scatter`, :func:`curves`: PNG figures
+  (matplotlib from the ``plots`` extra, imported lazily), written atomically.
 
-Capabilities register extra formats (SARIF and HTML for clone reports, PNG side-by-side images for
-deviated inputs) in their own modules; the atomic-write machinery lives in :mod:`twinspect._io`.
+JSON goes through :func:`twinspect._io.write_json`; capability-specific formats (SARIF and HTML clone
+reports, side-by-side PNGs of deviated inputs) live in each capability's own ``report`` module. All
+writers write atomically through :mod:`twinspect._io`.
 """
 
 from twinspect.reports.table import print_table, render_table

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
@@ -37,7 +37,7 @@ def choose_preprocess(spec, layout: str | None, layout_from_model: bool) -> Prep
     """
     pre = resolve_preprocess(spec)
     if layout is not None and layout_from_model and pre.layout != layout:
-        pre = dataclasses.replace(pre, layout=layout)
+        pre = dataclasses.replace(pre, layout="NCHW" if layout == "NCHW" else "NHWC")
     return pre
 
 

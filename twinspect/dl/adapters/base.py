@@ -6,17 +6,21 @@ scale) and returns probability vectors ``(N, K)`` float64. It owns its preproces
 so in :attr:`Classifier.output_kind`), and counts the inputs it has answered in
 :attr:`Classifier.queries`.
 
-Adapters (one module per framework, Foolbox-style) only implement :meth:`Classifier._forward`.
+Adapters (one module per framework, Foolbox-style) only implement :meth:`Classifier._forward`, and
+:meth:`Classifier._load_model` to expose the general :class:`~twinspect.dl.adapters.model.LoadedModel`
+underneath (weights, intermediate activations, input specs): :attr:`Classifier.loaded`.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Literal, Sequence
+from typing import Literal
 
 import numpy as np
 
+from twinspect.dl.adapters.model import LoadedModel, NotSupportedError, Weights
 from twinspect.errors import IncompatibleModelsError, InputError, ModelError
 
 OutputKind = Literal["auto", "probabilities", "logits"]
@@ -42,7 +46,7 @@ class Preprocess:
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         """Apply to a (N, H, W, C) batch; returns float32 in :attr:`layout`."""
-        out = x.astype(np.float32) / np.float32(self.scale)
+        out: np.ndarray = x.astype(np.float32) / np.float32(self.scale)
         if self.mean:
             out = out - np.asarray(self.mean, dtype=np.float32)
         if self.std:
@@ -55,7 +59,7 @@ class Preprocess:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "Preprocess":
+    def from_dict(cls, d: dict) -> Preprocess:
         return cls(
             scale=float(d.get("scale", 255.0)),
             mean=tuple(d.get("mean", ())),
@@ -98,11 +102,10 @@ def resolve_preprocess(spec: str | dict | Preprocess | None, default: Preprocess
 
 
 def softmax(z: np.ndarray) -> np.ndarray:
-    """Row-wise softmax of a (N, K) array, in float64, numerically stable."""
-    z = np.asarray(z, dtype=np.float64)
-    z = z - np.max(z, axis=1, keepdims=True)
-    e = np.exp(z)
-    return e / e.sum(axis=1, keepdims=True)
+    """Row-wise softmax of a (N, K) array, float64 (``scipy.special.softmax``, numerically stable)."""
+    from scipy.special import softmax as _scipy_softmax
+
+    return _scipy_softmax(np.asarray(z, dtype=np.float64), axis=1)
 
 
 def looks_like_probabilities(out: np.ndarray, atol: float = 1e-3) -> bool:
@@ -188,6 +191,52 @@ class Classifier(ABC):
 
     def reset_queries(self) -> None:
         self.queries = 0
+
+    # -- the general model underneath ---------------------------------------------------------
+    def _load_model(self) -> LoadedModel:
+        """Build the :class:`LoadedModel` this classifier runs (adapters override)."""
+        raise NotSupportedError(f"{type(self).__name__} exposes no general model (weights, activations)", self.name)
+
+    @property
+    def loaded(self) -> LoadedModel:
+        """The general :class:`~twinspect.dl.adapters.model.LoadedModel` under this classifier
+        (built on first access, sharing the framework object where it can).
+
+        Raises:
+            NotSupportedError: the classifier is not backed by a model file or module.
+        """
+        model = getattr(self, "_loaded", None)
+        if model is None:
+            model = self._load_model()
+            self._loaded = model
+        return model
+
+    def weights(self) -> Weights:
+        """Per-layer weights of the model, dequantised (see :meth:`LoadedModel.weights`)."""
+        return self.loaded.weights()
+
+    def layer_names(self) -> list[str]:
+        """Layers whose outputs :meth:`activations` can return.
+
+        Raises:
+            NotSupportedError: the format gives no access to intermediate outputs.
+        """
+        return self.loaded.layer_names()
+
+    def activations(self, x: np.ndarray, layers: Sequence[str] | None = None) -> dict[str, np.ndarray]:
+        """Intermediate outputs on a batch of images in the 0–255 pixel scale (as :meth:`predict_proba`).
+
+        The batch goes through this classifier's :class:`Preprocess` first. Not counted in
+        :attr:`queries`.
+
+        Returns:
+            ``{layer: float32 (N, ...)}`` (see :meth:`LoadedModel.activations`).
+
+        Raises:
+            InputError: wrong image shape or unknown layer.
+            NotSupportedError: the format gives no access to intermediate outputs.
+        """
+        return self.loaded.activations(self.preprocess(self._check_batch(x)), layers)
 
     def describe(self) -> dict:
         """Metadata for reports: name, adapter, input shape, classes, output kind, preprocessing."""

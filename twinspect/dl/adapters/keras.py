@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import os
 import zipfile
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
 from twinspect.dl.adapters._util import check_shape_agrees, choose_preprocess, finish_load, load_error
 from twinspect.dl.adapters.base import Classifier, OutputKind, Preprocess
+from twinspect.dl.adapters.model import LoadedModel, NotSupportedError, TensorSpec, Weights
 from twinspect.errors import ModelError
 
 
@@ -157,7 +159,7 @@ class KerasClassifier(Classifier):
             from twinspect.dl.adapters.torch import ensure_threads
 
             ensure_threads()
-            self._torch = torch
+            self._torch: Any = torch
             if trace:
                 self._traced = self._trace()
                 if self._traced is not None:
@@ -213,19 +215,13 @@ class KerasClassifier(Classifier):
         return traced
 
     @classmethod
-    def load(cls, path: str | Path, **kwargs: Any) -> "KerasClassifier":
+    def load(cls, path: str | Path, **kwargs: Any) -> KerasClassifier:
         """Load a ``.h5`` (Keras 2 / 3 HDF5) or ``.keras`` file without compiling it.
 
         Raises:
             ModelError: the file is not a loadable Keras model (the message names the file).
         """
-        keras = import_keras()
-        if Path(path).suffix.lower() == ".keras" and not zipfile.is_zipfile(path):
-            raise ModelError("not a Keras 3 .keras archive (not a zip file); the file is corrupt", path)
-        try:
-            model = keras.models.load_model(str(path), compile=False)
-        except Exception as exc:  # noqa: BLE001 - h5py/zip/deserialisation errors of every kind
-            raise load_error(path, "Keras", exc) from exc
+        model = read_keras_file(path)
         kwargs.setdefault("name", Path(path).name)
         return cls(model, path=path, **kwargs)
 
@@ -241,5 +237,204 @@ class KerasClassifier(Classifier):
 
     def describe(self) -> dict:
         d = super().describe()
-        d.update(framework=self.framework, path=self.path, backend=self._backend, engine=self.engine)
+        fmt = "keras-h5" if self.path and Path(self.path).suffix.lower() in (".h5", ".hdf5") else "keras"
+        runtime = "torch-trace" if self._traced is not None else "keras"
+        d.update(framework=self.framework, path=self.path, backend=self._backend, engine=self.engine, format=fmt, runtime=runtime)
         return d
+
+    def _load_model(self) -> KerasModel:
+        d = self.describe()
+        return KerasModel(self.model, runtime=d["runtime"], name=self.name, path=self.path, fmt=d["format"], traced=self._traced)
+
+
+def _flat_layers(model: Any) -> list[Any]:
+    """Layers of a Keras model in order, nested models expanded."""
+    res = []
+    for layer in getattr(model, "layers", []):
+        if getattr(layer, "layers", None) and hasattr(layer, "outputs"):
+            res.extend(_flat_layers(layer))
+        else:
+            res.append(layer)
+    return res
+
+
+class KerasModel(LoadedModel):
+    """A Keras 3 model (formats ``keras-h5`` / ``keras``) run layer by layer by Keras (runtime
+    ``keras``) or replayed from a ``torch.jit.trace`` of its torch operations (``torch-trace``,
+    recorded on the first batch and checked against eager Keras on it; the check falling through
+    leaves the model on ``keras``, and :attr:`runtime` says so).
+
+    Weights: every layer's variables, named by the variable's name (``kernel``, ``bias``, ...).
+    Activations: a Keras sub-model returning every layer's output (input, dropout, flatten and reshape
+    layers left out), run eagerly.
+
+    Args:
+        model: a built ``keras.Model``.
+        runtime: ``"torch-trace"`` (default) or ``"keras"``.
+        name: display name.
+        path: source file, if any.
+        fmt: format name (``"keras"`` or ``"keras-h5"``).
+    """
+
+    framework = "keras"
+
+    def __init__(self, model: Any, *, runtime: str = "torch-trace", name: str = "keras-model", path: str | Path | None = None, fmt: str = "keras", traced: Any = None):
+        keras = import_keras()
+        self.model = model
+        self.name = name
+        self.path = None if path is None else str(path)
+        self.format = fmt
+        self.runtime = runtime
+        self._keras = keras
+        self._traced = traced
+        self._trace_tried = traced is not None
+        self._sub: Any = None
+        self.inputs = tuple(
+            TensorSpec(str(getattr(t, "name", f"input_{i}")), (None, *[None if d is None else int(d) for d in tuple(t.shape)[1:]]), str(getattr(t, "dtype", "float32")))
+            for i, t in enumerate(getattr(model, "inputs", None) or [])
+        )
+        self.outputs = tuple(
+            TensorSpec(str(getattr(t, "name", f"output_{i}")), (None, *[None if d is None else int(d) for d in tuple(t.shape)[1:]]), str(getattr(t, "dtype", "float32")))
+            for i, t in enumerate(getattr(model, "outputs", None) or [])
+        )
+
+    @classmethod
+    def load(cls, path: str | Path, *, runtime: str = "torch-trace", name: str | None = None) -> KerasModel:
+        """Read a ``.h5``/``.hdf5``/``.keras`` file (not compiled).
+
+        Raises:
+            ModelError: not a loadable Keras model.
+        """
+        model = read_keras_file(path)
+        fmt = "keras" if Path(path).suffix.lower() == ".keras" else "keras-h5"
+        return cls(model, runtime=runtime, name=name or Path(path).name, path=path, fmt=fmt)
+
+    def _eager(self, xs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        keras = self._keras
+        args = [keras.ops.convert_to_tensor(np.asarray(x)) for x in xs]
+        if keras.backend.backend() == "torch":
+            import torch
+
+            with torch.no_grad():
+                out = self.model(args[0] if len(args) == 1 else args, training=False)
+        else:  # pragma: no cover - only the torch backend is installed with twinspect
+            out = self.model(args[0] if len(args) == 1 else args, training=False)
+        outs = list(out) if isinstance(out, (list, tuple)) else [out]
+        return [np.asarray(keras.ops.convert_to_numpy(o)) for o in outs]
+
+    def forward(self, *xs: np.ndarray) -> list[np.ndarray]:
+        self._check_inputs(xs)
+        if self.runtime == "torch-trace" and self._keras.backend.backend() == "torch":
+            import torch
+
+            if not self._trace_tried:
+                self._trace_tried = True
+                want = self._eager(xs)
+                self._traced = trace_keras(self.model, xs, want)
+                if self._traced is None:
+                    self.runtime = "keras"
+                return want
+            if self._traced is not None:
+                with torch.inference_mode():
+                    out = self._traced(*[torch.from_numpy(np.ascontiguousarray(x)) for x in xs])
+                outs = list(out) if isinstance(out, (list, tuple)) else [out]
+                return [o.cpu().numpy() for o in outs]
+        return self._eager(xs)
+
+    def weights(self) -> Weights:
+        keras = self._keras
+        out: Weights = {}
+        for layer in _flat_layers(self.model):
+            params = {}
+            for v in layer.weights:
+                nm = str(getattr(v, "name", "w"))
+                if nm in params:
+                    nm = str(getattr(v, "path", nm))
+                params[nm] = np.asarray(keras.ops.convert_to_numpy(v.value if hasattr(v, "value") else v), dtype=np.float32)
+            if params:
+                out[layer.name] = params
+        return out
+
+    def _canonical(self, layer: str, param: str, w: np.ndarray) -> np.ndarray:
+        if w.ndim == 4 and param in ("kernel", "depthwise_kernel"):
+            if param == "depthwise_kernel":  # (H, W, I, mult) → (I*mult, 1, H, W)
+                h, k, i, m = w.shape
+                return np.ascontiguousarray(w.reshape(h, k, i * m).transpose(2, 0, 1)[:, None])
+            return np.ascontiguousarray(w.transpose(3, 2, 0, 1))
+        if w.ndim == 2 and param == "kernel":
+            return np.ascontiguousarray(w.T)
+        return w
+
+    def _act_layers(self) -> list[Any]:
+        skip = ("InputLayer", "Dropout", "Flatten", "Reshape", "SpatialDropout2D", "GaussianNoise")
+        return [layer for layer in _flat_layers(self.model) if type(layer).__name__ not in skip]
+
+    def layer_names(self) -> list[str]:
+        if not getattr(self.model, "inputs", None):
+            raise NotSupportedError("a subclassed Keras model has no symbolic graph to read activations from", self.path)
+        return [layer.name for layer in self._act_layers()]
+
+    def _activations(self, xs: Sequence[np.ndarray], layers: list[str]) -> dict[str, np.ndarray]:
+        keras = self._keras
+        if self._sub is None:
+            try:
+                layer_objs = self._act_layers()
+                self._sub = (keras.Model(self.model.inputs, [lay.output for lay in layer_objs]), [lay.name for lay in layer_objs])
+            except Exception as exc:  # noqa: BLE001 - nested models whose layers have no single output
+                raise NotSupportedError(f"cannot build a Keras sub-model over the layer outputs ({type(exc).__name__}: {exc})", self.path) from exc
+        sub, names = self._sub
+        args = [keras.ops.convert_to_tensor(np.asarray(x)) for x in xs]
+        import torch
+
+        with torch.no_grad():
+            outs = sub(args[0] if len(args) == 1 else args, training=False)
+        outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
+        want = set(layers)
+        return {n: np.asarray(keras.ops.convert_to_numpy(o), dtype=np.float32) for n, o in zip(names, outs) if n in want}
+
+
+def read_keras_file(path: str | Path) -> Any:
+    """Load a ``.h5`` (Keras 2/3 HDF5) or ``.keras`` file with Keras 3, not compiled.
+
+    Raises:
+        ModelError: not a loadable Keras model (the message names the file).
+    """
+    keras = import_keras()
+    if Path(path).suffix.lower() == ".keras" and not zipfile.is_zipfile(path):
+        raise ModelError("not a Keras 3 .keras archive (not a zip file); the file is corrupt", path)
+    try:
+        return keras.models.load_model(str(path), compile=False)
+    except Exception as exc:  # noqa: BLE001 - h5py/zip/deserialisation errors of every kind
+        raise load_error(path, "Keras", exc) from exc
+
+
+def trace_keras(model: Any, xs: Sequence[np.ndarray], want: Sequence[np.ndarray], atol: float = 1e-5) -> Any:
+    """``torch.jit.trace`` of a Keras model on ``xs``, or None if it fails or its output differs from
+    ``want`` (the eager Keras outputs) by more than ``atol``."""
+    import warnings
+
+    import torch
+
+    class _Wrapped(torch.nn.Module):
+        def __init__(self, m):
+            super().__init__()
+            self.m = m
+
+        def forward(self, *args):
+            out = self.m(args[0] if len(args) == 1 else list(args), training=False)
+            return tuple(out) if isinstance(out, (list, tuple)) else out
+
+    try:
+        with warnings.catch_warnings(), torch.no_grad():
+            warnings.simplefilter("ignore")
+            tx = tuple(torch.from_numpy(np.ascontiguousarray(x)) for x in xs)
+            traced = torch.jit.trace(_Wrapped(model).eval(), tx, check_trace=False)
+            got = traced(*tx)
+        got_l = list(got) if isinstance(got, (list, tuple)) else [got]
+        for g, w in zip(got_l, want):
+            g = g.detach().cpu().numpy()
+            if g.shape != w.shape or not np.allclose(g, w, rtol=0, atol=atol, equal_nan=True):
+                return None
+    except Exception:  # noqa: BLE001 - untraceable models run eagerly
+        return None
+    return traced

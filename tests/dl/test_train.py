@@ -103,7 +103,7 @@ def test_cli_train_writes_model_and_sidecar(tmp_path, capsys):
 @pytest.mark.parametrize(
     "args, needle",
     [
-        (["train", "alexnet", "-o", "{tmp}/x.pt"], "unknown architecture"),
+        (["train", "no-such-net", "-o", "{tmp}/x.pt"], "unknown architecture"),
         (["train", "lenet1", "--data", "{tmp}/missing.npz", "-o", "{tmp}/x.pt"], "missing.npz"),
         (["train", "lenet1", "-o", "{tmp}/x.pt", "--epochs", "0"], "epochs"),
         (["train", "lenet1", "-o", "{tmp}/x.txt"], ".pt"),

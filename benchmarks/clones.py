@@ -97,24 +97,27 @@ def bench_bcb(args) -> dict:
 
     fraction = 0.25 if args.quick else 1.0
     res = run_bcb(DATA / "bigclonebench", DetectConfig(), fraction=fraction, seed=0, split="test", quiet=True)
-    rec, prec = res["recall"], res["pair"]["recall"]
+    rec, prec, lst = res["recall"], res["pair"]["recall"], res["listed"]["recall"]
     targets = {"T1": 100, "T2": 99, "ST3": 97, "MT3": 70, "WT3/T4": None}
     published = {"T1": "100", "T2": "97", "ST3": "96 (VST3) / 80 (ST3)", "MT3": "27", "WT3/T4": "1"}
     rows = []
     for t in ("T1", "T2", "ST3", "MT3", "WT3/T4"):
-        v, c = _pct(prec.get(t)), _pct(rec.get(t))
+        v, c, li = _pct(prec.get(t)), _pct(rec.get(t)), _pct(lst.get(t))
         tg = targets[t]
-        rows.append([t, v, c, "" if tg is None else f"≥ {tg}", "" if tg is None else _ok(v, tg), published[t],
+        rows.append([t, v, li, c, "" if tg is None else f"≥ {tg}", "" if tg is None else _ok(v, tg), published[t],
                      f"{res['pair']['counts'][t][0]}/{res['counts'][t][1]}"])
-    fp, cfp = _pct(res["pair"]["fp_rate"]), _pct(res["fp_rate"])
-    rows.append(["false positives (non-clone pairs)", fp, cfp, "≤ 2", _ok(fp, 2, ge=False), "",
+    fp, lfp, cfp = _pct(res["pair"]["fp_rate"]), _pct(res["listed"]["fp_rate"]), _pct(res["fp_rate"])
+    rows.append(["false positives (non-clone pairs)", fp, lfp, cfp, "≤ 2", _ok(fp, 2, ge=False), "",
                  f"{res['pair']['fp']}/{res['negatives']}"])
     scope = f"{int(fraction * 100)} % of each type's labels (quick)" if fraction < 1 else "all labels"
     print(f"\n### BigCloneBench typed subset, held-out half by functionality — {scope}; {res['functions']} functions "
           f"({res['unmined']} gave no fragment), {res['pairs']} pairs, {res['classes']} classes "
-          f"(largest {res['largest_class']}), {res['seconds']:.0f} s\n")
-    print(_md(rows, ["type", "pair recall %", "class-implied recall %", "target (pair)", "met",
-                     "SSCD paper (full BCB)", "pairs found/total"]))
+          f"(largest {res['largest_class']}), {res['identical_groups']} identical groups, {res['seconds']:.0f} s\n")
+    print(_md(rows, ["type", "pair recall % (stated)", "listed pairs only %", "class-implied recall %",
+                     "target (pair)", "met", "SSCD paper (full BCB)", "stated pairs found/total"]))
+    print("\n*Stated* pairs: the pairs listed in the report plus every member pair of its `identical_groups` "
+          "(exact-duplicate groups of more than `max_bucket_pairs` members, reported as one T1/T2 group "
+          "instead of O(n²) pairs); *listed*: `pairs` only; *class-implied*: stated or same clone class.")
     return res
 
 

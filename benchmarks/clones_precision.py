@@ -45,13 +45,30 @@ def _side(f) -> dict:
             "language": f.language}
 
 
-def sample(src: Path, per_type: int, seed: int, show: bool) -> list[dict]:
+def _pair_key(rec: dict) -> tuple:
+    a, b = rec["a"], rec["b"]
+    return (rec["project"], a["path"], a["start_line"], b["path"], b["start_line"])
+
+
+def sample(src: Path, per_type: int, seed: int, show: bool, encoder: str = "lexical",
+           runtime: str | None = None, types: list[str] | None = None, tag: str = "",
+           append: bool = False) -> list[dict]:
+    """Draw up to ``per_type`` reported pairs per (project, type) at the default settings of ``encoder``.
+
+    With ``append`` the records are added to the existing sample, skipping pairs already in it (ids get
+    ``tag`` so they never clash with earlier draws); ``types`` restricts the drawn types.
+    """
     from twinspect.code.clones import DetectConfig, scan
 
     rng = random.Random(seed)
+    old = ([json.loads(line) for line in SAMPLE.read_text(encoding="utf-8").splitlines() if line.strip()]
+           if append and SAMPLE.exists() else [])
+    seen = {_pair_key(r) for r in old}
     out: list[dict] = []
+    params = {"runtime": runtime} if (encoder == "neural" and runtime) else None
+    enc_name = encoder + (f" {runtime}" if params else "")
     for project in sorted(p for p in src.iterdir() if p.is_dir()):
-        report = scan([project], DetectConfig(), quiet=True)
+        report = scan([project], DetectConfig(encoder=encoder, encoder_params=params), quiet=True)
         by_type: dict[str, list] = defaultdict(list)
         for p in report.pairs:
             by_type[p.type].append(p)
@@ -60,13 +77,23 @@ def sample(src: Path, per_type: int, seed: int, show: bool) -> list[dict]:
               f"{dict(Counter(p.type for p in report.pairs))}, {len(report.classes)} classes "
               f"(largest {st.get('largest_class')}; sizes {st.get('class_sizes')})", file=sys.stderr)
         for t in sorted(by_type):
+            if types and t not in types:
+                continue
             pairs = by_type[t]
-            for p in rng.sample(pairs, min(per_type, len(pairs))):
+            drawn = 0
+            for p in rng.sample(pairs, len(pairs)):
+                if drawn >= per_type:
+                    break
                 fa, fb = report.fragments[p.a], report.fragments[p.b]
-                rec = {"id": f"{project.name}#{len(out)}", "project": project.name, "type": p.type,
+                rec = {"id": f"{project.name}#{tag}{len(old) + len(out)}", "project": project.name,
+                       "encoder": enc_name, "type": p.type,
                        "band": p.band, "similarity": round(float(p.similarity), 4),
                        "t3_similarity": None if p.t3_similarity is None else round(float(p.t3_similarity), 4),
                        "a": _side(fa), "b": _side(fb)}
+                if _pair_key(rec) in seen:
+                    continue
+                seen.add(_pair_key(rec))
+                drawn += 1
                 out.append(rec)
                 if show:
                     print(f"\n===== {rec['id']} {p.type} {p.band or ''} cos {p.similarity:.3f}")
@@ -75,9 +102,32 @@ def sample(src: Path, per_type: int, seed: int, show: bool) -> list[dict]:
                         print("\n".join(f.text.splitlines()[:40]))
     RESULTS.mkdir(parents=True, exist_ok=True)
     with SAMPLE.open("w", encoding="utf-8") as fh:
-        for rec in out:
+        for rec in old + out:
             fh.write(json.dumps(rec) + "\n")
     return out
+
+
+def show_unlabelled(src: Path, max_lines: int) -> int:
+    """Print both sides of every sampled pair that has no label yet (read from the sources under ``src``)."""
+    recs = [json.loads(line) for line in SAMPLE.read_text(encoding="utf-8").splitlines() if line.strip()]
+    labelled = set()
+    if LABELS.exists():
+        with LABELS.open(newline="", encoding="utf-8") as fh:
+            labelled = {r["id"] for r in csv.DictReader(fh)}
+    n = 0
+    for rec in recs:
+        if rec["id"] in labelled:
+            continue
+        n += 1
+        print(f"\n===== {rec['id']} {rec.get('encoder', 'lexical')} {rec['type']} {rec['band'] or ''} "
+              f"cos {rec['similarity']} tok {rec['t3_similarity']}")
+        for side in (rec["a"], rec["b"]):
+            lines = (src / rec["project"] / side["path"]).read_text(encoding="utf-8", errors="replace").splitlines()
+            body = lines[side["start_line"] - 1:side["end_line"]]
+            print(f"--- {side['path']}:{side['start_line']}-{side['end_line']} {side['name']}")
+            print("\n".join(body[:max_lines]) + (f"\n    ... ({len(body) - max_lines} more lines)"
+                                                  if len(body) > max_lines else ""))
+    return n
 
 
 def score() -> dict:
@@ -111,6 +161,18 @@ def score() -> dict:
     print(f"\n### Precision study — {n} labelled pairs from {len(projects)} projects in "
           f"{len(languages)} languages ({', '.join(sorted(languages))})\n")
     print(markdown_table(rows, ["type", "labelled", "clones", "precision %", "target", "met"]))
+    # the same labels by encoder (draw) and Type-3 band
+    by: dict[tuple, list[int]] = defaultdict(lambda: [0, 0])
+    for rec in recs:
+        lab = labels.get(rec["id"])
+        if lab is None:
+            continue
+        key = (rec.get("encoder", "lexical"), rec["type"], rec["band"] or "")
+        by[key][1] += 1
+        by[key][0] += lab["label"] == "clone"
+    brows = [[e, t, b, n, ok, round(100.0 * ok / n, 1)] for (e, t, b), (ok, n) in sorted(by.items())]
+    print("\nBy encoder, type and Type-3 band:\n")
+    print(markdown_table(brows, ["encoder", "type", "band", "labelled", "clones", "precision %"]))
     return {"per_type": {k: v for k, v in per.items()}, "labelled": n, "projects": sorted(projects),
             "languages": sorted(languages), "t1_t3_precision": p13}
 
@@ -123,11 +185,22 @@ def main(argv: list[str] | None = None) -> None:
     s.add_argument("--per-type", type=int, default=10)
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--show", action="store_true", help="print both sides of every sampled pair")
+    s.add_argument("--encoder", default="lexical", help="lexical (default) or neural")
+    s.add_argument("--runtime", default=None, help="neural encoder runtime (e.g. onnx-int8)")
+    s.add_argument("--types", nargs="*", default=None, help="draw only these clone types (e.g. T4)")
+    s.add_argument("--tag", default="", help="id infix of this draw (ids stay unique across draws)")
+    s.add_argument("--append", action="store_true", help="add to the existing sample instead of replacing it")
+    sh = sub.add_parser("show", help="print both sides of every sampled pair that has no label yet")
+    sh.add_argument("--src", type=Path, required=True)
+    sh.add_argument("--max-lines", type=int, default=60)
     sub.add_parser("score")
     args = ap.parse_args(argv)
     if args.cmd == "sample":
-        recs = sample(args.src, args.per_type, args.seed, args.show)
+        recs = sample(args.src, args.per_type, args.seed, args.show, encoder=args.encoder,
+                      runtime=args.runtime, types=args.types, tag=args.tag, append=args.append)
         print(f"{len(recs)} pairs sampled -> {SAMPLE}", file=sys.stderr)
+    elif args.cmd == "show":
+        print(f"{show_unlabelled(args.src, args.max_lines)} unlabelled pairs", file=sys.stderr)
     else:
         score()
 

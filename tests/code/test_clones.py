@@ -166,6 +166,24 @@ def test_large_exact_bucket_is_one_class_with_star_pairs():
     assert report.classes == [list(range(30))]
     assert {(p.a, p.b) for p in report.pairs} == {(0, i) for i in range(1, 30)}
     assert report.stats["buckets"] == 1 and report.stats["representatives"] == 1
+    # the star does not list the other 406 member pairs: the report states them as one identical group
+    assert report.identical_groups == [{"type": "T1", "members": list(range(30))}]
+    assert report.to_json_dict()["identical_groups"] == report.identical_groups
+
+
+def test_identical_group_type_and_small_buckets_are_listed_pairwise():
+    # 22 copies, two of them renamed (T2 of the others): one group of type T2; a 3-copy bucket is listed
+    frags = copies(20) + [one(T2_COPY, "ren0.py"), one(T2_COPY, "ren1.py")] + \
+        [one(distinct_function(7).text, f"small{i}.py") for i in range(3)]
+    vecs = np.stack([unit(1, 0.001 * i) for i in range(22)] + [unit(0, 1, 0.001 * i) for i in range(3)])
+    report = detect(frags, DetectConfig(top_k=2, max_bucket_pairs=20), vectors=vecs)
+    assert len(report.identical_groups) == 1
+    group = report.identical_groups[0]
+    assert group["type"] == "T2" and len(group["members"]) == 22
+    small = [i for i, f in enumerate(report.fragments) if f.path.startswith("small")]
+    assert {(p.a, p.b) for p in report.pairs if p.a in small} == {(small[0], small[1]), (small[0], small[2]),
+                                                                   (small[1], small[2])}
+    assert report.stats["identical_groups"] == 1
 
 
 def test_neighbour_of_a_bucket_pairs_with_its_members():
@@ -288,7 +306,7 @@ def test_default_config_is_the_tuned_one():
     assert cfg.candidate_threshold == 0.4 and cfg.edge_threshold == 0.4
     assert cfg.encoder_params == {"identifier_weight": 0.3, "identifier_mode": "subtokens"}
     assert DetectConfig(encoder="neural").encoder_params == {}
-    assert cfg.to_dict()["pair_margin"] == 0.02
+    assert cfg.to_dict()["pair_margin"] == 0.02 and cfg.lexical_min_t3 == 0.5
 
 
 def test_linkage_none_keeps_only_buckets():
@@ -409,3 +427,31 @@ def test_hnsw_threads_option_and_seeded_single_thread_build_is_reproducible():
     assert two.config["threads"] == 2 and two.pairs
     with pytest.raises(InputError):
         DetectConfig(threads=0).validate()
+
+
+UNRELATED = """def parse_config(path):
+    with open(path) as fh:
+        lines = fh.readlines()
+    out = {}
+    for ln in lines:
+        if "=" not in ln:
+            continue
+        k, v = ln.split("=", 1)
+        out[k.strip()] = v.strip()
+    return out
+"""
+
+
+@pytest.mark.parametrize("encoder, min_t3, expected", [
+    ("neural", 0.5, ("T4", "WT3")),  # semantic evidence: T4, never filtered
+    ("lexical", 0.5, None),  # default: a lexical pair below the MT3 band is not reported
+    ("lexical", None, ("T3", "WT3")),  # kept on request, typed weak Type-3, never T4
+])
+def test_weak_pairs_need_semantic_evidence(encoder, min_t3, expected):
+    frags = [one(BASE, "a.py"), one(UNRELATED, "b.py")]
+    vecs = np.stack([unit(1, 0), unit(1, 0.05)])  # cosine ≈ 0.999: only the token similarity is low
+    report = detect(frags, DetectConfig(lexical_min_t3=min_t3), vectors=vecs, vectors_encoder=encoder)
+    got = [(p.type, p.band) for p in report.pairs]
+    assert got == ([] if expected is None else [expected])
+    assert report.stats["weak_lexical_dropped"] == (1 if expected is None else 0)
+    assert DetectConfig().lexical_min_t3 == 0.5

@@ -237,6 +237,20 @@ def test_found_pairs_from_fragment_view():
     assert found(10, 11) and found(11, 12)
     assert not found(10, 12)
     assert not found(12, 12)
+    # stated pairs: listed pairs plus identical groups, never the classes
+    assert found.stated()(10, 11) and not found.stated()(11, 12)
+    view.identical_groups = [[1, 2, 3]]
+    found = FoundPairs.from_view(view, lambda s: int(Path(s.path).stem))
+    assert found.stated()(11, 12) and not found.listed()(11, 12)
+
+
+def test_report_view_reads_identical_groups_and_rejects_dangling_ids():
+    rep = _report([("f/1.java", 1, 5), ("f/2.java", 1, 5), ("f/3.java", 1, 5)], [(0, 1)])
+    rep["identical_groups"] = [{"type": "T1", "members": [0, 1, 2]}]
+    assert ev.report_view(rep).identical_groups == [[0, 1, 2]]
+    rep["identical_groups"] = [{"type": "T1", "members": [0, 7]}]
+    with pytest.raises(ValueError, match="identical group"):
+        ev.report_view(rep)
 
 
 # ---------------------------------------------------------------- loaders

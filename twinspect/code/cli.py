@@ -96,8 +96,8 @@ LexMinT3Opt = Annotated[
     str,
     typer.Option("--lexical-min-t3", metavar="SIM|none",
                  help="Lexical encoder: report a Type-3 pair only if its abstracted-token similarity is at "
-                 "least SIM (0.7 keeps the VST3/ST3 bands: more precise on real code, where MT3/WT3 pairs "
-                 "found by lexical similarity alone were mostly not clones; less recall); 'none' keeps them."),
+                 "least SIM (default 0.5 drops the WT3 band, whose lexical pairs were not clones on real code; "
+                 "0.7 keeps the VST3/ST3 bands only: more precise, less recall); 'none' keeps every band."),
 ]
 LinkageOpt = Annotated[
     str,

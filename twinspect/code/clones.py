@@ -17,8 +17,10 @@ identical functions, whose pairs a top-k list would mostly miss). The k-NN searc
 Pairs are then expanded to bucket members with a bound, never O(n²) for huge buckets:
 
 - inside a bucket of ``≤ max_bucket_pairs`` members every pair is reported; a larger bucket is
-  reported as a *star*: the representative paired with every other member (the full structure is
-  the clone class);
+  reported as a *star*: the representative paired with every other member, and the bucket is
+  listed in the report's ``identical_groups`` (type T1 or T2, members): the report thereby states
+  every member pair as a clone of that type without listing O(n²) pairs (the bucket is also inside
+  one clone class);
 - a neighbour pair between two representatives whose buckets have ``≤ max_bucket_pairs`` members
   together expands to all member pairs; otherwise to two stars (each representative paired with the
   members of the other bucket). Expanded member pairs are kept only if their own cosine similarity
@@ -38,9 +40,10 @@ recall at 96 % with ~91 % strict precision.)
 
 **T4 needs semantic evidence.** A pair whose abstracted-token similarity is below the MT3 band
 is typed T4 only when a semantic encoder (``neural``, a fine-tuned model, or caller-given vectors)
-found it; with the lexical encoder it is weak Type-3 (type T3, band WT3). With
-``lexical_min_t3=0.7`` lexical pairs below the ST3 band (MT3, WT3) are not reported at all
-(``stats["weak_lexical_dropped"]``): more precise on real code, less recall (see DetectConfig).
+found it; with the lexical encoder it would be weak Type-3 (type T3, band WT3), and by default
+(``lexical_min_t3=0.5``) such lexical pairs below the MT3 band are not reported at all
+(``stats["weak_lexical_dropped"]``). With ``lexical_min_t3=0.7`` the MT3 band is dropped too: more
+precise on real code, less recall (see DetectConfig); ``None`` keeps every band.
 
 **Clone classes** (default ``linkage="pairs"``) are built from the *reported pairs* only, by complete
 linkage: the pairs are visited strongest first, and the two groups of a pair are merged only if
@@ -78,7 +81,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -98,6 +101,11 @@ DEFAULT_ENCODER_PARAMS: dict[str, dict[str, Any]] = {
     "neural": {},
 }
 INDEXES = ("exact", "hnsw")
+#: Default :attr:`DetectConfig.lexical_min_t3`: lexical Type-3 pairs below the MT3 band (WT3,
+#: abstracted-token similarity < 0.5) are not reported. Chosen on SSCD-C (no recall or precision
+#: cost there: 78/80 found either way) and the hand-labelled precision sample (lexical WT3 pairs
+#: were 0 of 4 clones), benchmarks/results/clones_precision.md.
+DEFAULT_LEXICAL_MIN_T3 = 0.5
 LINKAGES = ("pairs", "single", "average", "complete", "none")
 _SEARCH_CHUNK = 1024  # queries per index.search call (progress granularity, bounded memory)
 
@@ -128,11 +136,13 @@ class DetectConfig:
             buckets is expanded to their members, which may pair at ≥ ``threshold`` (0.40, the
             value the edges were collected at before classes were tied to pairs).
         lexical_min_t3: with a lexical encoder, a non-T1/T2 pair is reported only if its
-            abstracted-token similarity is at least this (0.7 keeps VST3 and ST3 only: MT3/WT3
-            pairs found by lexical cosine alone were 4 of 11 clones in the hand-labelled precision
-            sample, benchmarks/results/clones_precision.md, but dropping them costs SSCD-C recall
-            97.5 → 91.3 %); None (default) keeps them. Semantic encoders (neural, caller-given
-            vectors) are not filtered. In [0, 1].
+            abstracted-token similarity is at least this. Default 0.5
+            (:data:`DEFAULT_LEXICAL_MIN_T3`): WT3 pairs, found by lexical cosine alone, are
+            dropped (0 of 4 were clones in the hand-labelled precision sample,
+            benchmarks/results/clones_precision.md; no cost on SSCD-C). 0.7 keeps VST3 and ST3
+            only (lexical MT3 pairs were 6 of 16 clones there, but dropping them costs SSCD-C
+            recall 97.5 → 91.3 %); None keeps every band. Semantic encoders (neural,
+            caller-given vectors) are not filtered. In [0, 1].
         linkage: ``"pairs"`` (default: classes are cliques of reported pairs), or the clustering
             linkages ``"single"``, ``"average"``, ``"complete"``, ``"none"`` (see the module doc).
         M: HNSW graph degree.
@@ -155,7 +165,7 @@ class DetectConfig:
     linkage: str = "pairs"
     candidate_threshold: float = 0.40
     pair_margin: float | None = 0.02
-    lexical_min_t3: float | None = None
+    lexical_min_t3: float | None = DEFAULT_LEXICAL_MIN_T3
     M: int = 16
     ef_construction: int = 200
     ef_search: int = 100
@@ -274,6 +284,11 @@ class CloneReport:
         classes: clone classes (lists of fragment ids), largest first.
         stats: counts and timings (see :func:`detect` and :func:`scan`).
         config: the :class:`DetectConfig` used, as a dict.
+        identical_groups: exact-duplicate buckets too large to list all their pairs (more than
+            ``max_bucket_pairs`` members; only a star of pairs is in :attr:`pairs`), each
+            ``{"type": "T1" | "T2", "members": [ids]}``: every pair of members is a clone of that
+            type (T1: identical after removing comments and layout; T2: identical after also
+            abstracting identifiers and literals). Members ascending; groups largest first.
     """
 
     root: str
@@ -282,6 +297,7 @@ class CloneReport:
     classes: list[list[int]]
     stats: dict
     config: dict
+    identical_groups: list[dict] = field(default_factory=list)
 
     def to_json_dict(self) -> dict:
         """The JSON report: ``fragments``, ``pairs``, ``classes``, ``stats`` plus ``version``, ``root``, ``config``.
@@ -291,7 +307,11 @@ class CloneReport:
             {"version": str, "root": str, "config": {...},
              "fragments": [{"id", "path", "start_line", "end_line", "name", "language"}],
              "pairs": [{"a", "b", "similarity", "type", "band", "t3_similarity"}],
-             "classes": [[id, ...]], "stats": {...}}
+             "classes": [[id, ...]],
+             "identical_groups": [{"type": "T1" | "T2", "members": [id, ...]}], "stats": {...}}
+
+        ``identical_groups`` (see the attribute) states the member pairs of exact-duplicate groups
+        too large to list pair by pair.
         """
         from twinspect import __version__
 
@@ -312,6 +332,9 @@ class CloneReport:
             ],
             "pairs": [p.to_json_dict() for p in self.pairs],
             "classes": [list(map(int, c)) for c in self.classes],
+            "identical_groups": [
+                {"type": g["type"], "members": list(map(int, g["members"]))} for g in self.identical_groups
+            ],
             "stats": self.stats,
         }
 
@@ -749,7 +772,31 @@ def detect(
         "index": config.index,
         "timings": {k: round(v, 4) for k, v in timings.items()},
     }
-    return CloneReport(root="", fragments=frags, pairs=pairs, classes=classes, stats=stats, config=config.to_dict())
+    groups = identical_groups(buckets, clf, config.max_bucket_pairs)
+    stats["identical_groups"] = len(groups)
+    return CloneReport(root="", fragments=frags, pairs=pairs, classes=classes, stats=stats, config=config.to_dict(),
+                       identical_groups=groups)
+
+
+def identical_groups(buckets: Sequence[Sequence[int]], clf: TypeClassifier, cap: int) -> list[dict]:
+    """The exact-duplicate buckets of more than ``cap`` members (reported as stars, see the module doc).
+
+    Args:
+        buckets: T2-identical groups of fragment ids.
+        clf: the type classifier of the same fragments (its T1 keys decide T1 vs T2).
+        cap: :attr:`DetectConfig.max_bucket_pairs`.
+
+    Returns:
+        ``[{"type": "T1" | "T2", "members": sorted ids}]``, largest first then smallest id; "T1" when
+        every member has the same T1 key.
+    """
+    out = []
+    for members in buckets:
+        if len(members) > cap:
+            kind = "T1" if len({clf.t1_key(m) for m in members}) == 1 else "T2"
+            out.append({"type": kind, "members": sorted(int(m) for m in members)})
+    out.sort(key=lambda g: (-len(g["members"]), g["members"][0]))
+    return out
 
 
 def scan(

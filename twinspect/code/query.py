@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from twinspect.code.clones import DEFAULT_LEXICAL_MIN_T3
 from twinspect.errors import InputError
 
 
@@ -35,7 +36,7 @@ class CloneHit:
 
 
 def query_clones(store: Any, fragment: Any, top_k: int, threshold: float,
-                 lexical_min_t3: float | None = None) -> list[CloneHit]:
+                 lexical_min_t3: float | None = DEFAULT_LEXICAL_MIN_T3) -> list[CloneHit]:
     """The ``top_k`` most similar indexed fragments at or above ``threshold``, typed T1–T4.
 
     As in :func:`~twinspect.code.clones.detect`, a lexical index never types a pair T4: pairs
@@ -53,7 +54,8 @@ def query_clones(store: Any, fragment: Any, top_k: int, threshold: float,
         top_k: maximum number of clones (≥ 1).
         threshold: minimum cosine similarity.
         lexical_min_t3: as :attr:`~twinspect.code.clones.DetectConfig.lexical_min_t3` (a lexical
-            index drops Type-3 hits below this abstracted-token similarity; None keeps them).
+            index drops Type-3 hits below this abstracted-token similarity; None keeps them;
+            default the same as ``scan``'s).
 
     Returns:
         The T2-identical fragments plus up to ``top_k`` k-NN hits, as :class:`CloneHit`, most

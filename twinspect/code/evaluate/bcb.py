@@ -95,8 +95,10 @@ class FoundPairs:
         classes: reported clone classes, each an iterable of item ids (an item may be in several).
     """
 
-    def __init__(self, pairs: Iterable[tuple[Hashable, Hashable]], classes: Iterable[Iterable[Hashable]] = ()):
+    def __init__(self, pairs: Iterable[tuple[Hashable, Hashable]], classes: Iterable[Iterable[Hashable]] = (),
+                 identical_groups: Iterable[Iterable[Hashable]] = ()):
         self._pairs = {frozenset((a, b)) for a, b in pairs if a != b}
+        self.identical_groups = [list(g) for g in identical_groups]
         self._classes: dict[Hashable, set[int]] = defaultdict(set)
         for c, members in enumerate(classes):
             for m in members:
@@ -120,12 +122,23 @@ class FoundPairs:
     def from_view(cls, view: ReportView, item_of: Callable[[Span], Hashable | None]) -> FoundPairs:
         """Lift a fragment-level report to items (e.g. BCB function ids) with ``item_of(span)``.
 
-        Fragments whose item is None are dropped; pairs within one item are ignored.
+        Fragments whose item is None are dropped; pairs within one item are ignored. The report's
+        identical groups are kept in :attr:`identical_groups` (see :meth:`stated`).
         """
         item = {fid: item_of(span) for fid, span in view.spans.items()}
         pairs = [(item[a], item[b]) for a, b, _ in view.pairs if item[a] is not None and item[b] is not None]
         classes = [{item[m] for m in c if item.get(m) is not None} for c in view.classes]
-        return cls(pairs, classes)
+        groups = [[item[m] for m in g if item.get(m) is not None] for g in view.identical_groups]
+        return cls(pairs, classes, groups)
+
+    def stated(self) -> FoundPairs:
+        """The pairs the report *states*: listed pairs plus every member pair of an identical group
+        (exact-duplicate groups too large to list pair by pair), without the clone classes."""
+        return FoundPairs(self.pairs, self.identical_groups)
+
+    def listed(self) -> FoundPairs:
+        """The listed pairs only (no classes, no identical groups)."""
+        return FoundPairs(self.pairs)
 
 
 def score_bcb(found: Callable[[Hashable, Hashable], bool], labels: Sequence[BCBPair]) -> dict[str, Any]:
@@ -277,7 +290,8 @@ def bcb_fragments(functions: Sequence[dict[str, Any]], directory: str | Path, mi
     return frags
 
 
-def _bcb_item(span: Span) -> int | None:
+def bcb_function_id(span: Span) -> int | None:
+    """The BigCloneBench function id of a fragment mined by :func:`bcb_fragments` (its file stem), or None."""
     stem = span.path.rsplit("/", 1)[-1].split(".", 1)[0]
     return int(stem) if stem.isdigit() else None
 
@@ -296,10 +310,13 @@ def run_bcb(
 ) -> dict[str, Any]:
     """Run the detector over the BigCloneBench typed subset and score per-type recall and FP rate.
 
-    Every function is written to its own file in a temporary folder and mined as Java. Two scores
+    Every function is written to its own file in a temporary folder and mined as Java. Three scores
     are returned, with false positives counted the same way in each: *class-implied* (top level: a
     labelled pair is found when reported as a pair or when both functions share a reported clone
-    class) and *pair* (``out["pair"]``: found only when reported as a pair).
+    class), *pair* (``out["pair"]``: found when the report states the pair — listed in ``pairs``, or
+    both functions in one of the report's ``identical_groups``, exact-duplicate groups whose member
+    pairs are all T1/T2 clones but too many to list) and *listed* (``out["listed"]``: listed pairs
+    only).
 
     Args:
         data: the BCB folder (``functions.jsonl.gz`` + ``clone_labels.csv``); default
@@ -317,9 +334,9 @@ def run_bcb(
         quiet: no progress output.
 
     Returns:
-        :func:`score_bcb`'s dict (class-implied) plus ``pair`` (:func:`score_bcb` on reported
-        pairs only), ``split``, ``functions``, ``fragments``, ``unmined`` (functions that gave
-        no fragment), ``pairs``, ``classes``, ``largest_class`` and ``seconds``.
+        :func:`score_bcb`'s dict (class-implied) plus ``pair`` (:func:`score_bcb` on the stated
+        pairs), ``listed`` (on listed pairs only), ``split``, ``functions``, ``fragments``, ``unmined`` (functions that gave
+        no fragment), ``pairs``, ``classes``, ``identical_groups``, ``largest_class`` and ``seconds``.
     """
     from twinspect.code.clones import DetectConfig, detect
 
@@ -337,21 +354,23 @@ def run_bcb(
             frags = bcb_fragments(functions, tmp, config.min_lines if min_lines is None else min_lines, quiet)
     else:
         wanted = {f["id"] for f in functions}
-        frags = [f for f in fragments if _bcb_item(Span(f.path, f.start_line, f.end_line)) in wanted]
+        frags = [f for f in fragments if bcb_function_id(Span(f.path, f.start_line, f.end_line)) in wanted]
     (vecs,) = (embed or config_embedder(config))(frags, [frags])
     report = detect(frags, config, vectors=vecs, vectors_encoder=None if embed else config.encoder, quiet=quiet)
     view = report_view(report)
-    found = FoundPairs.from_view(view, _bcb_item)
+    found = FoundPairs.from_view(view, bcb_function_id)
     out = score_bcb(found, labels)
-    out["pair"] = score_bcb(FoundPairs(found.pairs), labels)
+    out["pair"] = score_bcb(found.stated(), labels)
+    out["listed"] = score_bcb(found.listed(), labels)
     out["split"] = split
-    mined = {_bcb_item(s) for s in view.spans.values()}
+    mined = {bcb_function_id(s) for s in view.spans.values()}
     out.update(
         functions=len(functions),
         fragments=len(frags),
         unmined=sum(1 for f in functions if f["id"] not in mined),
         pairs=len(report.pairs),
         classes=len(report.classes),
+        identical_groups=len(report.identical_groups),
         largest_class=report.stats.get("largest_class", 0),
         seconds=time.perf_counter() - t0,
     )

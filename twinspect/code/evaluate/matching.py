@@ -145,11 +145,14 @@ class ReportView:
         spans: fragment id → :class:`Span` (paths as written by the detector, optionally prefixed).
         pairs: reported pairs ``(a, b, similarity)`` of fragment ids.
         classes: reported clone classes, each a list of fragment ids.
+        identical_groups: groups of fragment ids the report states as pairwise T1/T2 clones without
+            listing their pairs (``identical_groups`` of the JSON report; empty when absent).
     """
 
     spans: dict[Hashable, Span]
     pairs: list[tuple[Hashable, Hashable, float]]
     classes: list[list[Hashable]] = field(default_factory=list)
+    identical_groups: list[list[Hashable]] = field(default_factory=list)
 
 
 def report_view(report: Any, path_prefix: str = "") -> ReportView:
@@ -183,9 +186,13 @@ def report_view(report: Any, path_prefix: str = "") -> ReportView:
         }
         pairs = [(p["a"], p["b"], float(p.get("similarity", 1.0))) for p in report.get("pairs", [])]
         classes = [list(c) for c in report.get("classes", [])]
+        groups = [list(g["members"]) for g in report.get("identical_groups", [])]
     except (KeyError, TypeError, ValueError) as exc:
         raise InputError(f"not a twinspect clone report (missing or malformed field: {exc})", where) from exc
     for a, b, _ in pairs:
         if a not in spans or b not in spans:
             raise InputError(f"clone report pair ({a}, {b}) names a fragment id that is not in 'fragments'", where)
-    return ReportView(spans, pairs, classes)
+    for g in groups:
+        if any(m not in spans for m in g):
+            raise InputError("clone report identical group names a fragment id that is not in 'fragments'", where)
+    return ReportView(spans, pairs, classes, groups)

@@ -3,6 +3,10 @@
 State lives in the campaign directory: ``state.json`` (pool of model specs, selector, coverage, counters,
 RNG state, findings, coverage over time; rewritten atomically after every model, so an interruption loses
 at most the model in flight), ``work/`` (the model in flight) and ``findings/<id>/`` bundles.
+
+Model executions go through an executor (:mod:`twinspect.dl.fuzz.executors`): local worker processes by
+default, or Ray actors (``executor="ray"``); the state and findings do not depend on which one ran a model,
+so a campaign started with one executor can be resumed with the other.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from twinspect._io import atomic_path, write_json
 from twinspect.dl.fuzz import backends as bk
 from twinspect.dl.fuzz import graph, operators, oracles, reduction, seeds, triage
 from twinspect.dl.fuzz.coverage import Coverage, model_coverage
+from twinspect.dl.fuzz.executors import Executor, LocalExecutor, make_executor
 from twinspect.dl.fuzz.search import SeedSelector
 from twinspect.errors import InputError
 
@@ -96,7 +101,7 @@ class Campaign:
         self.rng = _rng_from_json(state["rng"])
         self.cov = Coverage.from_json(state["coverage"])
         self.selector = SeedSelector.from_json(state["selector"])
-        self.workers: dict[str, bk.Worker] = {}
+        self.executor: Executor | None = None
 
     # ---------------------------------------------------------------- creation / loading
     @classmethod
@@ -150,10 +155,15 @@ class Campaign:
         write_json(self.root / STATE, self.state, indent=None)
 
     # ---------------------------------------------------------------- backends
+    def _exec(self) -> Executor:
+        if self.executor is None:
+            self.executor = LocalExecutor(timeout_s=self.state["config"]["timeout_s"])
+        return self.executor
+
     def _systems(self) -> list[str]:
         out = []
         for name in self.state["config"]["backends"]:
-            why = bk.available(name)
+            why = self._exec().unavailable(name)
             if why:
                 self.state["skipped_backends"][name] = why
             else:
@@ -161,24 +171,13 @@ class Campaign:
         return out
 
     def _run_all(self, model_path: Path, inputs_path: Path, systems: list[str]) -> dict[str, dict]:
-        res: dict[str, dict] = {}
-        for s in systems:
-            if s not in self.workers:
-                self.workers[s] = bk.make_backend(s, timeout_s=self.state["config"]["timeout_s"])
-            out = model_path.parent / f"out-{s}.npz"
-            r = self.workers[s].run(model_path, inputs_path, out)
-            d = r.to_json()
-            if r.status == "ok":
-                with np.load(out) as z:
-                    d["outputs"] = [z[f"o{i}"] for i in range(len(z.files))]
-            res[s] = d
-        return res
+        return self._exec().run(systems, model_path, inputs_path)
 
     def close(self) -> None:
-        """Stop all worker processes."""
-        for w in self.workers.values():
-            w.close()
-        self.workers.clear()
+        """Stop the executor's workers (and a Ray instance it started)."""
+        if self.executor is not None:
+            self.executor.close()
+            self.executor = None
 
     # ---------------------------------------------------------------- model files
     def _save_model(self, spec: dict, name: str) -> tuple[Path, Path]:
@@ -236,8 +235,16 @@ class Campaign:
         self.state["coverage_over_time"].append([round(elapsed, 2), *[round(r, 5) for r in self.cov.ratios()]])
 
     # ---------------------------------------------------------------- main loop
-    def run(self, budget_s: float, max_models: int | None = None, verbose: int = 0) -> dict:
+    def run(self, budget_s: float, max_models: int | None = None, verbose: int = 0,
+            executor: Executor | None = None) -> dict:
         """Run (or resume) the campaign for ``budget_s`` more seconds (or ``max_models`` more mutants).
+
+        Args:
+            budget_s: seconds of search loop (seeding is outside the budget).
+            max_models: stop after this many more mutants (None: budget only).
+            verbose: 0 silent, 1 progress bar.
+            executor: where models run (see :mod:`twinspect.dl.fuzz.executors`); None = local worker
+                processes. It is closed when the run ends.
 
         Returns:
             The summary dict of :func:`twinspect.dl.fuzz.report.summary`.
@@ -245,8 +252,11 @@ class Campaign:
         from twinspect.dl.fuzz import report
         from twinspect.progress import progress
 
-        systems = self._systems()
+        if executor is not None:
+            self.close()
+            self.executor = executor
         try:
+            systems = self._systems()
             if not self.state["seeded"]:  # seeding (reduction, worker start-up, calibration) is outside the budget
                 t_seed = time.perf_counter()
                 self._seed(systems, verbose)
@@ -360,8 +370,25 @@ class Campaign:
 
 
 def run_campaign(root: str | Path, budget_s: float, config: Config | None = None, max_models: int | None = None,
-                 verbose: int = 0) -> dict:
-    """Create or resume the campaign in ``root`` and run it for ``budget_s`` seconds; returns its summary."""
+                 verbose: int = 0, executor: str = "local", address: str | None = None) -> dict:
+    """Create or resume the campaign in ``root`` and run it for ``budget_s`` seconds; returns its summary.
+
+    Args:
+        executor: ``"local"`` (worker processes, the default) or ``"ray"``.
+        address: Ray cluster to join (``executor="ray"`` only); None starts a local Ray instance.
+
+    Raises:
+        InputError: a bad campaign directory or config, an unknown executor, Ray missing or unreachable.
+    """
     root = Path(root)
-    camp = Campaign.open(root) if (root / STATE).exists() else Campaign.create(root, config or Config())
-    return camp.run(budget_s, max_models=max_models, verbose=verbose)
+    config = config or Config()
+    camp = Campaign.open(root) if (root / STATE).exists() else None
+    # the executor starts before a new campaign directory is created, so a bad executor leaves nothing behind
+    ex = make_executor(executor, timeout_s=camp.state["config"]["timeout_s"] if camp else config.timeout_s,
+                       address=address)
+    try:
+        camp = camp or Campaign.create(root, config)
+    except BaseException:
+        ex.close()
+        raise
+    return camp.run(budget_s, max_models=max_models, verbose=verbose, executor=ex)

@@ -39,11 +39,18 @@ def run_cmd(
     seed: int = typer.Option(0, "--seed", help="Random seed."),
     timeout: float = typer.Option(60.0, "--timeout", help="Per-model time limit of a backend, seconds."),
     max_models: int = typer.Option(0, "--max-models", help="Stop after this many mutants (0: budget only)."),
-    executor: str = typer.Option("local", "--executor", help="local (worker processes)."),
+    executor: str = typer.Option("local", "--executor", help="local (worker processes on this machine) | ray (one Ray actor per backend; needs the 'ray' extra)."),
+    address: str = typer.Option("", "--address", help="Ray cluster to join with --executor ray (auto, HOST:6379 or ray://HOST:10001); default: start a local Ray instance."),
     quiet: bool = typer.Option(False, "-q", "--quiet", help="No progress."),
 ) -> None:
-    """Run (or resume) a campaign; prints the JSON summary."""
+    """Run (or resume) a campaign; prints the JSON summary.
+
+    Model executions run in local worker processes, or with ``--executor ray`` on Ray actors (one per
+    backend, each owning a worker process) of a local Ray instance or the cluster at ``--address``; the
+    campaign directory and summary have the same format either way.
+    """
     from twinspect.dl.fuzz import backends as bk
+    from twinspect.dl.fuzz import executors
     from twinspect.dl.fuzz import seeds as sd
     from twinspect.dl.fuzz.campaign import Config, parse_budget, run_campaign
     from twinspect.errors import InputError
@@ -54,10 +61,10 @@ def run_cmd(
     for s in seed_list:
         if s not in sd.ALL_SEEDS:
             raise InputError(f"unknown seed model {s!r}; choose from {', '.join(sd.ALL_SEEDS)}")
-    if executor != "local":
-        raise InputError(f"executor {executor!r} is not available in this build; use --executor local")
+    executors.check(executor, address or None)
     cfg = Config(backends=names, seeds=seed_list, variant=variant, seed=seed, timeout_s=timeout)
-    summ = run_campaign(out, seconds, cfg, max_models=max_models or None, verbose=0 if quiet else 1)
+    summ = run_campaign(out, seconds, cfg, max_models=max_models or None, verbose=0 if quiet else 1,
+                        executor=executor, address=address or None)
     summ.pop("coverage_over_time", None)
     print(json.dumps(summ, indent=1, default=str))
 

@@ -60,6 +60,8 @@ def test_bad_options(tmp_path, capsys):
         (["deviate", a, b, "--data", "mnist", "-o", str(out), "--min-ssim", "1.5"], "--min-ssim"),
         (["deviate", a, b, "--data", "mnist", "-o", str(out), "--require", "everything"], "--require"),
         (["deviate", a, b, "--data", "mnist"], "--output"),
+        (["deviate", a, b, "--data", "mnist", "-o", str(out), "--pixels", "uint8-wrap"], "--pixels"),  # margin: float
+        (["deviate", a, b, "--data", "mnist", "-o", str(out), "--preset", "reference"], "--preset"),  # DFlare's
         (["deviate", "report"], "RUN_DIR"),
         (["deviate", "report", str(tmp_path), "--format", "pdf"], "--format"),
         (["deviate", "report", str(tmp_path / "none")], "does not exist"),
@@ -122,7 +124,7 @@ def test_small_real_run_json_output_and_resume(tmp_path, capsys):
     code, stdout, err = run(base + ["--seeds", "2", "--format", "json"], capsys)
     assert code == 0, err
     summary = json.loads(stdout)
-    assert summary["seeds"] == 2 and summary["algorithm"] == "dflare"
+    assert summary["seeds"] == 2 and summary["algorithm"] == "margin"  # the default search
     assert len((out / "results.jsonl").read_text().splitlines()) == 2
     # an existing run is not overwritten without --resume
     code, _, err = run(base + ["--seeds", "3"], capsys)

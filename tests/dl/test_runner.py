@@ -38,6 +38,15 @@ def make_model(which: str = "f", seed: int = 0, noise: float = 0.5, nan_above: f
     return LinearSoftmax(W, nan_above=nan_above, name=which)
 
 
+def counting_model(which: str, log: str) -> Classifier:
+    """make_model that appends one line to ``log`` per load (to count loads across processes)."""
+    import os
+
+    with open(log, "a", encoding="utf-8") as fh:
+        fh.write(f"{os.getpid()} {which}\n")
+    return make_model(which)
+
+
 def dataset(n=40, seed=7):
     rng = np.random.default_rng(seed)
     return rng.integers(0, 256, size=(n,) + SHAPE).astype(np.uint8), rng.integers(0, 3, size=n)
@@ -232,3 +241,26 @@ def test_diffchaser_through_the_runner(tmp_path):
             gen = r["generation_queries"]
             assert (gen - 20) % 19 == 0  # first generation 20, then 19 (1 elite kept)
             assert gen - 19 < r["queries"] <= gen  # counted up to the first triggering individual
+
+
+def test_one_model_load_per_worker_for_a_whole_run_and_margin_in_workers(tmp_path):
+    # issue 7, point 6: each worker loads both models once (pool initializer), not once per seed;
+    # the main process loads them once more to validate the run before anything is written
+    x, y = dataset()
+    log = tmp_path / "loads.txt"
+    spec_f = {"factory": "test_runner:counting_model", "kwargs": {"which": "f", "log": str(log)}}
+    spec_g = {"factory": "test_runner:counting_model", "kwargs": {"which": "g", "log": str(log)}}
+    seeds = list(range(8))
+    a = tmp_path / "a"
+    run_search(spec_f, spec_g, x, y, seeds, "margin", a, workers=2, quiet=True, params=PARAMS)
+    loads = log.read_text().split()
+    pids = set(loads[0::2])
+    assert loads[1::2].count("f") == loads[1::2].count("g") == 3 == len(pids)  # main + 2 workers
+    b = tmp_path / "b"
+    run_search(make_model("f"), make_model("g"), x, y, seeds, "margin", b, workers=1, quiet=True, params=PARAMS)
+
+    def key(run):
+        return {r["seed_index"]: {k: v for k, v in r.items() if k != "time_s"} for r in lines(run)}
+
+    assert key(a) == key(b)
+    assert sum(r["success"] for r in lines(a)) >= 6

@@ -148,11 +148,63 @@ def test_minimize_trigger_on_a_threshold_model_finds_the_boundary():
     def triggers(pf, pg):
         return int(np.argmax(pf)) != int(np.argmax(pg))
 
-    m = minimize_trigger(seed, trig, (np.array([1.0, 0]), np.array([0, 1.0])), query, triggers, patch=4)
+    m = minimize_trigger(seed, trig, (np.array([1.0, 0]), np.array([0, 1.0])), query, triggers, patch=4,
+                         linf_steps=0, pixels=False)
     assert m.x.mean() > 100 and triggers(*[p[0] for p in query(m.x[None])])
     assert m.x.mean() < 255 * 0.5  # bisection + restored patches got well below the trigger
     assert m.queries == 8 + 4  # 8 halvings, then one try per 4x4 patch
     assert np.all((m.x == 0) | (m.x == m.x.max()))  # patches are either restored or kept
+
+
+def test_minimize_pixel_and_linf_passes_reach_a_one_pixel_trigger():
+    # triggers when pixel (2, 5) is above 40: everything else must go back to the seed, and the
+    # L-inf passes must bring that pixel close to 40 (the bisection on alpha alone stops near 40/255)
+    seed = np.zeros((8, 8, 1), np.float32)
+    trig = np.full((8, 8, 1), 255, np.float32)
+
+    def query(b):
+        hit = float(b[0, 2, 5, 0]) > 40
+        return np.array([[1.0, 0.0]]), np.array([[0.0, 1.0]]) if hit else np.array([[1.0, 0.0]])
+
+    def triggers(pf, pg):
+        return int(np.argmax(pf)) != int(np.argmax(pg))
+
+    m = minimize_trigger(seed, trig, (np.array([1.0, 0]), np.array([0, 1.0])), query, triggers)
+    d = trigger_distances(seed, m.x)
+    assert d["l0"] == 1 and m.x[2, 5, 0] > 40
+    assert d["linf"] < 45  # from 255
+    assert m.queries <= 600
+
+
+def test_minimize_prefers_a_compressed_model_error_on_the_way():
+    # along the line seed -> trigger (mean brightness m): f leaves label 0 for 60 < m < 90 and for
+    # m > 120, g for m > 100. So 60..90 triggers with the original wrong, 100..120 is a
+    # compressed-model error, above 120 both changed. Plain bisection ends near 60 (original wrong);
+    # with `prefer` the minimiser finds the compressed-model error.
+    seed = np.zeros((4, 4, 1), np.float32)
+    trig = np.full((4, 4, 1), 255, np.float32)
+
+    def query(b):
+        m = float(b.mean())
+        pf = np.array([[0.0, 1.0, 0.0]]) if (60 < m < 90 or m > 120) else np.array([[1.0, 0.0, 0.0]])
+        pg = np.array([[0.0, 0.0, 1.0]]) if m > 100 else np.array([[1.0, 0.0, 0.0]])
+        return pf, pg
+
+    def triggers(pf, pg):
+        return int(np.argmax(pf)) != int(np.argmax(pg))
+
+    def compressed_error(pf, pg):
+        return triggers(pf, pg) and int(np.argmax(pf)) == 0
+
+    pf, pg = query(trig[None])
+    kw = {"patch": 0, "pixels": False}
+    plain = minimize_trigger(seed, trig, (pf[0], pg[0]), query, triggers, **kw)
+    pref = minimize_trigger(seed, trig, (pf[0], pg[0]), query, triggers, prefer=compressed_error, **kw)
+    assert triggers(plain.orig_probs, plain.comp_probs) and not compressed_error(plain.orig_probs, plain.comp_probs)
+    assert 60 < plain.x.mean() < 90
+    assert pref.preferred and compressed_error(pref.orig_probs, pref.comp_probs)
+    assert 100 < pref.x.mean() <= 120
+    assert not minimize_trigger(seed, trig, (pf[0], pg[0]), query, triggers, prefer=lambda a, b: False, **kw).preferred
 
 
 # -- compressed-model errors ----------------------------------------------------------------------
@@ -206,3 +258,60 @@ def test_html_report_of_a_small_run_sorted_by_change(tmp_path):
     assert html_report(tmp_path / "run") == page
     with pytest.raises(InputError, match="results.jsonl"):
         html_report(tmp_path)
+
+
+# -- the margin search (the default) --------------------------------------------------------------
+
+
+def test_margin_search_finds_closer_triggers_and_more_compressed_errors_than_dflare():
+    from twinspect.dl.deviate.margin import MarginSearch
+
+    f, g = pair(noise=0.9)
+    xs = agreeing(f, g, 8)
+    labels = f.predict(xs)
+    runs = {}
+    for name, cls in (("margin", MarginSearch), ("dflare", DFlare)):
+        runs[name] = [cls(f, g, max_queries=3000, timeout=None, seed=i).search(x, label=int(y))
+                      for i, (x, y) in enumerate(zip(xs, labels))]
+    for r in runs["margin"]:
+        assert r.status == "found"
+        assert f.predict(r.trigger)[0] != g.predict(r.trigger)[0]
+        assert r.extra["distances"]["linf"] <= r.extra["final_eps"] + 1e-3  # never left its ball
+    s = {k: summarize([r.record(i, int(y), None) for i, (r, y) in enumerate(zip(v, labels))]) for k, v in runs.items()}
+    assert s["margin"]["median_linf"] < s["dflare"]["median_linf"]
+    assert s["margin"]["compressed_error_share"] >= s["dflare"]["compressed_error_share"]
+    assert s["margin"]["compressed_error_share"] >= 0.75
+
+
+def test_margin_search_respects_the_linf_budget_and_the_requirement():
+    from twinspect.dl.deviate.margin import MarginSearch
+
+    f, g = pair(noise=0.9)
+    xs = agreeing(f, g, 4)
+    labels = f.predict(xs)
+    for i, (x, y) in enumerate(zip(xs, labels)):
+        f.seen.clear()
+        res = MarginSearch(f, g, max_queries=2000, timeout=None, seed=i, max_linf=20,
+                           require="compressed-error").search(x, label=int(y))
+        seen = np.stack(f.seen)
+        assert np.abs(seen - x.astype(np.float64)).max() <= 20 + 1e-3  # nothing outside reached a model
+        assert res.status in ("found", "max_queries")
+        if res.success:
+            assert res.orig_label == y != res.comp_label and res.extra["compressed_error"]
+
+
+def test_margin_search_is_reproducible_and_rejects_bad_options():
+    from twinspect.dl.deviate.margin import MarginSearch, margin, window_side
+
+    f, g = pair()
+    x = agreeing(f, g, 1)[0]
+    a = MarginSearch(f, g, max_queries=500, timeout=None, seed=3).search(x)
+    b = MarginSearch(f, g, max_queries=500, timeout=None, seed=3).search(x)
+    assert a.status == b.status and a.queries == b.queries
+    assert a.trigger is None or np.array_equal(a.trigger, b.trigger)
+    assert margin(np.array([0.2, 0.5, 0.3]), 1) == pytest.approx(0.2)
+    assert margin(np.array([0.2, 0.5, 0.3]), 0) == pytest.approx(-0.3)
+    assert window_side(0.1, 28, 28) == 9 and window_side(1e-6, 28, 28) == 1 and window_side(1.0, 8, 4) == 4
+    for kw in ({"eps": 0}, {"eps": 300}, {"window": 0}, {"stall": 0}, {"patience": -1}):
+        with pytest.raises(InputError):
+            MarginSearch(f, g, max_queries=10, **kw)

@@ -1,5 +1,7 @@
-"""Deviated-behaviour search for compressed models: DFlare, DiffChaser, repair (Drepair).
+"""Deviated-behaviour search for compressed models: margin search, DFlare, DiffChaser, repair (Drepair).
 
+* :class:`MarginSearch` — the default search: the compressed model's margin near the seed, the
+  original kept right (our own, after Square Attack);
 * :class:`DFlare` — Tian et al., "Finding Deviated Behaviors of the Compressed DNN Models for
   Image Classifications", ACM TOSEM 2023;
 * :class:`DiffChaser` — Xie, Ma, Wang, Li, Liu, Li, "DiffChaser: Detecting Disagreements for Deep
@@ -18,6 +20,7 @@ from twinspect._lazy import lazy_exports
 _LAZY: dict[str, str] = {
     "PairSearch": "twinspect.dl.deviate.search",
     "DFlare": "twinspect.dl.deviate.dflare",
+    "MarginSearch": "twinspect.dl.deviate.margin",
     "DiffChaser": "twinspect.dl.deviate.diffchaser",
     "SearchResult": "twinspect.dl.deviate.results",
     "summarize": "twinspect.dl.deviate.results",

@@ -30,7 +30,7 @@ def deviate(
     pair: Annotated[Optional[str], typer.Option("--pair", help="Use a shared DFlare pair instead of two paths: lenet1, lenet5 or resnet.")] = None,
     seeds: Annotated[int, typer.Option("--seeds", help="Number of seed images (a seeded random sample of the dataset).")] = 500,
     seed: Annotated[int, typer.Option("--seed", help="Random seed of the run (seed sample and every search).")] = 0,
-    algorithm: Annotated[str, typer.Option("--algorithm", "-a", help="dflare, dflare-r (uniform operator choice), dflare-d (distance-only fitness) or diffchaser.")] = "dflare",
+    algorithm: Annotated[str, typer.Option("--algorithm", "-a", help="margin (default: the compressed model's margin on the seed's label, square-window changes near the seed, the original kept right), dflare (the DFlare paper), dflare-r (uniform operator choice), dflare-d (distance-only fitness) or diffchaser.")] = "margin",
     max_queries: Annotated[Optional[int], typer.Option("--max-queries", help="Budget per seed: generated inputs, each sent once to both models (default: none).")] = None,
     timeout: Annotated[float, typer.Option("--timeout", help="Budget per seed in seconds (0 = none).")] = 180.0,
     pop_size: Annotated[int, typer.Option("--pop-size", help="DiffChaser: population size.")] = 1000,
@@ -49,7 +49,7 @@ def deviate(
 ) -> None:
     """Find inputs on which a compressed model's top-1 label deviates from its original model's.
 
-    Runs DFlare (Tian et al., TOSEM 2023) or the DiffChaser baseline from seed images (seeds where the models already disagree are counted apart). Writes one line per seed to RUN_DIR/results.jsonl, triggering inputs to RUN_DIR/triggers/ and the success rate, query statistics and trigger distances to RUN_DIR/summary.json.
+    Runs the margin search (default), DFlare (Tian et al., TOSEM 2023) or the DiffChaser baseline from seed images (seeds where the models already disagree are counted apart). Writes one line per seed to RUN_DIR/results.jsonl, triggering inputs to RUN_DIR/triggers/ and the success rate, query statistics and trigger distances to RUN_DIR/summary.json.
 
     `twinspect deviate report RUN_DIR --format html [-o FILE]` writes a self-contained page of a finished run's triggers (default RUN_DIR/report.html); `--format table|json` prints its summary.
     """
@@ -106,6 +106,8 @@ def deviate(
         raise InputError(f"unknown --preset {preset!r}; choose one of {', '.join(PRESETS)}")
     if preset != "default" and not algorithm.startswith("dflare"):
         raise InputError(f"--preset {preset} applies to DFlare, not to --algorithm {algorithm}")
+    if pixels is not None and algorithm == "margin":
+        raise InputError("--pixels applies to DFlare and DiffChaser, not to --algorithm margin (float pixels)")
     params: dict = {"max_queries": max_queries, "timeout": None if timeout == 0 else timeout,
                     "max_linf": max_linf, "min_ssim": min_ssim, "minimize": minimize, "require": require}
     if pixels is not None:

@@ -36,6 +36,7 @@ from twinspect import __version__
 from twinspect.dl.adapters.base import Classifier, check_compatible
 from twinspect.dl.deviate.dflare import DFlare
 from twinspect.dl.deviate.diffchaser import DiffChaser
+from twinspect.dl.deviate.margin import MarginSearch
 from twinspect.dl.deviate.results import RunDir, SearchResult, records_in_order, summarize
 from twinspect.dl.deviate.search import PairSearch
 from twinspect.errors import InputError
@@ -43,6 +44,7 @@ from twinspect.progress import progress
 
 #: Algorithm names and what they are.
 ALGORITHMS: dict[str, str] = {
+    "margin": "margin search (default): the compressed model's margin, square-window changes near the seed",
     "dflare": "DFlare: Metropolis–Hastings operator choice, fitness D/δ + O",
     "dflare-r": "DFlare_R: uniform random operator choice, fitness D/δ + O",
     "dflare-d": "DFlare_D: Metropolis–Hastings operator choice, fitness D only",
@@ -78,6 +80,8 @@ def build_searcher(
             return DFlare(orig, comp, seed=seed, **{**params, "fitness": "distance"})
         if algorithm == "diffchaser":
             return DiffChaser(orig, comp, seed=seed, **params)
+        if algorithm == "margin":
+            return MarginSearch(orig, comp, seed=seed, **params)
     except TypeError as exc:
         raise InputError(f"bad parameter for {algorithm}: {exc}") from exc
     raise InputError(f"unknown algorithm {algorithm!r}; choose one of {', '.join(ALGORITHMS)}")
@@ -228,7 +232,7 @@ def run_search(
         images: (N, H, W, C) or (N, H, W) uint8/float dataset in the 0–255 pixel scale.
         labels: (N,) true labels (recorded as ``true_label``; −1 when None).
         seed_indices: indices into ``images`` of the seed inputs, in order.
-        algorithm: ``"dflare"``, ``"dflare-r"``, ``"dflare-d"`` or ``"diffchaser"``.
+        algorithm: ``"margin"``, ``"dflare"``, ``"dflare-r"``, ``"dflare-d"`` or ``"diffchaser"``.
         out_dir: run directory (created).
         workers: worker processes (1 = in this process).
         resume: continue the run in ``out_dir``: seeds already in results.jsonl are skipped; the

@@ -96,6 +96,8 @@ class PairSearch:
             raise InputError(f"unknown requirement {require!r}; choose 'compressed-error' or none")
         self.minimize = bool(minimize)
         self.require = require
+        #: minimisation looks for a compressed-model error along the way (needs the seed's label)
+        self.prefer_compressed_error = bool(minimize) and require is None
         self._label: int | None = None
 
     # -- helpers --------------------------------------------------------------------------------
@@ -160,6 +162,11 @@ class PairSearch:
             return False
         return self.require is None or self._label is None or lf == self._label
 
+    def _prefers_compressed_error(self, pf: np.ndarray, pg: np.ndarray) -> bool:
+        """Labels differ and the original still gives the seed's true label (a compressed-model error)."""
+        lf = int(np.argmax(pf))
+        return self._label is not None and lf == self._label and lf != int(np.argmax(pg))
+
     def _out_of_time(self, t0: float) -> bool:
         return self.timeout is not None and time.perf_counter() - t0 > self.timeout
 
@@ -208,10 +215,11 @@ class PairSearch:
                     x0, res.trigger, (res.orig_probs, res.comp_probs), self._query, self._triggers,
                     admit=(lambda x: self._admit(x0, x)) if self.budget.active else None,
                     integer=getattr(self, "pixels", "float") != "float",
+                    prefer=self._prefers_compressed_error if self.prefer_compressed_error else None,
                 )
                 res.trigger, res.orig_probs, res.comp_probs = m.x, m.orig_probs, m.comp_probs
                 res.orig_label, res.comp_label = int(np.argmax(m.orig_probs)), int(np.argmax(m.comp_probs))
-                res.extra.update(minimize_queries=m.queries, minimize_alpha=m.alpha,
+                res.extra.update(minimize_queries=m.queries, minimize_alpha=m.alpha, minimize_preferred=m.preferred,
                                  minimize_time_s=time.perf_counter() - t1)
             res.extra["distances"] = trigger_distances(x0, res.trigger)
         if res.success and self._label is not None:

@@ -18,6 +18,7 @@ os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from twinspect import __version__
 from twinspect.errors import TwinspectError
@@ -92,7 +93,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         typer.main.get_command(app).main(args=args, prog_name="twinspect", standalone_mode=True)
     except TwinspectError as exc:
-        _err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        _err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)  # keep [..] in paths/hints
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         _err.print("interrupted")

@@ -102,6 +102,7 @@ class Campaign:
         self.cov = Coverage.from_json(state["coverage"])
         self.selector = SeedSelector.from_json(state["selector"])
         self.executor: Executor | None = None
+        self.deadline = float("inf")  # perf_counter() time at which the current run's budget ends
 
     # ---------------------------------------------------------------- creation / loading
     @classmethod
@@ -263,6 +264,7 @@ class Campaign:
                 self.state["seeding_s"] = round(time.perf_counter() - t_seed, 1)
                 self.save()
             start = time.perf_counter()
+            self.deadline = start + budget_s  # finding minimisation stops here too
             base = self.state["elapsed_s"]
             done = 0
             with progress("fuzz", total=None, quiet=verbose == 0) as bar:
@@ -341,8 +343,10 @@ class Campaign:
         return False
 
     def _minimise(self, spec: dict, f: dict, res: dict, mpath: Path, ipath: Path, systems: list[str]):
-        """Remove layers while the symptom persists (at most ``minimise_tries`` backend runs)."""
+        """Remove layers while the symptom persists (at most ``minimise_tries`` backend runs, and never past
+        the run's deadline: a slow system must not spend the campaign's budget on one finding)."""
         best, bres, paths = spec, res, (mpath, ipath)
+        t0 = time.perf_counter()
         tries = int(self.state["config"]["minimise_tries"])
         involved = [s for s in systems if s in f["systems"]] + [s for s in systems if s not in f["systems"]][:1]
         cands: list[dict] = []
@@ -352,6 +356,8 @@ class Campaign:
             one["outputs"] = layer_out[:1]
             cands.append(graph.prune(one))
         for k in range(tries):
+            if time.perf_counter() >= self.deadline:
+                break
             if not cands:
                 pres = [n for n in best["nodes"] if len(n["inputs"]) == 1 and n.get("shape") == graph.shape_of(best, n["inputs"][0])]
                 if not pres:
@@ -366,6 +372,7 @@ class Campaign:
             r = self._run_all(mp, ip, involved)
             if self._symptom(f, r):
                 best, bres, paths = cand, {**r}, (mp, ip)
+        self.state["minimise_s"] = round(self.state.get("minimise_s", 0.0) + time.perf_counter() - t0, 1)
         return best, bres, paths
 
 

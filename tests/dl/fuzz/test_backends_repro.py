@@ -51,3 +51,23 @@ def test_repro_exits_1_when_symptom_reproduces_and_0_otherwise(tmp_path):
         assert (dest / "outputs" / "keras-torch.npz").is_file()
         p = subprocess.run([sys.executable, str(dest / "repro.py")], capture_output=True, text=True, timeout=600)
         assert p.returncode == code, p.stdout + p.stderr
+
+
+def test_same_campaign_seed_saves_the_same_weights(tmp_path):
+    """Weights of saved models come from the campaign seed and the model count, not from global state."""
+    import numpy as np
+
+    from twinspect.dl.fuzz import graph, seeds
+    from twinspect.dl.fuzz.campaign import Campaign, Config
+
+    spec = seeds.seed("LeNet5")
+
+    def weights(root, seed):
+        camp = Campaign.create(root, Config(backends=["keras-tensorflow", "onnxruntime"], seed=seed))
+        mpath, _ = camp._save_model(spec, "m")
+        model = graph.keras_module().saving.load_model(mpath, compile=False)
+        return [np.asarray(w) for w in model.get_weights()]
+
+    a, b, c = weights(tmp_path / "a", 0), weights(tmp_path / "b", 0), weights(tmp_path / "c", 1)
+    assert all(np.array_equal(x, y) for x, y in zip(a, b))
+    assert not all(np.array_equal(x, z) for x, z in zip(a, c))

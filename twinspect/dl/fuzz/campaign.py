@@ -184,6 +184,9 @@ class Campaign:
     def _save_model(self, spec: dict, name: str) -> tuple[Path, Path]:
         work = self.root / "work"
         work.mkdir(parents=True, exist_ok=True)
+        # weights are initialised under a seed derived from the campaign seed and the model count, so two
+        # campaigns with the same --seed save the same weights (and reach the same findings)
+        graph.keras_module().utils.set_random_seed(int(self.state["config"]["seed"]) * 1_000_003 + self.state["models_generated"])
         model = graph.build(spec)
         mpath, ipath = work / f"{name}.keras", work / f"{name}.npz"
         with atomic_path(mpath) as tmp:

@@ -19,6 +19,17 @@ The projects are PyPI source distributions downloaded outside the repository, e.
     for f in *.tar.gz; do tar xzf $f; done
     cd - && .venv/bin/python benchmarks/clones_precision.py sample --src /tmp/prec_src
     .venv/bin/python benchmarks/clones_precision.py score
+
+The committed sample has three draws (see benchmarks/results/clones_precision.md): the first as
+above (at an earlier commit), then::
+
+    .venv/bin/python benchmarks/clones_precision.py sample --src /tmp/prec_src --encoder neural \
+        --runtime onnx-int8 --types T4 --per-type 7 --tag n --append
+    .venv/bin/python benchmarks/clones_precision.py sample --src /tmp/prec_src --types T3 --per-type 4 \
+        --seed 1 --tag l --append --all-bands   # drawn before WT3 was dropped by default
+    .venv/bin/python benchmarks/clones_precision.py sample --src /tmp/prec_src --types T1 T2 --per-type 1 \
+        --seed 1 --tag m --append
+    .venv/bin/python benchmarks/clones_precision.py show --src /tmp/prec_src   # read, then label
 """
 
 from __future__ import annotations
@@ -52,11 +63,13 @@ def _pair_key(rec: dict) -> tuple:
 
 def sample(src: Path, per_type: int, seed: int, show: bool, encoder: str = "lexical",
            runtime: str | None = None, types: list[str] | None = None, tag: str = "",
-           append: bool = False) -> list[dict]:
+           append: bool = False, all_bands: bool = False) -> list[dict]:
     """Draw up to ``per_type`` reported pairs per (project, type) at the default settings of ``encoder``.
 
     With ``append`` the records are added to the existing sample, skipping pairs already in it (ids get
-    ``tag`` so they never clash with earlier draws); ``types`` restricts the drawn types.
+    ``tag`` so they never clash with earlier draws); ``types`` restricts the drawn types;
+    ``all_bands`` keeps lexical WT3 pairs (``lexical_min_t3=None``, the default before issue 8's
+    second run).
     """
     from twinspect.code.clones import DetectConfig, scan
 
@@ -68,7 +81,10 @@ def sample(src: Path, per_type: int, seed: int, show: bool, encoder: str = "lexi
     params = {"runtime": runtime} if (encoder == "neural" and runtime) else None
     enc_name = encoder + (f" {runtime}" if params else "")
     for project in sorted(p for p in src.iterdir() if p.is_dir()):
-        report = scan([project], DetectConfig(encoder=encoder, encoder_params=params), quiet=True)
+        cfg = DetectConfig(encoder=encoder, encoder_params=params)
+        if all_bands:
+            cfg.lexical_min_t3 = None
+        report = scan([project], cfg, quiet=True)
         by_type: dict[str, list] = defaultdict(list)
         for p in report.pairs:
             by_type[p.type].append(p)
@@ -101,7 +117,9 @@ def sample(src: Path, per_type: int, seed: int, show: bool, encoder: str = "lexi
                         print(f"--- {f.path}:{f.start_line}-{f.end_line} {f.name}")
                         print("\n".join(f.text.splitlines()[:40]))
     RESULTS.mkdir(parents=True, exist_ok=True)
-    with SAMPLE.open("w", encoding="utf-8") as fh:
+    from twinspect._io import atomic_write
+
+    with atomic_write(SAMPLE) as fh:
         for rec in old + out:
             fh.write(json.dumps(rec) + "\n")
     return out
@@ -190,6 +208,7 @@ def main(argv: list[str] | None = None) -> None:
     s.add_argument("--types", nargs="*", default=None, help="draw only these clone types (e.g. T4)")
     s.add_argument("--tag", default="", help="id infix of this draw (ids stay unique across draws)")
     s.add_argument("--append", action="store_true", help="add to the existing sample instead of replacing it")
+    s.add_argument("--all-bands", action="store_true", help="keep lexical WT3 pairs (lexical_min_t3=None)")
     sh = sub.add_parser("show", help="print both sides of every sampled pair that has no label yet")
     sh.add_argument("--src", type=Path, required=True)
     sh.add_argument("--max-lines", type=int, default=60)
@@ -197,7 +216,8 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     if args.cmd == "sample":
         recs = sample(args.src, args.per_type, args.seed, args.show, encoder=args.encoder,
-                      runtime=args.runtime, types=args.types, tag=args.tag, append=args.append)
+                      runtime=args.runtime, types=args.types, tag=args.tag, append=args.append,
+                      all_bands=args.all_bands)
         print(f"{len(recs)} pairs sampled -> {SAMPLE}", file=sys.stderr)
     elif args.cmd == "show":
         print(f"{show_unlabelled(args.src, args.max_lines)} unlabelled pairs", file=sys.stderr)

@@ -79,3 +79,16 @@ def test_union_update_and_summary():
     s = total.summary()
     assert s["layer_type"] == {"covered": 3, "total": len(catalogue.LAYERS), "ratio": 3 / len(catalogue.LAYERS)}
     assert Coverage.from_json(total.to_json()).params == total.params
+
+
+def test_every_regularizer_value_of_the_catalogue_builds():
+    """Each catalogue regulariser value (including the L1+L2 one) must give a buildable layer, not an invalid mutant."""
+    from twinspect.dl.fuzz import catalogue, graph
+
+    for value in catalogue.REGULARIZERS:
+        spec = {"input_shape": [12, 4], "outputs": ["c"],
+                "nodes": [{"name": "c", "layer": "Conv1D", "inputs": ["input"],
+                           "params": {"filters": 3, "kernel_size": 2, "kernel_regularizer": value,
+                                      "activity_regularizer": value}}]}
+        _, outs = graph.validate(spec)
+        assert outs[0].shape == (2, 11, 3)

@@ -85,6 +85,9 @@ def _make_layer(keras, node: dict):
     if cls is None:
         raise ModelError(f"unknown Keras layer {node['layer']!r}")
     cfg = dict(node.get("params", {}))
+    for key, value in cfg.items():  # the catalogue's label "l1_l2" is Keras 3's identifier "l1l2"
+        if key.endswith("_regularizer") and value == "l1_l2":
+            cfg[key] = "l1l2"
     cfg["name"] = node["name"]
     return cls.from_config(cfg)
 

@@ -92,3 +92,25 @@ def test_every_regularizer_value_of_the_catalogue_builds():
                                       "activity_regularizer": value}}]}
         _, outs = graph.validate(spec)
         assert outs[0].shape == (2, 11, 3)
+
+
+def test_inception_resnet_custom_scale_layer_converts_to_an_equivalent_spec():
+    """InceptionResNetV2's CustomScaleLayer (x0 + x1 * scale) becomes Rescaling + Add with the same outputs."""
+    import numpy as np
+
+    from twinspect.dl.fuzz import graph
+
+    keras = graph.keras_module()
+    from keras.src.applications.inception_resnet_v2 import CustomScaleLayer
+
+    inp = keras.Input((6, 6, 4))
+    branch = keras.layers.Conv2D(4, 1, name="branch")(inp)
+    out = CustomScaleLayer(0.17, name="residual")([inp, branch])
+    model = keras.Model(inp, out)
+    spec = graph.from_keras(model)
+    assert [n["layer"] for n in spec["nodes"]] == ["Conv2D", "Rescaling", "Add"]
+    rebuilt = graph.build(spec)
+    rebuilt.set_weights(model.get_weights())
+    x = np.random.default_rng(0).random((2, 6, 6, 4), dtype=np.float32)
+    got, want = (keras.ops.convert_to_numpy(m(x, training=False)) for m in (rebuilt, model))
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)

@@ -166,6 +166,9 @@ def count_params(model) -> int:
 def from_keras(model) -> dict:
     """Convert a single-input Keras functional model into a spec (its layers' configs become params).
 
+    ``keras.applications``' InceptionResNetV2 residual ``CustomScaleLayer`` (``x0 + x1 * scale``) becomes the
+    equivalent ``Rescaling(scale)`` of ``x1`` followed by ``Add``.
+
     Raises:
         ModelError: the model has several inputs or a layer that is not a ``keras.layers`` class.
     """
@@ -181,6 +184,13 @@ def from_keras(model) -> dict:
     rename = {in_name: INPUT}
     for lay in cfg["layers"]:
         if lay["class_name"] == "InputLayer":
+            continue
+        if lay["class_name"] == "CustomScaleLayer":  # InceptionResNetV2's residual: inputs[0] + inputs[1] * scale
+            a, b = (rename.get(s, s) for s in _history(lay["inbound_nodes"][0]["args"]))
+            scaled = lay["name"] + "_scale"
+            spec["nodes"].append({"name": scaled, "layer": "Rescaling", "params": {"scale": float(lay["config"]["scale"]),
+                                                                                  "offset": 0.0}, "inputs": [b]})
+            spec["nodes"].append({"name": lay["name"], "layer": "Add", "params": {}, "inputs": [a, scaled]})
             continue
         if not hasattr(keras.layers, lay["class_name"]):
             raise ModelError(f"layer {lay['class_name']!r} is not a keras.layers class")

@@ -32,8 +32,11 @@ def main() -> None:
     ap.add_argument("--seeds", default=",".join(APPS))
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--out", default="benchmarks/results")
+    ap.add_argument("--append", action="store_true", help="Keep the models already in OUT/fuzz_reduction.json.")
     a = ap.parse_args()
     rows = {}
+    if a.append and (Path(a.out) / "fuzz_reduction.json").exists():
+        rows = json.loads((Path(a.out) / "fuzz_reduction.json").read_text())["models"]
     for name in a.seeds.split(","):
         t0 = time.perf_counter()
         spec = seeds.seed(name)
@@ -45,15 +48,20 @@ def main() -> None:
         same = model_coverage(spec) == model_coverage(small)
         rows[name] = {**rep, "convert_s": round(t1 - t0, 1), "reduce_s": round(t2 - t1, 1), "coverage_kept": same}
         print(name, json.dumps(rows[name]), flush=True)
-    out = Path(a.out)
+    write_results(rows, Path(a.out), a.runs)
+
+
+def write_results(rows: dict, out: Path, runs: int) -> None:
+    """Write ``fuzz_reduction.{json,md}`` of ``rows`` (model name → measurements) into ``out``, atomically."""
     load = os.getloadavg()
     with atomic_write(out / "fuzz_reduction.json") as fh:
-        json.dump({"runs": a.runs, "loadavg": load, "models": rows}, fh, indent=1)
+        json.dump({"runs": runs, "loadavg": load, "models": rows}, fh, indent=1)
     lines = [
         "# Model reduction of the large seed models (`benchmarks/fuzz_reduction.py`)", "",
-        f"Inference: seconds per batch of 2 on the reference backend (Keras, {os.environ.get('KERAS_BACKEND', 'default')} "
-        f"backend), {a.runs} runs after one warm-up; load average at the end {load[0]:.1f} on 2 cores (times are "
-        "pessimistic). Coverage kept: the three coverage sets of the reduced model equal the original's.", "",
+        f"Inference: seconds per batch of 2 on the reference backend (Keras, {os.environ.get('KERAS_BACKEND', 'torch')} "
+        f"backend), {runs} runs after one warm-up; load average at the end {load[0]:.1f} on 2 cores (times are "
+        "pessimistic; rows may come from separate runs, see `--append`). Coverage kept: the three coverage sets of "
+        "the reduced model equal the original's.", "",
         "| model | layers before | after | params before | after | inference s before | after | reduction s | coverage kept |",
         "|---|---|---|---|---|---|---|---|---|",
     ]

@@ -17,6 +17,7 @@ Configurations (``--configs``):
   are apart, so the search queries compare with the paper's 84 / 117 / 30);
 * ``linf16`` / ``linf32`` / ``linf64`` — the default (margin) with ``--max-linf`` 16 / 32 / 64;
 * ``require``   — the default with ``--require compressed-error``;
+* ``dflare-linf32`` / ``dflare-linf64`` — ``-a dflare`` with ``--max-linf`` 32 / 64;
 * ``diffchaser`` — DiffChaser (population 1,000), queries up to the first triggering individual.
 
 Pairs (``--pairs``): the shared DFlare pairs ``lenet1``, ``lenet5``, ``resnet`` (Keras original vs
@@ -53,10 +54,12 @@ CONFIGS: dict[str, tuple[str, dict]] = {
     "default": ("margin", {}),
     "dflare": ("dflare", {}),
     "reference": ("dflare", {"preset": "reference"}),
-    "linf16": ("dflare", {"max_linf": 16}),
-    "linf32": ("dflare", {"max_linf": 32}),
-    "linf64": ("dflare", {"max_linf": 64}),
-    "require": ("dflare", {"require": "compressed-error"}),
+    "linf16": ("margin", {"max_linf": 16}),
+    "linf32": ("margin", {"max_linf": 32}),
+    "linf64": ("margin", {"max_linf": 64}),
+    "require": ("margin", {"require": "compressed-error"}),
+    "dflare-linf32": ("dflare", {"max_linf": 32}),
+    "dflare-linf64": ("dflare", {"max_linf": 64}),
     "diffchaser": ("diffchaser", {"pop_size": 1000}),
 }
 

@@ -210,3 +210,37 @@ def test_reuse_score_uses_the_largest_available_feature_set_and_fits(tmp_path):
     bad.write_text('{"params": {"full": [1, 2]}}')
     with pytest.raises(InputError, match="cal.json"):
         load_params(bad)
+
+
+def test_fit_params_fits_each_set_on_the_pairs_it_scores_and_caps_false_positives():
+    """A rare derived kind among cross-architecture pairs (distillation) is separable on one feature;
+    fitted on all pairs it is outvoted by the easy same-architecture pairs, fitted on its own
+    population it is detected, and the calibration false-positive rate stays within the budget."""
+    from twinspect.dl.models.reuse import FEATURE_SETS, fit_params, reuse_score
+
+    rng = _rng(5)
+    rows, labels = [], []
+    for i in range(80):  # same architecture: derived pairs near 1 everywhere, independent ones far
+        y = i % 2
+        rows.append({k: float(1 - (rng.uniform(0, 0.002) if y else rng.uniform(0.05, 0.3))) for k in FEATURE_SETS["full"]})
+        labels.append(y)
+    cross = []
+    for i in range(300):  # different architectures: 6 distilled pairs, 294 independent ones
+        y = int(i < 6)
+        r = {k: float(1 - rng.uniform(0.01, 0.05)) for k in FEATURE_SETS["no_weights"]}  # uninformative
+        r["io_logprob"] = float(rng.uniform(0.975, 0.99) if y else rng.uniform(0.85, 0.97))
+        r["weights"] = None
+        cross.append((r, y))
+    rows += [r for r, _ in cross]
+    labels += [y for _, y in cross]
+    params = fit_params(rows, labels)
+    neg = [reuse_score(r, params) for r, y in cross if y == 0]
+    pos = [reuse_score(r, params) for r, y in cross if y == 1]
+    assert all(s >= 0.5 for s in pos), pos
+    assert sum(s >= 0.5 for s in neg) <= 0.01 * len(neg)
+    old = fit_params(rows, labels, min_positives=10**6, max_fpr=None)  # every set on every pair that has it
+    assert min(reuse_score(r, old) for r, y in cross if y == 1) < min(pos)
+    # the cap lowers an intercept that flags too many independent pairs, and never raises one
+    loose = fit_params(rows, labels, max_fpr=None)
+    assert params["no_weights"][0] <= loose["no_weights"][0]
+    assert params["full"][0] == loose["full"][0]  # separable set: already within budget

@@ -25,8 +25,12 @@ One coefficient set per *feature set* (``full``: all five; ``no_weights``: diffe
 ``io``: no activations either); a pair uses the largest set whose features it has. The shipped
 coefficients (``reuse_calibration.json`` beside this module) were fitted by
 ``benchmarks/models_reuse.py`` on the *calibration split* of its labelled pairs and are reported on
-the other split; without that file the hand-set defaults below are used. The score is a probability
-in (0, 1); ``--threshold`` (default 0.5) flags suspected derived pairs.
+the other split; without that file the hand-set defaults below are used. Each set is fitted on the
+pairs it scores (``no_weights`` on pairs of different architectures, whose only derived kind is
+distillation), with balanced class weights and an intercept capped so that at most
+:data:`DEFAULT_MAX_FPR` of those calibration pairs' independent ones reach the default threshold
+(:func:`fit_params`). The score is therefore a balanced-prior score in (0, 1), not a probability
+at the base rate of any particular zoo; ``--threshold`` (default 0.5) flags suspected derived pairs.
 """
 
 from __future__ import annotations
@@ -62,6 +66,9 @@ def transform(x: float) -> float:
 CALIBRATION_FILE = Path(__file__).with_name("reuse_calibration.json")
 
 DEFAULT_THRESHOLD = 0.5
+
+#: False-positive budget per feature set on the calibration pairs (see :func:`fit_params`).
+DEFAULT_MAX_FPR = 0.01
 
 
 def load_params(path: str | Path | None = None) -> dict[str, list[float]]:
@@ -112,30 +119,62 @@ def reuse_score(features: Mapping[str, float | None], params: Mapping[str, Seque
     return float(1.0 / (1.0 + math.exp(-max(min(z, 50.0), -50.0))))
 
 
-def fit_params(rows: Sequence[Mapping[str, float | None]], labels: Sequence[int], C: float = 1.0) -> dict[str, list[float]]:
+def fit_params(
+    rows: Sequence[Mapping[str, float | None]],
+    labels: Sequence[int],
+    C: float = 1.0,
+    max_fpr: float | None = DEFAULT_MAX_FPR,
+    min_positives: int = 3,
+) -> dict[str, list[float]]:
     """Fit one logistic regression per feature set on labelled pairs (scikit-learn, L2, ``C``).
 
-    Each set is fitted on the pairs that have its features (a pair with weights contributes to all
-    three). A set without both classes keeps its default coefficients.
+    Each set is fitted on the pairs it will score: those whose largest available set it is
+    (:func:`feature_set`) — the ``no_weights`` set on pairs of different architectures, where the
+    only derived kind is distillation, not on the same-architecture pairs that dominate a labelled
+    set. When that population has fewer than ``min_positives`` derived or no independent pairs, the
+    set is fitted on every pair that has its features instead (a pair with weights then contributes
+    to all three sets). Classes are weighted inversely to their frequency (``class_weight=
+    "balanced"``), so a rare derived kind is not outvoted by the independent pairs. Then, when
+    ``max_fpr`` is given, the intercept is lowered (never raised) until at most that fraction of the
+    fitting population's independent pairs scores ≥ :data:`DEFAULT_THRESHOLD` — a Neyman–Pearson
+    operating point chosen on the calibration pairs only.
 
     Args:
         rows: feature dicts of the calibration pairs.
         labels: 1 = derived, 0 = independent.
+        C: inverse L2 strength.
+        max_fpr: false-positive budget per feature set at the default threshold, or None for none.
+        min_positives: fewest derived pairs for fitting a set on its own population.
 
     Returns:
-        ``{feature set: [intercept, coef...]}``.
+        ``{feature set: [intercept, coef...]}``; a set without both classes keeps its defaults.
     """
     from sklearn.linear_model import LogisticRegression
 
     out: dict[str, list[float]] = {}
     y_all = np.asarray(labels, dtype=int)
+    own = [feature_set(r) for r in rows]
     for name, names in FEATURE_SETS.items():
-        idx = [i for i, r in enumerate(rows) if all(r.get(f) is not None and math.isfinite(float(r[f])) for f in names)]  # type: ignore[arg-type,misc]
+        has = [i for i, r in enumerate(rows) if all(r.get(f) is not None and math.isfinite(float(r[f])) for f in names)]  # type: ignore[arg-type,misc]
+        idx = [i for i in has if own[i] == name]
+        yi = y_all[idx]
+        if int(yi.sum()) < min_positives or int((yi == 0).sum()) < 1:
+            idx = has
         y = y_all[idx]
         if len(set(y.tolist())) < 2:
             out[name] = list(DEFAULT_PARAMS[name])
             continue
         x = np.array([[transform(rows[i][f]) for f in names] for i in idx])  # type: ignore[arg-type,misc]
-        clf = LogisticRegression(C=C, max_iter=1000).fit(x, y)
-        out[name] = [float(clf.intercept_[0]), *map(float, clf.coef_[0])]
+        clf = LogisticRegression(C=C, max_iter=5000, class_weight="balanced").fit(x, y)
+        b = float(clf.intercept_[0])
+        w = np.asarray(clf.coef_[0], dtype=float)
+        if max_fpr is not None:
+            z_neg = x[y == 0] @ w + b
+            z_cut = math.log(DEFAULT_THRESHOLD / (1.0 - DEFAULT_THRESHOLD))
+            # smallest shift that leaves at most max_fpr of the negatives at or above the threshold
+            k = int(math.floor(max_fpr * len(z_neg)))
+            top = np.sort(z_neg)[::-1]
+            if k < len(top) and top[k] >= z_cut:
+                b -= float(top[k] - z_cut) + 1e-6
+        out[name] = [b, *map(float, w)]
     return out

@@ -62,6 +62,15 @@ def test_models_that_are_not_mean_pooled_are_refused(tmp_path):
         neural_onnx.check_exportable(tmp_path)
     with pytest.raises(ModelError, match="unknown ONNX precision"):
         neural_onnx.exported_model(tmp_path, precision="int4")
+    # the newer sentence-transformers pooling config (written by `clones finetune`): mean is accepted
+    (tmp_path / "1_Pooling" / "config.json").write_text('{"embedding_dimension": 384, "pooling_mode": "mean"}')
+    with pytest.raises(ModelError, match="no model.safetensors"):  # pooling accepted, no weights yet
+        neural_onnx.check_exportable(tmp_path)
+    (tmp_path / "model.safetensors").write_bytes(b"")
+    neural_onnx.check_exportable(tmp_path)
+    (tmp_path / "1_Pooling" / "config.json").write_text('{"pooling_mode": "cls"}')
+    with pytest.raises(ModelError, match="mean pooling only"):
+        neural_onnx.check_exportable(tmp_path)
 
 
 @pytest.mark.slow

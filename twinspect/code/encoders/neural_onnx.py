@@ -70,7 +70,10 @@ def check_exportable(model_dir: str | Path) -> None:
             pooling = json.loads((pooling_dir / "config.json").read_text())
         except (OSError, json.JSONDecodeError) as exc:
             raise ModelError(f"unreadable pooling config: {exc}", pooling_dir) from exc
-        if not pooling.get("pooling_mode_mean_tokens") or any(
+        # sentence-transformers writes either boolean flags (older) or "pooling_mode": "mean" (newer,
+        # e.g. models saved by `twinspect clones finetune`)
+        mean = pooling.get("pooling_mode") == "mean" if "pooling_mode" in pooling else pooling.get("pooling_mode_mean_tokens")
+        if not mean or any(
             pooling.get(k) for k in ("pooling_mode_cls_token", "pooling_mode_max_tokens", "pooling_mode_mean_sqrt_len_tokens")
         ):
             raise ModelError("ONNX runtime supports mean pooling only", pooling_dir)

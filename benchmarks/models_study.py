@@ -19,12 +19,15 @@ What is reproduced, and how it is scaled down (2 shared CPU cores):
   (CIFAR-10 in grey, centre-cropped to 28×28, for MNIST models; MNIST padded to 32×32 and repeated to 3
   channels for CIFAR-10 models).
 * **CKA maps** (not in the paper) for every pair, on the test set.
-* **Table 3** — epoch snapshots of one LeNet-5 (``--snapshots`` successive 1-epoch fits): weight cosine
-  and Euclidean distance to the final snapshot beside the accuracy difference.
+* **Table 3** — epoch snapshots of one LeNet-5 (``--snapshots`` successive 1-epoch fits) on
+  ``--table3-dataset`` (default: the first of ``--datasets``): weight cosine and Euclidean distance to
+  the final snapshot beside the accuracy difference.
 
 Run: ``nice -n 10 .venv/bin/python benchmarks/models_study.py [--work-dir runs/bench-study]``.
-Results: ``benchmarks/results/models_study.{md,json}`` and PNG heatmaps in
-``benchmarks/results/models_study/``.
+Results: ``--out`` (default ``benchmarks/results/models_study``) ``.{md,json}`` and PNG heatmaps in the
+directory of that name. The outputs are *overwritten*, not merged: the committed MNIST run is in
+``models_study.{md,json}``; the CIFAR-10 half was run separately with ``--datasets cifar10 --skip-code
+--out benchmarks/results/models_study_cifar10`` (see the header of each file for its scale and load).
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from twinspect._io import write_json  # noqa: E402
+from twinspect._io import atomic_write, write_json  # noqa: E402
 from twinspect.reports.table import markdown_table  # noqa: E402
 
 FAMILIES = ["lenet5", "resnet18", "resnet34", "densenet121", "densenet161", "vgg16", "alexnet"]
@@ -60,7 +63,7 @@ def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def train_all(work: Path, dataset: str, width: float, epochs: int, train_size: int) -> list[dict]:
+def train_all(work: Path, dataset: str, width: float, epochs: int, train_size: int, test_size: int) -> list[dict]:
     from twinspect.dl.train import save_model, train_model
 
     out = []
@@ -69,7 +72,7 @@ def train_all(work: Path, dataset: str, width: float, epochs: int, train_size: i
         w = 1.0 if arch == "lenet5" else (width / 2 if arch in HALF_WIDTH else width)
         t = time.perf_counter()
         if not path.exists():
-            res = train_model(arch, dataset, epochs=epochs, seed=0, train_size=train_size, width=w, test_size=2000,
+            res = train_model(arch, dataset, epochs=epochs, seed=0, train_size=train_size, width=w, test_size=test_size,
                               augment=False, quiet=True)
             save_model(res.module, path, res.meta)
             acc = res.test_accuracy
@@ -86,13 +89,19 @@ def train_all(work: Path, dataset: str, width: float, epochs: int, train_size: i
 def ood_npz(tmp: Path, dataset: str, n: int) -> Path:
     """The other data set reshaped to this one's input shape (see the module docstring)."""
     from twinspect.dl.data import load_images
+    from twinspect.dl.train import eval_subset
 
     if dataset == "mnist":
-        x, _ = load_images("cifar10", "test", limit=n)
+        # evenly spaced, not the first n: the shared CIFAR-10 test set is sorted by class (the committed
+        # MNIST run predates this fix: its OOD set was 300 grey *airplane* crops)
+        x, y = load_images("cifar10", "test")
+        assert y is not None
+        x, _ = eval_subset(x, y, n)
         g = (0.299 * x[..., 0] + 0.587 * x[..., 1] + 0.114 * x[..., 2])[:, 2:30, 2:30, None]
         xo = np.clip(g, 0, 255).astype(np.uint8)
     else:
         x, _ = load_images("mnist", "test", limit=n)
+        x = x.reshape(len(x), 28, 28)  # (N, 28, 28, 1) or (N, 28, 28)
         xo = np.repeat(np.pad(x, ((0, 0), (2, 2), (2, 2)))[..., None], 3, axis=-1).astype(np.uint8)
     p = tmp / f"ood-{dataset}.npz"
     np.savez(p, x=xo)
@@ -130,6 +139,10 @@ def main() -> None:
     ap.add_argument("--inputs", type=int, default=300)
     ap.add_argument("--snapshots", type=int, default=5)
     ap.add_argument("--datasets", default="mnist,cifar10")
+    ap.add_argument("--test-size", type=int, default=2000, help="test images for the recorded accuracies")
+    ap.add_argument("--table3-dataset", default=None, help="data set of the Table 3 snapshots (default: first of --datasets)")
+    ap.add_argument("--skip-code", action="store_true", help="leave out the code level (it does not depend on the data set)")
+    ap.add_argument("--table3-only", action="store_true", help="only the Table 3 snapshots (no code level, no model families)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "models_study"))
     args = ap.parse_args()
 
@@ -141,15 +154,22 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     out = Path(args.out)
     plots = out.parent / out.name
+    datasets = args.datasets.split(",")
+    t3_data = args.table3_dataset or datasets[0]
+    load0 = os.getloadavg()
     md: list[str] = ["# Model clone study at CPU scale (`benchmarks/models_study.py`)", "",
-                     f"Seven families at width {args.width} (LeNet-5 at full width), {args.epochs} epoch(s) on "
-                     f"{args.train_size} training images; {args.inputs} comparison inputs per set.", ""]
-    result: dict = {"models": [], "io": {}, "distill": {}, "code": {}, "cka": {}, "table3": []}
+                     f"Data sets: {', '.join(datasets)}. Seven families at width {args.width} (DenseNet-161 at half of it, "
+                     f"LeNet-5 at full width), {args.epochs} epoch(s) on {args.train_size} training images; accuracies on "
+                     f"{args.test_size} test images; {args.inputs} comparison inputs per set.", ""]
+    result: dict = {"args": vars(args), "models": [], "io": {}, "distill": {}, "code": {}, "cka": {}, "table3": [],
+                    "table3_dataset": t3_data, "timings_s": {}}
     t_all = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmpd:
         tmp = Path(tmpd)
         # -- code level ------------------------------------------------------------------------
-        progs = code_programs(tmp)
+        if args.table3_only:
+            args.skip_code, datasets = True, []
+        progs = [] if args.skip_code else code_programs(tmp)
         cross = [ROOT / "benchmarks" / "models_study_code" / "lenet5_torch.py", ROOT / "benchmarks" / "models_study_code" / "lenet5_keras.py"]
         from twinspect.dl.models.source import (
             copydetect_scores,
@@ -158,27 +178,30 @@ def main() -> None:
             twinspect_code_scores,
         )
 
-        programs = [read_program(p) for p in progs + cross]
+        programs = [] if args.skip_code else [read_program(p) for p in progs + cross]
         labels = FAMILIES + ["lenet5-torch-prog", "lenet5-keras-prog"]
         n = len(programs)
-        pc = [[pycode_similar_score(programs[i], programs[j]) if i != j else 1.0 for j in range(n)] for i in range(n)]
-        cd = copydetect_scores(programs)
-        tw = twinspect_code_scores(programs)
         from twinspect.reports.plots import heatmap
 
-        for name, m in (("code_pycode_similar", pc), ("code_copydetect", cd), ("code_twinspect", tw)):
+        code_mats = [] if args.skip_code else [
+            ("code_pycode_similar", [[pycode_similar_score(programs[i], programs[j]) if i != j else 1.0 for j in range(n)] for i in range(n)]),
+            ("code_copydetect", copydetect_scores(programs)),
+            ("code_twinspect", twinspect_code_scores(programs))]
+        for name, m in code_mats:
             arr = np.array([[np.nan if v is None else v for v in row] for row in m], dtype=float)
             heatmap(arr, plots / f"{name}.png", labels, labels, title=name, vmin=0, vmax=1)
             result["code"][name] = arr.round(3).tolist()
             md += [f"## Code similarity: {name} (row = reference, column = candidate)", "", fmt_matrix(arr, labels), ""]
 
-        for dataset in args.datasets.split(","):
+        for dataset in datasets:
             log(f"training {dataset} models ...")
-            models = train_all(work, dataset, args.width, args.epochs, args.train_size)
+            t = time.perf_counter()
+            models = train_all(work, dataset, args.width, args.epochs, args.train_size, args.test_size)
+            result["timings_s"][f"{dataset}/train"] = round(time.perf_counter() - t, 1)
             result["models"] += models
             md += [f"## {dataset}: models", "",
                    markdown_table([[m["arch"], str(m["width"]), 100 * (m["accuracy"] or 0), m["train_s"]] for m in models],
-                                  ["family", "width", "test acc % (2,000)", "train s"], floatfmt=".1f"), ""]
+                                  ["family", "width", f"test acc % ({args.test_size:,})", "train s (0 = cached)"], floatfmt=".1f"), ""]
             paths = [m["path"] for m in models]
             names = [m["arch"] for m in models]
             ood = ood_npz(tmp, dataset, args.inputs)
@@ -196,6 +219,7 @@ def main() -> None:
                     result["cka"][dataset] = r.matrix("cka").round(3).tolist()
                     md += [f"### {dataset}: model-level CKA (test inputs)", "", fmt_matrix(r.matrix("cka"), names), ""]
                     write_plots(r, plots / f"{dataset}_cka")
+                result["timings_s"][key] = round(time.perf_counter() - t, 1)
                 log(f"  {key}: {time.perf_counter() - t:.1f} s")
             # distillation into a common student
             t = time.perf_counter()
@@ -206,26 +230,29 @@ def main() -> None:
                 heatmap(r.matrix(k), plots / f"{dataset}_{k}.png", names, names, title=f"{k} ({STUDENT[dataset]} students), {dataset}")
                 md += [f"### {dataset}: {k} of the distilled {STUDENT[dataset]} students", "", fmt_matrix(r.matrix(k), names), ""]
             off = r.matrix("distill_cosine")[~np.eye(len(names), dtype=bool)]
+            result["timings_s"][f"{dataset}/distill"] = round(time.perf_counter() - t, 1)
             md += [f"Off-diagonal student cosine: mean {off.mean():.3f}, range {off.min():.3f}–{off.max():.3f} "
                    f"(distillation {time.perf_counter() - t:.0f} s).", ""]
 
         # -- Table 3: epoch snapshots --------------------------------------------------------------
-        log("epoch snapshots ...")
+        log(f"epoch snapshots ({t3_data}) ...")
+        t = time.perf_counter()
         import torch
 
         from twinspect.dl.adapters.torch import TorchModel
         from twinspect.dl.data import load_images
         from twinspect.dl.models import compare_weights
-        from twinspect.dl.train import FitConfig, accuracy, default_preprocess, fit, predict_logits
+        from twinspect.dl.train import FitConfig, accuracy, default_preprocess, eval_subset, fit, predict_logits
         from twinspect.dl.zoo import build_model
 
-        x, y = load_images("mnist", "train")
-        xt, yt = load_images("mnist", "test", limit=2000)
+        x, y = load_images(t3_data, "train")
+        xt, yt = load_images(t3_data, "test")
         assert y is not None and yt is not None
+        xt, yt = eval_subset(xt, yt, args.test_size)  # evenly spaced: the CIFAR-10 test file is sorted by class
         sub = np.random.default_rng(0).permutation(len(x))[: args.train_size]
-        pre = default_preprocess("mnist", 1)
+        pre = default_preprocess(t3_data, x.shape[-1])
         torch.manual_seed(0)
-        m = build_model("lenet5", (28, 28, 1), 10)
+        m = build_model("lenet5", tuple(x.shape[1:]), 10)
         snaps = []
         for e in range(args.snapshots):
             fit(m, x[sub], y[sub], pre, FitConfig(epochs=1, batch_size=64, lr=1e-3, optimizer="adam", weight_decay=1e-4, seed=e), quiet=True)
@@ -236,11 +263,17 @@ def main() -> None:
             c = compare_weights(w, final_w)
             rows.append([e + 1, 100 * acc, 100 * (final_acc - acc), c.cosine, c.euclidean])
         result["table3"] = rows
-        md += ["## Table 3: epoch snapshots of one LeNet-5 vs its last snapshot", "",
+        result["timings_s"]["table3"] = round(time.perf_counter() - t, 1)
+        md += [f"## Table 3: epoch snapshots of one LeNet-5 ({t3_data}) vs its last snapshot", "",
                markdown_table(rows, ["epoch", "test acc %", "acc diff to last (pp)", "weight cosine", "weight Euclidean"], floatfmt=".3f"), ""]
-    md += [f"Whole study: {time.perf_counter() - t_all:.0f} s.", ""]
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".md").write_text("\n".join(md))
+    load1 = os.getloadavg()
+    result["timings_s"]["total"] = round(time.perf_counter() - t_all, 1)
+    result["loadavg"] = {"start": load0, "end": load1}
+    md += [f"Whole study: {time.perf_counter() - t_all:.0f} s on {os.cpu_count()} shared cores, 1 torch thread; "
+           f"1-min load average {load0[0]:.1f} at the start, {load1[0]:.1f} at the end "
+           f"(other jobs were running).", ""]
+    with atomic_write(out.with_suffix(".md")) as fh:
+        fh.write("\n".join(md))
     write_json(out.with_suffix(".json"), result)
     print("\n".join(md))
 

@@ -294,47 +294,27 @@ class _Builder:
         return b
 
     def _if_statement(self, node: tree_sitter.Node) -> None:
+        self._conditional(node, list(node.children_by_field_name("alternative")))
+
+    def _conditional(self, node: tree_sitter.Node, alts: list[tree_sitter.Node]) -> None:
+        """A condition block, its consequence and the chain of alternatives (elif / else / a statement), joined."""
         head = self._cond(node)
         then = self.new()
         self.edge(head, then)
         self.cur = then
         self.body(node.child_by_field_name("consequence"))
         ends = [self.cur]
-        alts = [c for c in node.children_by_field_name("alternative")]
         if alts:
             alt = alts[0]
             other = self.new()
             self.edge(head, other)
             self.cur = other
             if alt.type == "elif_clause":  # Python: the rest of the chain is a nested if
-                self._elif(alt, alts[1:])
+                self._conditional(alt, alts[1:])
             elif alt.type == "else_clause":
                 self.stmts(alt.named_children)
             else:
                 self.stmt(alt)
-            ends.append(self.cur)
-        else:
-            ends.append(head)
-        join = self.new()
-        for e in ends:
-            self.edge(e, join)
-        self.cur = join
-
-    def _elif(self, clause: tree_sitter.Node, rest: list[tree_sitter.Node]) -> None:
-        head = self._cond(clause)
-        then = self.new()
-        self.edge(head, then)
-        self.cur = then
-        self.body(clause.child_by_field_name("consequence"))
-        ends = [self.cur]
-        if rest:
-            other = self.new()
-            self.edge(head, other)
-            self.cur = other
-            if rest[0].type == "elif_clause":
-                self._elif(rest[0], rest[1:])
-            else:
-                self.stmts(rest[0].named_children)
             ends.append(self.cur)
         else:
             ends.append(head)

@@ -158,9 +158,7 @@ class DFlare(PairSearch):
             "acceptance": self.acceptance,
             "initial_d": self.initial_d,
             "preset": self.preset,
-            "max_queries": self.max_queries,
-            "timeout": self.timeout,
-            **self.common_params(),
+            **super().params(),
         }
 
     def _search(self, x_seed: np.ndarray, *, seed: SeedLike = None) -> SearchResult:

@@ -131,9 +131,7 @@ class DiffChaser(PairSearch):
             "tournament": self.tournament,
             "operators": [op.name for op in self.operators],
             "pixels": self.pixels,
-            "max_queries": self.max_queries,
-            "timeout": self.timeout,
-            **self.common_params(),
+            **super().params(),
         }
 
     def fitness(self, pf: np.ndarray, pg: np.ndarray) -> np.ndarray:

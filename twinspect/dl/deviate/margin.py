@@ -124,7 +124,7 @@ class MarginSearch(PairSearch):
     def params(self) -> dict:
         """The search parameters (for run.json)."""
         return {"eps": self.eps, "window": self.window, "stall": self.stall, "patience": self.patience,
-                "max_queries": self.max_queries, "timeout": self.timeout, **self.common_params()}
+                **super().params()}
 
     def _search(self, x_seed: np.ndarray, *, seed: SeedLike = None) -> SearchResult:
         """The margin search's loop for one seed (called by :meth:`PairSearch.search`)."""

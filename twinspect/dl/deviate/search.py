@@ -171,12 +171,10 @@ class PairSearch:
         return self.timeout is not None and time.perf_counter() - t0 > self.timeout
 
     def params(self) -> dict:
-        """The search parameters recorded in ``run.json`` (subclasses add their own)."""
-        return {"max_queries": self.max_queries, "timeout": self.timeout, **self.common_params()}
-
-    def common_params(self) -> dict:
-        """Change budget, minimisation and requirement (shared by every search, for run.json)."""
-        return {**self.budget.to_dict(), "minimize": self.minimize, "require": self.require}
+        """The search parameters recorded in ``run.json``: budgets, change budget, minimisation and
+        requirement (subclasses add their own and include these through ``super().params()``)."""
+        return {"max_queries": self.max_queries, "timeout": self.timeout, **self.budget.to_dict(),
+                "minimize": self.minimize, "require": self.require}
 
     def search(self, x_seed: np.ndarray, *, seed: SeedLike = None, label: int | None = None) -> SearchResult:
         """Search for a triggering input from ``x_seed``, minimise it, and measure it.

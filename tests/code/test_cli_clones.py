@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -434,3 +435,64 @@ def test_output_directory_is_one_clear_line_exit_2(capsys, tmp_path):
     assert code == 2 and "is a directory" in err and "Traceback" not in err
     assert len([ln for ln in err.splitlines() if ln.strip()]) <= 2  # the error and its hint
     assert list(tmp_path.iterdir()) == []
+
+
+def test_html_max_pairs_option(capsys, tree, tmp_path):
+    from twinspect.code import cli as code_cli
+    from twinspect.code import report as rp
+
+    assert code_cli.HTML_MAX_PAIRS == rp.HTML_MAX_SIDE_BY_SIDE  # the option's default is the report's cap
+    page = tmp_path / "r.html"
+    code, _, err = run(capsys, "clones", tree, "-f", "html", "-o", page, "-q")
+    assert code == 0, err
+    n_pairs = page.read_text().count("<details")
+    assert n_pairs >= 3  # T1, T2, T3 and the Java pair of the tree
+    code, _, err = run(capsys, "clones", "scan", tree, "-f", "html", "-o", page, "--html-max-pairs", "1", "-q")
+    assert code == 0, err
+    text = page.read_text()
+    assert text.count("<details") == 1 and text.count('<div class="side">') == 2
+    assert f"Side by side (1 of {n_pairs} pairs)" in text
+    assert not re.search(r"<details[^>]*\bopen\b", text)
+    page.unlink()
+    code, out, err = run(capsys, "clones", tree, "-f", "html", "-o", page, "--html-max-pairs", "-1")
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert code == 2 and len(lines) == 1 and "--html-max-pairs" in lines[0] and "Traceback" not in err
+    assert not page.exists()
+
+
+def test_verbose_lists_skipped_files_with_reasons(capsys, tmp_path):
+    root = tmp_path / "p"
+    root.mkdir()
+    (root / "ok.py").write_text(BASE)
+    (root / "blob.py").write_bytes(b"x = 1\x00\x01")
+    (root / "huge.py").write_text(BASE * 40)
+    (root / "notes.txt").write_text("not code\n")
+    args = ["clones", root, "-f", "json", "-o", tmp_path / "r.json", "--max-file-bytes", "1000"]
+    code, _, err = run(capsys, *args)
+    assert code == 0, err
+    # (stderr also has the progress bars and the "... wrote r.json" line)
+    lines = [ln for ln in err.splitlines() if ln.startswith(("skipped", " "))]
+    assert lines == ["skipped 2 files (too large 1, binary 1)"]
+    assert "blob.py" not in err and "huge.py" not in err
+    code, _, err = run(capsys, *args, "--verbose")
+    assert code == 0, err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    at = lines.index("skipped 2 files (too large 1, binary 1)")
+    assert lines[at + 1:] == ["  binary: blob.py", "  too large: huge.py"]
+    # the JSON report lists them too (the counts are unchanged)
+    stats = json.loads((tmp_path / "r.json").read_text())["stats"]
+    assert stats["skipped"] == {"unsupported": 1, "too_large": 1, "binary": 1}
+    assert stats["skipped_files"] == [{"path": "blob.py", "reason": "binary"}, {"path": "huge.py", "reason": "too_large"}]
+    # -q wins over -v
+    code, _, err = run(capsys, *args, "-v", "-q")
+    assert code == 0 and err == ""
+
+
+def test_verbose_escapes_rich_markup_in_skipped_paths(capsys, tmp_path):
+    root = tmp_path / "p"
+    root.mkdir()
+    (root / "ok.py").write_text(BASE)
+    (root / "[red]x[bold].py").write_bytes(b"\x00binary")
+    code, _, err = run(capsys, "clones", root, "-f", "json", "-o", tmp_path / "r.json", "-v")
+    assert code == 0, err
+    assert "  binary: [red]x[bold].py" in err.splitlines()

@@ -83,6 +83,10 @@ def test_binary_undecodable_too_large(tmp_path):
     assert stats.files_seen == 7
     assert stats.files_parsed == 3  # ok.py, bom.py and latin1.py (Windows-1252 fallback)
     assert stats.files_decoded_fallback == 1
+    assert stats.to_dict()["skipped_files"] == [
+        {"path": "big.py", "reason": "too_large"}, {"path": "bin.c", "reason": "binary"},
+        {"path": "c1.py", "reason": "undecodable"}, {"path": "utf16.py", "reason": "binary"},
+    ]
     # BOM stripped: the fragment of bom.py starts at line 1 with "def"
     bom = [f for f in fragments if f.path == "bom.py"]
     assert len(bom) == 1 and bom[0].text.startswith("def f")
@@ -169,10 +173,13 @@ def test_language_override(tmp_path):
 def test_scanstats_merge_and_dict_roundtrip():
     a = ScanStats(files_seen=2, fragments=5, skipped={"binary": 1})
     b = ScanStats(files_seen=1, fragments=1, fragments_too_short=3, skipped={"binary": 2, "excluded": 1})
+    b.skip("too_large", path="z.py")
+    b.skip("excluded", path="vendor/x.py")  # a deliberate exclusion: counted, not listed
     a.merge(b)
+    assert a.skipped_files == [{"path": "z.py", "reason": "too_large"}]
     d = a.to_dict()
     assert d["files_seen"] == 3 and d["fragments"] == 6 and d["fragments_too_short"] == 3
-    assert d["skipped"] == {"excluded": 1, "binary": 3}
+    assert d["skipped"] == {"excluded": 2, "binary": 3, "too_large": 1}
     assert ScanStats.from_dict(d) == a
 
 

@@ -377,6 +377,8 @@ def test_mine_worker_processes_give_identical_result(tmp_path):
         body = "\n".join(f"    x = x * {j} + {i}" for j in range(i % 7 + 2))
         (tmp_path / f"m{i:03d}.py").write_text(f"def f{i}(x):\n{body}\n    return x\n\n\ndef tiny():\n    pass\n")
     (tmp_path / "broken.c").write_text("int f(int a) {\n  return a;\n")
+    (tmp_path / "zz_blob.py").write_bytes(b"x = 1\x00\x01")  # skipped (and listed) in a worker
+    (tmp_path / "m000_latin.py").write_bytes("# caf\xe9\n".encode("cp1252"))  # decoded as Windows-1252
     seq, seq_stats = mine([tmp_path], min_lines=3, workers=1)
     normalize._primed.clear()
     try:
@@ -384,6 +386,8 @@ def test_mine_worker_processes_give_identical_result(tmp_path):
         assert par == seq and par_stats == seq_stats
         assert len(par) == n_files and all(f.code for f in par)
         assert par_stats.fragments_too_short == n_files and par_stats.files_with_parse_errors == 1
+        assert par_stats.skipped_files == [{"path": "zz_blob.py", "reason": "binary"}]
+        assert par_stats.files_decoded_fallback == 1
         # the worker processes' token lists were handed over and equal a fresh lexing
         assert len(normalize._primed) == n_files
         assert [tokens_of(f) for f in par] == [normalize.lex(f.code, f.language)[0] for f in par]

@@ -226,3 +226,65 @@ def test_summary_gives_class_sizes(report):
     assert f"{len(report.classes)} clone classes" in line
     if report.classes:
         assert "largest" in line
+
+
+def _two_fragment_report(src_a, src_b, path_a="src/a.py", path_b="src/b.py"):
+    frags = extract_fragments(src_a, path_a, "python", min_lines=1) + extract_fragments(src_b, path_b, "python", min_lines=1)
+    assert len(frags) == 2
+    return detect(frags, DetectConfig(threshold=0.9), vectors=np.array([[1, 0], [1, 0.01]], dtype=np.float32))
+
+
+def _sides(page):
+    """The two <pre> blocks of each side-by-side pair."""
+    return re.findall(r'<div class="side">.*?<pre><code>(.*?)</code></pre></div>', page, re.S)
+
+
+def test_html_highlights_exactly_the_differing_line_on_each_side():
+    # B differs from A in one line (the comparison); trailing blanks on another line are no difference
+    b_src = A_SRC.replace("if v < lo and lo > 0:", "if v <= lo:").replace("    out = []\n", "    out = []   \n")
+    rep = _two_fragment_report(A_SRC, b_src)
+    assert len(rep.pairs) == 1
+    side_a, side_b = _sides(rp.to_html(rep))
+    marked = r'<span class="d"><span class="ln">(\d+)</span>(.*?)</span>'
+    assert re.findall(marked, side_a) == [("4", "        if v &lt; lo and lo &gt; 0:")]
+    assert re.findall(marked, side_b) == [("4", "        if v &lt;= lo:")]
+    assert side_a.count('class="d"') == side_b.count('class="d"') == 1
+    # identical fragments: nothing is marked
+    page = rp.to_html(_two_fragment_report(A_SRC, A_SRC))
+    assert 'class="d">' not in "".join(_sides(page))
+
+
+def test_differing_lines_ignores_whitespace():
+    a = ["def f(x):", "    y = x + 1", "    return y"]
+    b = ["def f(x):", "  y = x + 1   ", "    y += 2", "    return y"]
+    assert rp.differing_lines(a, b) == (set(), {2})
+    assert rp.differing_lines(a, ["def g(x):", *a[1:]]) == ({0}, {0})
+
+
+def test_html_pairs_start_collapsed(report):
+    page = rp.to_html(report)
+    assert page.count("<details") == len(report.pairs) == 3
+    assert not re.search(r"<details[^>]*\bopen\b", page)
+
+
+def test_html_escapes_script_in_code_and_paths():
+    evil = A_SRC.replace('out.append("<" + str(v) + ">")', 'out.append("<script>alert(1)</script>")')
+    rep = _two_fragment_report(A_SRC, evil, path_b="src/<script>x</script>.py")
+    page = rp.to_html(rep)
+    assert "<script" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "src/&lt;script&gt;x&lt;/script&gt;.py" in page
+    # the differing line is marked and still escaped
+    assert '<span class="ln">8</span>        out.append(&quot;&lt;script&gt;alert(1)&lt;/script&gt;&quot;)</span>' in page
+    assert page.count('<span class="d">') == 3  # that line on each side, and the legend
+
+
+def test_html_max_pairs_through_write_report(tmp_path, report):
+    out = tmp_path / "r.html"
+    rp.write_report(report, "html", out, quiet=True, html_max_pairs=1)
+    page = out.read_text()
+    assert page.count('<div class="side">') == 2 and page.count("<details") == 1
+    rp.write_report(report, "html", out, quiet=True, html_max_pairs=0)
+    assert "<details" not in out.read_text() and "Side by side (0 of 3 pairs)" in out.read_text()
+    rp.write_report(report, "html", out, quiet=True)  # default: every pair of this small report
+    assert out.read_text().count("<details") == 3

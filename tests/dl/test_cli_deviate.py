@@ -148,3 +148,52 @@ def test_small_real_run_json_output_and_resume(tmp_path, capsys):
     successes = sum(json.loads(line)["success"] for line in text.splitlines())
     assert page.count("<div class='card'>") == successes
     assert page.count("data:image/png;base64,") == 3 * successes and "http" not in page
+
+
+def _fake_inputs(tmp_path):
+    """Model files that exist (the run directory is checked before they are loaded) and 2 seeds."""
+    orig, comp = tmp_path / "orig.tflite", tmp_path / "comp.lite"
+    orig.write_bytes(b"x")
+    comp.write_bytes(b"x")
+    small = tmp_path / "small.npz"
+    np.savez(small, x=np.zeros((2, 28, 28), np.uint8))
+    return str(orig), str(comp), str(small)
+
+
+def test_unwritable_output_is_one_line_before_any_model_work(tmp_path, capsys):
+    orig, comp, data = _fake_inputs(tmp_path)
+    afile = tmp_path / "afile"
+    afile.write_text("a file, not a directory\n")
+    for out in (afile / "run", afile / "deeper" / "run", afile):
+        code, stdout, err = run(["deviate", orig, comp, "--data", data, "--seeds", "2", "-o", str(out), "--quiet"],
+                                capsys)
+        assert_user_error(code, err, str(out))
+        assert len([ln for ln in err.splitlines() if ln.strip()]) == 1, err
+        assert "orig.tflite" not in err  # failed on the output, before the (corrupt) models were loaded
+    assert afile.read_text() == "a file, not a directory\n"
+
+
+def test_read_only_file_system_is_one_line_exit_2(tmp_path, capsys, monkeypatch):
+    import errno
+
+    orig, comp, data = _fake_inputs(tmp_path)
+    out = tmp_path / "ro" / "run"
+
+    def read_only(self, *args, **kwargs):
+        raise OSError(errno.EROFS, "Read-only file system", str(self))
+
+    monkeypatch.setattr(Path, "mkdir", read_only)
+    code, _, err = run(["deviate", orig, comp, "--data", data, "--seeds", "2", "-o", str(out), "--quiet"], capsys)
+    assert_user_error(code, err, str(out), "Read-only file system")
+    assert len([ln for ln in err.splitlines() if ln.strip()]) == 1, err
+    monkeypatch.undo()
+    assert not (tmp_path / "ro").exists()
+
+
+def test_output_check_leaves_nothing_behind(tmp_path, capsys):
+    # a writable output passes the check; the corrupt model then fails, and no directory is left
+    orig, comp, data = _fake_inputs(tmp_path)
+    out = tmp_path / "a" / "b" / "run"
+    code, _, err = run(["deviate", orig, comp, "--data", data, "--seeds", "2", "-o", str(out), "--quiet"], capsys)
+    assert_user_error(code, err, "orig.tflite")
+    assert not (tmp_path / "a").exists()

@@ -121,6 +121,14 @@ OutputOpt = Annotated[
                  "html needs it)."),
 ]
 LimitOpt = Annotated[int, typer.Option("--limit", help="Rows of the terminal table.")]
+#: Default of --html-max-pairs: report.HTML_MAX_SIDE_BY_SIDE (a literal so that --help does not import the
+#: report module; a test checks that the two agree).
+HTML_MAX_PAIRS = 500
+HtmlMaxPairsOpt = Annotated[int, typer.Option("--html-max-pairs", metavar="N",
+                                              help="HTML report: pairs shown side by side (the most similar N; "
+                                              "the pairs table lists more).")]
+VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Also list the skipped files (path and reason) "
+                                          "on stderr, after the one-line summary.")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")]
 SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed (HNSW construction).")]
 ThreadsOpt = Annotated[int, typer.Option("--threads", help="HNSW threads (-1 = all cores); 1 builds a reproducible "
@@ -226,7 +234,9 @@ def scan_command(
     fmt: FormatOpt = "table",
     output: OutputOpt = None,
     limit: LimitOpt = 20,
+    html_max_pairs: HtmlMaxPairsOpt = HTML_MAX_PAIRS,
     quiet: QuietOpt = False,
+    verbose: VerboseOpt = False,
     seed: SeedOpt = _D.seed,
     threads: ThreadsOpt = _D.threads,
 ) -> None:
@@ -238,6 +248,8 @@ def scan_command(
     from twinspect.code.report import FORMATS, write_report
 
     _check_choice("--format", fmt, FORMATS)
+    if html_max_pairs < 0:
+        raise InputError(f"--html-max-pairs must be at least 0, got {html_max_pairs}")
     if fmt == "html" and output is None:
         raise InputError("the html format needs an output file", hint="pass -o report.html")
     if output is not None and output.is_dir():  # fail before the scan, not after it
@@ -254,14 +266,18 @@ def scan_command(
     config.validate()
     report = scan(paths, config, exclude=tuple(exclude or ()), max_file_bytes=max_file_bytes,
                   respect_gitignore=not no_gitignore, language=language, quiet=quiet)
-    write_report(report, fmt, output, quiet=quiet, limit=limit)
+    write_report(report, fmt, output, quiet=quiet, limit=limit, html_max_pairs=html_max_pairs)
     if not quiet:
+        from rich.console import Console
+        from rich.text import Text
+
+        err = Console(stderr=True)
         line = skipped_summary(report.stats)
         if line:
-            from rich.console import Console
-            from rich.text import Text
-
-            Console(stderr=True).print(Text(line), highlight=False, soft_wrap=True)
+            err.print(Text(line), highlight=False, soft_wrap=True)
+        if verbose:
+            for entry in report.stats.get("skipped_files") or []:
+                err.print(Text(skipped_file_line(entry)), highlight=False, soft_wrap=True)
 
 
 def skipped_summary(stats: dict[str, Any]) -> str:
@@ -274,6 +290,12 @@ def skipped_summary(stats: dict[str, Any]) -> str:
     if stats.get("files_decoded_fallback"):
         parts.append(f"decoded {stats['files_decoded_fallback']} non-UTF-8 files as Windows-1252/Latin-1")
     return "; ".join(parts)
+
+
+def skipped_file_line(entry: dict[str, str]) -> str:
+    """One ``--verbose`` line about a skipped file: ``  REASON: PATH`` (indented under the summary;
+    the path last, so that a path holding ``: `` stays readable)."""
+    return f"  {entry['reason'].replace('_', ' ')}: {entry['path']}"
 
 
 def index_command(

@@ -20,7 +20,9 @@ skipped and the reason. Rules, in the order they are applied:
 Reading (:func:`twinspect.code.fragments.read_source`) adds ``"binary"`` (NUL byte in the first
 8 KiB), ``"undecodable"`` (neither UTF-8, with or without BOM, nor Windows-1252/Latin-1 text) and
 ``"unreadable"`` (permission).
-A pruned directory counts once under its reason.
+A pruned directory counts once under its reason. Files skipped for a reason in
+:data:`LISTED_SKIP_REASONS` (the files a user may have expected to be mined) are also listed by path
+in :attr:`ScanStats.skipped_files` (``twinspect clones scan --verbose`` prints them).
 """
 
 from __future__ import annotations
@@ -47,6 +49,10 @@ SKIP_REASONS: tuple[str, ...] = (
     "unreadable",
     "unparsable",
 )
+
+#: Reasons whose files are also listed by path (``skipped_files``): not the deliberate exclusions
+#: (``excluded``, ``gitignored``) nor the files in no supported language.
+LISTED_SKIP_REASONS: frozenset[str] = frozenset({"too_large", "binary", "undecodable", "unreadable", "unparsable"})
 
 _VCS_DIRS = frozenset({".git", ".hg", ".svn"})
 
@@ -87,6 +93,8 @@ class ScanStats:
             / Latin-1 instead (see :func:`twinspect.code.fragments.read_source`).
         skipped: reason -> number of files (or pruned directories) skipped; reasons in
             :data:`SKIP_REASONS`.
+        skipped_files: ``{"path", "reason"}`` of each file (or unreadable directory) skipped for a
+            reason in :data:`LISTED_SKIP_REASONS`; ``path`` is relative to the scan base when known.
     """
 
     files_seen: int = 0
@@ -97,18 +105,24 @@ class ScanStats:
     fragments_skipped_errors: int = 0
     files_decoded_fallback: int = 0
     skipped: dict[str, int] = field(default_factory=dict)
+    skipped_files: list[dict[str, str]] = field(default_factory=list)
 
-    def skip(self, reason: str, n: int = 1) -> None:
-        """Count ``n`` files skipped for ``reason``."""
+    def skip(self, reason: str, n: int = 1, path: str | None = None) -> None:
+        """Count ``n`` files skipped for ``reason``; list ``path`` in :attr:`skipped_files` when
+        given and ``reason`` is in :data:`LISTED_SKIP_REASONS`."""
         self.skipped[reason] = self.skipped.get(reason, 0) + n
+        if path is not None and reason in LISTED_SKIP_REASONS:
+            self.skipped_files.append({"path": path, "reason": reason})
 
     def to_dict(self) -> dict:
-        """JSON-ready dict of all counters; ``skipped`` keys in :data:`SKIP_REASONS` order."""
-        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "skipped"}
+        """JSON-ready dict of all counters; ``skipped`` keys in :data:`SKIP_REASONS` order,
+        ``skipped_files`` sorted by path."""
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("skipped", "skipped_files")}
         order = {r: i for i, r in enumerate(SKIP_REASONS)}
         out["skipped"] = {
             k: self.skipped[k] for k in sorted(self.skipped, key=lambda r: (order.get(r, 99), r))
         }
+        out["skipped_files"] = [dict(d) for d in sorted(self.skipped_files, key=lambda d: (d["path"], d["reason"]))]
         return out
 
     @classmethod
@@ -117,14 +131,17 @@ class ScanStats:
         names = {f.name for f in fields(cls)}
         kwargs = {k: v for k, v in data.items() if k in names}
         kwargs["skipped"] = dict(kwargs.get("skipped") or {})
+        kwargs["skipped_files"] = [dict(d) for d in kwargs.get("skipped_files") or []]
         return cls(**kwargs)
 
     def merge(self, other: ScanStats) -> None:
-        """Add ``other``'s counters to this one in place."""
+        """Add ``other``'s counters (and listed skipped files) to this one in place."""
         for f in fields(self):
             if f.name == "skipped":
                 for reason, n in other.skipped.items():
                     self.skip(reason, n)
+            elif f.name == "skipped_files":
+                self.skipped_files.extend(dict(d) for d in other.skipped_files)
             else:
                 setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
 
@@ -189,7 +206,7 @@ class _Walker:
             with os.scandir(directory) as it:
                 entries = sorted(it, key=lambda e: e.name)
         except OSError:
-            self.stats.skip("unreadable")
+            self.stats.skip("unreadable", path=prefix.rstrip("/") or ".")
             return
         for entry in entries:
             name = entry.name
@@ -197,7 +214,7 @@ class _Walker:
             try:
                 is_dir = entry.is_dir(follow_symlinks=False)
             except OSError:
-                self.stats.skip("unreadable")
+                self.stats.skip("unreadable", path=rel_root)
                 continue
             if is_dir:
                 if name in _VCS_DIRS:
@@ -233,20 +250,20 @@ class _Walker:
             return
         if self.language is not None:
             lang = self.language
+        rel = _posix_rel(path, self.base)
         try:
             st = entry.stat() if entry is not None else os.stat(path)
         except OSError:
             self.stats.files_seen += 1
-            self.stats.skip("unreadable")
+            self.stats.skip("unreadable", path=rel)
             return
         if not stat_mod.S_ISREG(st.st_mode):
             self.stats.skip("unsupported")
             return
         self.stats.files_seen += 1
         if st.st_size > self.max_file_bytes:
-            self.stats.skip("too_large")
+            self.stats.skip("too_large", path=rel)
             return
-        rel = _posix_rel(path, self.base)
         if rel not in self.found:
             self.found[rel] = SourceFile(Path(path), rel, lang, st.st_size)
         else:  # the same file reached through two PATH arguments
@@ -343,10 +360,10 @@ def discover(
         elif forced is not None:
             st = os.stat(ap)
             stats.files_seen += 1
-            if st.st_size > max_file_bytes:
-                stats.skip("too_large")
-                continue
             rel = _posix_rel(ap, base)
+            if st.st_size > max_file_bytes:
+                stats.skip("too_large", path=rel)
+                continue
             if rel in walker.found:
                 stats.files_seen -= 1
             walker.found[rel] = SourceFile(Path(ap), rel, forced, st.st_size)

@@ -127,11 +127,11 @@ def read_source(sf: SourceFile, stats: ScanStats | None = None) -> str | None:
             data = fh.read()
     except OSError:
         if stats is not None:
-            stats.skip("unreadable")
+            stats.skip("unreadable", path=sf.rel)
         return None
     if b"\0" in data[:BINARY_SNIFF_BYTES]:
         if stats is not None:
-            stats.skip("binary")
+            stats.skip("binary", path=sf.rel)
         return None
     try:
         text = data.decode("utf-8-sig")
@@ -139,7 +139,7 @@ def read_source(sf: SourceFile, stats: ScanStats | None = None) -> str | None:
         fallback = _decode_legacy(data)
         if fallback is None:
             if stats is not None:
-                stats.skip("undecodable")
+                stats.skip("undecodable", path=sf.rel)
             return None
         text = fallback
         if stats is not None:
@@ -398,7 +398,7 @@ def extract_fragments(
     except Exception:  # pragma: no cover - tree-sitter gave no tree (timeout, internal failure)
         tree = None
     if tree is None:  # pragma: no cover
-        stats.skip("unparsable")
+        stats.skip("unparsable", path=rel)
         return []
     stats.files_parsed += 1
     root = tree.root_node
@@ -508,13 +508,8 @@ def _mine_files(
 
 
 def _add_stats(total: ScanStats, part: ScanStats) -> None:
-    total.files_parsed += part.files_parsed
-    total.fragments += part.fragments
-    total.fragments_too_short += part.fragments_too_short
-    total.files_with_parse_errors += part.files_with_parse_errors
-    total.fragments_skipped_errors += part.fragments_skipped_errors
-    for reason, n in part.skipped.items():
-        total.skip(reason, n)
+    # a worker's counters (its files_seen is 0: discovery ran here), listed skipped files included
+    total.merge(part)
 
 
 def _default_workers() -> int:

@@ -7,6 +7,7 @@ half-written report. The JSON shape is a contract read by other tools (see
 
 from __future__ import annotations
 
+import difflib
 import html
 import json
 from pathlib import Path
@@ -191,6 +192,7 @@ summary{cursor:pointer;padding:.4em .7em}
 .side h3{font-size:.85em;margin:.2em 0;font-weight:600;word-break:break-all}
 pre{margin:0;padding:.5em;background:#f6f8fa;border:1px solid #eaeef2;overflow:auto;font-size:.8em;line-height:1.35}
 .ln{color:#8c959f;user-select:none;display:inline-block;min-width:3.5em;text-align:right;padding-right:.8em}
+.d{background:#fff1b8;display:inline-block;min-width:100%}
 """
 
 
@@ -199,11 +201,39 @@ def _badge(p: ClonePair) -> str:
     return f'<span class="badge {html.escape(p.type)}">{html.escape(p.type)}{band}</span>'
 
 
-def _code_block(f: Fragment) -> str:
-    lines = f.text.splitlines() or [""]
-    body = "\n".join(
-        f'<span class="ln">{f.start_line + i}</span>{html.escape(line)}' for i, line in enumerate(lines)
-    )
+def _lines(f: Fragment) -> list[str]:
+    return f.text.splitlines() or [""]
+
+
+def differing_lines(a: list[str], b: list[str]) -> tuple[set[int], set[int]]:
+    """The lines that differ between two fragments' lines, whitespace ignored.
+
+    :class:`difflib.SequenceMatcher` aligns the whitespace-stripped lines (no junk heuristic);
+    a line of ``a`` outside every matching block is not matched in ``b``, and vice versa.
+
+    Args:
+        a: lines of the first fragment.
+        b: lines of the second fragment.
+
+    Returns:
+        ``(in_a, in_b)``: 0-based indices of the unmatched lines of ``a`` and of ``b``.
+    """
+    sm = difflib.SequenceMatcher(None, [ln.strip() for ln in a], [ln.strip() for ln in b], autojunk=False)
+    in_a, in_b = set(range(len(a))), set(range(len(b)))
+    for block in sm.get_matching_blocks():
+        in_a.difference_update(range(block.a, block.a + block.size))
+        in_b.difference_update(range(block.b, block.b + block.size))
+    return in_a, in_b
+
+
+def _code_block(f: Fragment, marked: set[int] | frozenset[int] = frozenset()) -> str:
+    """The fragment's code (html-escaped, with line numbers); the rows of the lines whose 0-based
+    index is in ``marked`` are wrapped in ``<span class="d">`` (highlighted as differing)."""
+    rows = []
+    for i, line in enumerate(_lines(f)):
+        row = f'<span class="ln">{f.start_line + i}</span>{html.escape(line)}'
+        rows.append(f'<span class="d">{row}</span>' if i in marked else row)
+    body = "\n".join(rows)
     return f"<pre><code>{body}</code></pre>"
 
 
@@ -219,7 +249,14 @@ def to_html(
 
     The page holds summary statistics, the clone classes, a table of pairs (by decreasing
     similarity, at most ``max_rows``) and the code of the first ``max_side_by_side`` pairs side by
-    side (html-escaped), with type and similarity badges.
+    side (html-escaped), with type and similarity badges. Each side-by-side pair is a collapsed
+    ``<details>`` element; in it, the lines of either fragment that are not matched in the other
+    (:func:`differing_lines`, whitespace ignored) are highlighted (``class="d"``).
+
+    Args:
+        report: the clone report.
+        max_side_by_side: pairs shown side by side (negative counts as 0).
+        max_rows: rows of the pairs and classes tables.
 
     Returns:
         The HTML document as a string.
@@ -301,26 +338,31 @@ def to_html(
         out.append('<p class="note">No clone classes.</p>')
 
     if pairs:
-        n_side = min(len(pairs), max_side_by_side)
+        n_side = min(len(pairs), max(0, max_side_by_side))
         out.append(f'<h2 id="side-by-side">Side by side ({n_side} of {len(pairs)} pairs)</h2>')
         if len(pairs) > n_side:
             out.append(f'<p class="note">Only the {n_side} most similar pairs are shown side by side, '
-                       "so that the page stays openable.</p>")
+                       "so that the page stays openable (--html-max-pairs).</p>")
+        if n_side:
+            out.append('<p class="note">Click a pair to open it; <span class="d">highlighted</span> lines '
+                       "have no counterpart in the other fragment (whitespace ignored).</p>")
         for i, p in enumerate(pairs[:n_side]):
             fa, fb = frags[p.a], frags[p.b]
+            da, db = differing_lines(_lines(fa), _lines(fb))
             out.append(
-                f'<details id="pair-{i}"{" open" if i < 10 else ""}><summary>#{i} {_badge(p)} '
+                f'<details id="pair-{i}"><summary>#{i} {_badge(p)} '
                 f'<span class="badge sim">{p.similarity:.3f}</span> '
                 f"{esc(fragment_label(fa))} ↔ {esc(fragment_label(fb))}</summary>"
-                f'<div class="pair"><div class="side"><h3>{_frag_cell(fa)}</h3>{_code_block(fa)}</div>'
-                f'<div class="side"><h3>{_frag_cell(fb)}</h3>{_code_block(fb)}</div></div></details>'
+                f'<div class="pair"><div class="side"><h3>{_frag_cell(fa)}</h3>{_code_block(fa, da)}</div>'
+                f'<div class="side"><h3>{_frag_cell(fb)}</h3>{_code_block(fb, db)}</div></div></details>'
             )
     out.append("</body></html>")
     return "\n".join(out) + "\n"
 
 
 def write_html(report: CloneReport, path: str | Path, max_side_by_side: int = HTML_MAX_SIDE_BY_SIDE) -> None:
-    """Write the HTML report atomically to ``path`` (see :func:`to_html`)."""
+    """Write the HTML report atomically to ``path`` (see :func:`to_html`; ``max_side_by_side``
+    is the CLI's ``--html-max-pairs``)."""
     with atomic_write(path) as fh:
         fh.write(to_html(report, max_side_by_side=max_side_by_side))
 
@@ -384,12 +426,14 @@ def write_report(
     quiet: bool = False,
     limit: int = 20,
     stdout: Any = None,
+    html_max_pairs: int = HTML_MAX_SIDE_BY_SIDE,
 ) -> None:
     """Emit a report in one format: to ``output`` (atomically) or to stdout.
 
     ``table`` prints to stdout (or writes plain text to ``output``); ``json`` and ``sarif`` go to
-    stdout when ``output`` is None (for pipes); ``html`` needs ``output``. When a file is written
-    the summary line goes to stderr unless ``quiet``.
+    stdout when ``output`` is None (for pipes); ``html`` needs ``output`` and shows the first
+    ``html_max_pairs`` pairs side by side. When a file is written the summary line goes to stderr
+    unless ``quiet``.
 
     Raises:
         InputError: unknown format, or html without ``output``.
@@ -422,6 +466,6 @@ def write_report(
     else:
         if output is None:
             raise InputError("the html format needs an output file", hint="pass -o report.html")
-        write_html(report, output)
+        write_html(report, output, max_side_by_side=html_max_pairs)
     if not quiet:
         Console(stderr=True).print(Text(f"{summary_line(report)}; wrote {output}"), highlight=False, soft_wrap=True)

@@ -7,7 +7,9 @@ Examples::
     twinspect deviate --pair lenet1 --seeds 500 -o runs/lenet1 --resume     # continue / extend a run
 
 Everything (models, data, options, output directory) is validated before the run directory is
-created; a user error prints one line and exits 2. Heavy libraries are imported inside the command.
+created; a user error prints one line and exits 2. An output directory that cannot be created or
+written (read-only file system, no permission, a file in the way) is found before any data or model
+is loaded. Heavy libraries are imported inside the command.
 """
 
 from __future__ import annotations
@@ -123,6 +125,7 @@ def deviate(
 
     require_readable(original, "model file")
     require_readable(compressed, "model file")
+    check_run_dir(output)
     x, y = load_images(data, split=split)
     if require is not None and y is None:
         raise InputError("--require compressed-error needs labelled seeds (an .npz with a y array)", data)
@@ -157,6 +160,49 @@ def deviate(
 
         title = f"{algorithm}: {orig_clf.name} vs {comp_clf.name} ({summary['out_dir']})"
         print_table(summary_rows(summary), headers=["metric", "value"], title=title)
+
+
+def check_run_dir(path: Path) -> None:
+    """Fail fast when the run directory cannot be created or written, before any data or model work.
+
+    The missing directories of ``path`` are created and a temporary file is written in it, then
+    both are removed again: nothing is left behind, and the run creates the directory for real
+    once every other check has passed.
+
+    Args:
+        path: the ``--output`` run directory.
+
+    Raises:
+        InputError: naming ``path``, when it is an existing file, an ancestor is a file, or the
+            directory cannot be created or written (permission, read-only file system...).
+    """
+    import contextlib
+    import os
+    import tempfile
+
+    created: list[Path] = []
+    try:
+        if path.exists() and not path.is_dir():
+            raise InputError("output path exists and is not a directory", path)
+        missing: list[Path] = []
+        existing = path
+        while not existing.exists() and existing.parent != existing:
+            missing.append(existing)
+            existing = existing.parent
+        if not existing.is_dir():
+            raise InputError(f"cannot create the run directory: {existing} is not a directory", path)
+        for d in reversed(missing):
+            d.mkdir()
+            created.append(d)
+        fd, probe = tempfile.mkstemp(prefix=".twinspect-probe-", dir=path)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise InputError(f"cannot create or write the run directory: {exc.strerror or exc}", path) from None
+    finally:
+        for d in reversed(created):
+            with contextlib.suppress(OSError):
+                d.rmdir()
 
 
 def _report(run_dir: Optional[Path], output: Optional[Path], fmt: str) -> None:

@@ -6,13 +6,16 @@ the other, each for the same budget on the same backends and seeds, and writes
 Campaign directories (models, findings bundles) go to ``--work`` (default a temporary directory) and are
 not committed. Run with ``nice -n 10``; the issue's budgets are 15 and 60 minutes per variant.
 
-Usage: ``nice -n 10 .venv/bin/python benchmarks/fuzz.py --budget 3m --work /tmp/fuzzbench``
+Usage: ``nice -n 10 .venv/bin/python benchmarks/fuzz.py --budget 3m --work /tmp/fuzzbench`` (add
+``--parallel`` to run the four variants at the same time, each with a quarter of the machine).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -32,9 +35,21 @@ def main() -> None:
     ap.add_argument("--work", default=None)
     ap.add_argument("--out", default="benchmarks/results")
     ap.add_argument("--summarise-only", action="store_true", help="Only summarise the campaigns already in --work.")
+    ap.add_argument("--parallel", action="store_true",
+                    help="Run the variants at the same time (one `twinspect fuzz run` process each), so that they "
+                         "share the machine equally instead of meeting different loads one after another.")
     a = ap.parse_args()
     budget = parse_budget(a.budget)
     work = Path(a.work or tempfile.mkdtemp(prefix="fuzzbench-"))
+    if a.parallel and not a.summarise_only:
+        work.mkdir(parents=True, exist_ok=True)
+        procs = [subprocess.Popen([sys.executable, "-m", "twinspect", "fuzz", "run", "-o", str(work / v), "--budget", a.budget,
+                                   "--backends", a.backends, "--seeds", a.seeds, "--variant", v, "--seed", "0", "-q"],
+                                  stdout=open(work / f"{v}.json", "w"), stderr=open(work / f"{v}.log", "w"))
+                 for v in a.variants.split(",")]
+        for p in procs:
+            p.wait()
+        a.summarise_only = True
     rows = {}
     for v in a.variants.split(","):
         if a.summarise_only:

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from twinspect.dl.fuzz import graph, operators, reduction, seeds
-from twinspect.dl.fuzz.campaign import Campaign, Config
+from twinspect.dl.fuzz.campaign import Campaign, Config, read_model_log
 from twinspect.dl.fuzz.coverage import Coverage, model_coverage
 from twinspect.errors import InputError
 
@@ -42,8 +42,8 @@ def test_memo_operator_produces_valid_mutants(op):
             assert m != parent  # every operator changes the spec
             if _valid(m):
                 valid += 1
-                if op in ("NLA", "LResh", "LMerge", "LConn"):
-                    assert len(m["nodes"]) == len(parent["nodes"]) + 1
+                if op in ("NLA", "LResh", "LMerge", "LConn"):  # NLA may put a Reshape before an unseen type
+                    assert len(m["nodes"]) - len(parent["nodes"]) in ((1, 2) if op == "NLA" else (1,))
                 if op == "NaN":
                     assert not np.isfinite(graph.make_inputs(m)).all()
                 if op in ("CShape", "CMode"):
@@ -61,6 +61,32 @@ def test_lconn_targets_unseen_pairs_and_cmode_unseen_values():
             assert model_coverage(m).pairs - cov.pairs  # a new pair
         m = operators.apply("CMode", parent, cov, rng)
         assert model_coverage(m).params - cov.params  # a new parameter value
+
+
+def test_reshape_target_keeps_size_and_rank():
+    rng = random.Random(0)
+    for shape in ([28, 28, 6], [120], [7, 5], [13]):
+        for rank in (1, 2, 3, 4):
+            t = operators.reshape_target(shape, rng, rank=rank)
+            assert len(t) == rank and int(np.prod(t)) == int(np.prod(shape)) and min(t) >= 1
+        assert len(operators.reshape_target(shape, rng)) != len(shape)  # a free choice changes the rank
+    assert sorted(operators.reshape_target([8, 8, 8], random.Random(1), rank=3)) != [1, 1, 512]  # balanced
+
+
+def test_nla_reaches_an_unseen_type_of_another_rank_through_reshape():
+    parent = _built(seeds.lenet5())  # image model: tensors of rank 4 and 2 only
+    cov = model_coverage(parent)
+    cov.types |= {n for n in operators.catalogue.BY_NAME if n != "Conv3D"}  # only Conv3D (rank 5) unseen
+    rng = random.Random(5)
+    built = 0
+    for _ in range(4):
+        m = operators.apply("NLA", parent, cov, rng)
+        assert m is not None
+        new = [n for n in m["nodes"] if n["name"] not in graph.node_names(parent)]
+        assert [n["layer"] for n in new] == ["Reshape", "Conv3D"]
+        assert len(new[0]["params"]["target_shape"]) == 4 and new[1]["inputs"] == [new[0]["name"]]
+        built += _valid(m)
+    assert built >= 3
 
 
 def test_lemon_operators():
@@ -112,6 +138,8 @@ def test_campaign_resume_and_bad_directories(tmp_path):
     assert s["models_generated"] == 5
     assert s["coverage"]["layer_type"]["covered"] >= len(st1["coverage"]["types"])
     assert len(s["coverage_over_time"]) == 1 + 5  # seeding point + one per model
+    logged = read_model_log(root)
+    assert len(logged) == s["models_valid"] and all("spec" in r and r["op"] for r in logged)
     # bad input
     (tmp_path / "foreign").mkdir()
     (tmp_path / "foreign" / "notes.txt").write_text("x")
@@ -123,3 +151,13 @@ def test_campaign_resume_and_bad_directories(tmp_path):
     (tmp_path / "bad" / "state.json").write_text("{not json")
     with pytest.raises(InputError):
         Campaign.open(tmp_path / "bad")
+
+
+def test_campaign_restarts_grown_models_from_their_seed(tmp_path):
+    cfg = Config(backends=["keras-torch"], seeds=["LSTM1"], seed=2, max_added_layers=0)
+    camp = Campaign.create(tmp_path / "c", cfg)
+    camp.run(budget_s=600, max_models=4)
+    st = json.loads((tmp_path / "c" / "state.json").read_text())
+    seed_layers = len(st["seed_specs"]["LSTM1"]["nodes"])
+    assert st["restarts"] >= 1  # some mutant added coverage and, being over the cap, was not kept
+    assert all(len(spec["nodes"]) == seed_layers for spec in st["pool"].values())

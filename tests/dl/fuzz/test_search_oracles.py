@@ -80,6 +80,27 @@ def test_judge_crash_nan_inconsistency():
     assert oracles.judge({"a": ok, "b": far}, 0.6) == []
 
 
+def test_judge_reports_the_deviating_system_once_and_ignores_rounding_of_huge_outputs():
+    base = np.array([0.0, 1.0, 2.0])
+    res = {s: {"status": "ok", "outputs": [base.copy()]} for s in ("a", "b", "c")}
+    res["d"] = {"status": "ok", "outputs": [base + 0.5]}
+    f = oracles.judge(res, 0.1)
+    assert [(x["kind"], x["systems"]) for x in f] == [("inconsistency", ["a", "d"])]  # not three pairs
+    assert f[0]["detail"]["reference"] == "a"
+    res["c"] = {"status": "ok", "outputs": [base - 0.5]}  # two groups of one beside {a, b}
+    assert sorted(x["systems"] for x in oracles.judge(res, 0.1)) == [["a", "c"], ["a", "d"]]
+    huge = np.array([1e30, -3e31, 2e32])
+    rounding = huge * (1 + 1e-6)  # float32-level relative noise, absolute D_MAD ~1e26
+    assert oracles.judge({"a": {"status": "ok", "outputs": [huge]}, "b": {"status": "ok", "outputs": [rounding]}}, 1e-4) == []
+    assert oracles.judge({"a": {"status": "ok", "outputs": [huge]}, "b": {"status": "ok", "outputs": [rounding]}},
+                         1e-4, rel_tol=0, max_magnitude=np.inf) != []
+    big, off = np.array([1e3, 2e3]), np.array([1.1e3, 2e3])  # 5 % apart at magnitude 1e3: compared and reported
+    assert oracles.judge({"a": {"status": "ok", "outputs": [big]}, "b": {"status": "ok", "outputs": [off]}}, 1e-4) != []
+    assert oracles.judge({"a": {"status": "ok", "outputs": [big]}, "b": {"status": "ok", "outputs": [off]}}, 1e-4,
+                         max_magnitude=100) == []
+    assert oracles.magnitude(np.array([1.0, -3.0]), np.array([3.0, np.nan])) == pytest.approx(2.0)
+
+
 def test_signature_deduplication():
     c1 = {"kind": "crash", "systems": ["onnxruntime"], "detail": {"status": "error", "error_type": "ValueError",
                                                                  "frames": ["onnx.py:export", "x.py:f"]}}

@@ -28,6 +28,7 @@ from twinspect.dl.fuzz.search import SeedSelector
 from twinspect.errors import InputError
 
 STATE = "state.json"
+MODEL_LOG = "models.jsonl"
 FORMAT = "twinspect-fuzz-campaign/1"
 
 
@@ -44,6 +45,9 @@ class Config:
         timeout_s: per-model time limit of each backend worker, seconds.
         threshold: fixed D_MAD threshold, or None to calibrate on the seed models.
         minimise_tries: backend runs spent minimising each new finding.
+        max_added_layers: a mutant that adds coverage replaces its parent unless it has more than this
+            many layers beyond its seed's; then a fresh copy of the seed replaces the parent instead, so that
+            models (and their execution time) do not grow without bound over a long campaign.
     """
 
     backends: list[str] = field(default_factory=lambda: ["keras-tensorflow", "keras-jax", "keras-torch", "onnxruntime"])
@@ -53,6 +57,7 @@ class Config:
     timeout_s: float = 60.0
     threshold: float | None = None
     minimise_tries: int = 6
+    max_added_layers: int = 40
 
 
 def parse_budget(text: str) -> float:
@@ -212,6 +217,8 @@ class Campaign:
                 red = reduction.reduce_model(spec)
                 self.state["reduction"][name] = {"layers_before": len(spec["nodes"]), "layers_after": len(red["nodes"])}
                 spec = red
+            spec["origin"] = name
+            self.state.setdefault("seed_specs", {})[name] = graph.clone(spec)
             mid = self._add_model(spec)
             self.cov.update(model_coverage(spec))
             if cfg["threshold"] is None and len(systems) > 1:
@@ -309,10 +316,17 @@ class Campaign:
         gained = self.cov.new_items(mcov) > 0
         self.cov.update(mcov)
         self.selector.feedback(mid, op, gained)
-        if gained:  # a mutant that adds coverage replaces its parent
+        if gained:  # a mutant that adds coverage replaces its parent (a fresh seed copy once it grew too big)
             self.selector.remove_model(mid)
             self.state["pool"].pop(mid)
-            self._add_model(mutant)
+            origin = self.state.get("seed_specs", {}).get(mutant.get("origin", ""))
+            cap = self.state["config"].get("max_added_layers", 40)
+            if origin is not None and len(mutant["nodes"]) > len(origin["nodes"]) + cap:
+                self._add_model(graph.clone(origin))
+                self.state["restarts"] = self.state.get("restarts", 0) + 1
+            else:
+                self._add_model(mutant)
+        self._log_model(mutant, op, mid, gained)
         if len(systems) < 2:
             return
         try:
@@ -338,6 +352,14 @@ class Campaign:
             self.state["findings"].append({"id": fid, "kind": f["kind"], "systems": f["systems"], "signature": sig,
                                            "dir": str(dest.relative_to(self.root)), "layer": f.get("layer"),
                                            "found_at_s": round(self.state["elapsed_s"], 1)})
+
+    def _log_model(self, spec: dict, op: str, parent: str, gained: bool) -> None:
+        """Append the valid mutant to ``models.jsonl`` (one JSON object per line: index, operator, parent id,
+        whether it added coverage, spec) so the models of a campaign can be replayed, e.g. under coverage.py.
+        A line cut short by an interruption is skipped by :func:`read_model_log`."""
+        rec = {"i": self.state["models_generated"], "op": op, "parent": parent, "gained": gained, "spec": spec}
+        with open(self.root / MODEL_LOG, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(rec, separators=(",", ":")) + "\n")
 
     def _symptom(self, f: dict, res: dict[str, dict]) -> bool:
         for g in oracles.judge(res, self.state["threshold"]):
@@ -377,6 +399,25 @@ class Campaign:
                 best, bres, paths = cand, {**r}, (mp, ip)
         self.state["minimise_s"] = round(self.state.get("minimise_s", 0.0) + time.perf_counter() - t0, 1)
         return best, bres, paths
+
+
+def read_model_log(root: str | Path) -> list[dict]:
+    """The valid mutants a campaign logged, in order (records of ``models.jsonl``; see
+    :meth:`Campaign._log_model`). A truncated last line is skipped.
+
+    Raises:
+        InputError: ``root`` holds no model log.
+    """
+    path = Path(root) / MODEL_LOG
+    if not path.is_file():
+        raise InputError("holds no model log (models.jsonl)", root)
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            continue
+    return out
 
 
 def run_campaign(root: str | Path, budget_s: float, config: Config | None = None, max_models: int | None = None,

@@ -52,6 +52,35 @@ def sample_value(p: catalogue.Param, rng: random.Random, avoid: set[str] | None 
     return rng.randint(int(lo), int(hi))
 
 
+def reshape_target(in_shape: list[int], rng: random.Random, rank: int | None = None) -> list[int]:
+    """A Reshape ``target_shape`` with the same number of elements as ``in_shape`` (batch excluded).
+
+    Args:
+        in_shape: per-sample input shape (positive ints).
+        rank: per-sample rank of the target (1–4); None picks one at random, preferring a rank other than
+            ``len(in_shape)`` so that reshaping opens layers of other ranks (Conv3D needs 4, Conv1D 2).
+
+    Returns:
+        A list of ``rank`` positive ints whose product is the input size; the element count is split into
+        factors near its rank-th root (one of the three divisors nearest it at each step), so that no axis
+        is degenerate where the size allows it.
+    """
+    n = _size(in_shape)
+    if rank is None:
+        ranks = [r for r in (1, 2, 3, 4) if r != len(in_shape)]
+        rank = rng.choice(ranks)
+    dims: list[int] = []
+    rest = n
+    for left in range(rank, 1, -1):  # balanced factors: each near the remaining size's left-th root
+        goal = rest ** (1.0 / left)
+        divs = sorted((d for d in range(1, min(rest, 256) + 1) if rest % d == 0), key=lambda d: abs(d - goal))
+        d = rng.choice(divs[:3])
+        dims.append(d)
+        rest //= d
+    dims.append(rest)
+    return dims
+
+
 def random_params(layer: str, in_shape: list[int], rng: random.Random, cov: Coverage | None = None) -> dict:
     """Constructor arguments for ``layer`` on a per-sample input of ``in_shape``, preferring unseen values.
 
@@ -70,10 +99,13 @@ def random_params(layer: str, in_shape: list[int], rng: random.Random, cov: Cove
             params[key] = max(1, min(params[key], smin))
     if "strides" in params and "pool_size" not in params and params.get("dilation_rate", 1) > 1:
         params["strides"] = 1
+    if "kernel_size" in params and params.get("dilation_rate", 1) > 1:  # the dilated kernel must fit
+        while params["dilation_rate"] > 1 and (params["kernel_size"] - 1) * params["dilation_rate"] + 1 > smin:
+            params["dilation_rate"] -= 1
     if "cropping" in params:
         params["cropping"] = min(params["cropping"], max(0, (smin - 1) // 2))
     if layer == "Reshape":
-        params["target_shape"] = [_size(in_shape)] if len(in_shape) > 1 else [in_shape[0], 1]
+        params["target_shape"] = reshape_target(in_shape, rng)
     if layer == "Permute":
         dims = list(range(1, len(in_shape) + 1))
         rng.shuffle(dims)
@@ -120,22 +152,72 @@ def _insert_after(spec: dict, src: str, src_shape: list[int], layer: str, params
     return new
 
 
+def _insert_chain(spec: dict, src: str, chain: list[tuple[str, dict]]) -> dict:
+    """Add the layers of ``chain`` one after the other from ``src``, the last one a new output branch."""
+    new = spec
+    for layer, params in chain:
+        before = set(graph.node_names(new))
+        new = _insert_after(new, src, [], layer, params)
+        src = next(n for n in graph.node_names(new) if n not in before)
+    return new
+
+
+def _pick_pair(spec: dict, cands_of: Callable[[int], list[str]], cov: Coverage, rng: random.Random,
+               tries: int = 12) -> tuple[str, list[int], str] | None:
+    """A (source tensor, its shape, new layer) choice, preferring an uncovered (source type, layer) pair and
+    then an unseen layer type; None when no source has a candidate layer."""
+    srcs = _source_choices(spec)
+    rng.shuffle(srcs)
+    fallback = None
+    for src, shape, kind in srcs[:tries]:
+        cands = cands_of(len(shape) + 1)
+        if not cands:
+            continue
+        entry = catalogue.get(kind) if kind else None
+        a = entry.name if entry else None
+        fresh = [c for c in cands if a and (a, c) not in cov.pairs]
+        unseen = [c for c in cands if c not in cov.types]
+        pool = [c for c in fresh if c in unseen] or unseen or fresh
+        if pool:
+            return src, shape, rng.choice(pool)
+        fallback = fallback or (src, shape, rng.choice(cands))
+    return fallback
+
+
 def nla(spec: dict, cov: Coverage, rng: random.Random) -> dict | None:
-    """NLA: add a new layer (unseen layer types first) after a compatible tensor, as a new output branch."""
-    src, shape, _ = rng.choice(_source_choices(spec))
-    cands = _candidates(len(shape) + 1)
-    unseen = [c for c in cands if c not in cov.types]
-    layer = rng.choice(unseen or cands)
+    """NLA: add a new layer after a compatible tensor, as a new output branch.
+
+    Unseen layer types come first: when no tensor of the model has a rank the unseen type accepts, a
+    Reshape to such a rank is inserted before it (so 3-D layers are reached from image models). Otherwise
+    the (source, layer) choice prefers an uncovered layer pair.
+    """
+    unseen = [la.name for la in catalogue.LAYERS if la.arity == 1 and la.name not in cov.types]
+    srcs = _source_choices(spec)
+    if unseen:
+        layer = rng.choice(unseen)
+        ranks = catalogue.BY_NAME[layer].in_ranks
+        ok = [s for s in srcs if len(s[1]) + 1 in ranks]
+        if ok:
+            src, shape, _ = rng.choice(ok)
+            return _insert_after(spec, src, shape, layer, random_params(layer, shape, rng, cov))
+        src, shape, _ = rng.choice(srcs)
+        target = reshape_target(shape, rng, rank=rng.choice([r - 1 for r in ranks if r >= 2]))
+        chain = [("Reshape", {"target_shape": target}), (layer, random_params(layer, target, rng, cov))]
+        return _insert_chain(spec, src, chain)
+    pick = _pick_pair(spec, _candidates, cov, rng)
+    if pick is None:
+        return None
+    src, shape, layer = pick
     return _insert_after(spec, src, shape, layer, random_params(layer, shape, rng, cov))
 
 
 def lresh(spec: dict, cov: Coverage, rng: random.Random) -> dict | None:
-    """LResh: add a reshaping layer (Flatten, Reshape, Permute, Cropping, ZeroPadding, UpSampling, ...)."""
-    src, shape, _ = rng.choice(_source_choices(spec))
-    cands = _candidates(len(shape) + 1, list(_RESHAPING))
-    if not cands:
+    """LResh: add a reshaping layer (Flatten, Reshape, Permute, Cropping, ZeroPadding, UpSampling, ...),
+    preferring an uncovered (source, reshaping layer) pair and then an unseen reshaping type."""
+    pick = _pick_pair(spec, lambda rank: _candidates(rank, list(_RESHAPING)), cov, rng)
+    if pick is None:
         return None
-    layer = rng.choice([c for c in cands if c not in cov.types] or cands)
+    src, shape, layer = pick
     return _insert_after(spec, src, shape, layer, random_params(layer, shape, rng, cov))
 
 

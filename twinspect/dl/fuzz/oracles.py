@@ -55,19 +55,39 @@ def calibrate_threshold(distances: list[float], factor: float = 10.0, floor: flo
     return max(floor, factor * max(finite)) if finite else floor
 
 
-def judge(results: dict[str, dict], threshold: float) -> list[dict]:
+def magnitude(a: list[np.ndarray] | np.ndarray, b: list[np.ndarray] | np.ndarray) -> float:
+    """Mean of ``(|a| + |b|) / 2`` over the positions finite in both (0.0 when none): the output scale
+    against which :func:`judge`'s relative guard measures a D_MAD."""
+    la = [np.asarray(x, dtype=np.float64).ravel() for x in (a if isinstance(a, list) else [a])]
+    lb = [np.asarray(x, dtype=np.float64).ravel() for x in (b if isinstance(b, list) else [b])]
+    fa, fb = np.concatenate(la) if la else np.zeros(0), np.concatenate(lb) if lb else np.zeros(0)
+    ok = np.isfinite(fa) & np.isfinite(fb)
+    return float(np.mean((np.abs(fa[ok]) + np.abs(fb[ok])) / 2)) if ok.any() else 0.0
+
+
+def judge(results: dict[str, dict], threshold: float, rel_tol: float = 1e-3, max_magnitude: float = 1e6) -> list[dict]:
     """Findings of one model from each system's result.
 
     Args:
         results: system → ``{"status": "ok"|"error"|"crash"|"timeout", "outputs": list of arrays (ok only),
             "error_type", "message", "frames"}``.
-        threshold: D_MAD inconsistency threshold.
+        threshold: D_MAD inconsistency threshold (absolute, as CRADLE's).
+        rel_tol: relative guard: a pair is inconsistent only when its D_MAD also exceeds ``rel_tol`` times
+            the outputs' mean magnitude (:func:`magnitude`). Models whose activations explode (outputs of
+            1e30) differ by float32 rounding alone by far more than any absolute threshold; this keeps
+            them from being reported as inconsistencies. 0 disables the guard.
+        max_magnitude: pairs whose outputs' mean magnitude exceeds this are not compared at all: such
+            activations have exploded (a recurrent layer with an unbounded activation, say) and differ between
+            libraries by accumulated rounding (seen here: 0.2 % relative at 1e33), which is no library bug.
 
     Returns:
         A list of ``{"kind": "crash"|"nan"|"inconsistency", "systems": [...], "detail": {...}}``:
         *crash* when some systems fail and others succeed (each failing system separately); *nan* when
-        NaN/Inf appears in some successful systems' outputs but not all; *inconsistency* for each system
-        pair whose D_MAD exceeds the threshold (or whose output shapes differ).
+        NaN/Inf appears in some successful systems' outputs but not all; *inconsistency* per deviating
+        system: the systems are grouped by agreement (pairs within the threshold), the largest group (ties:
+        the one holding the alphabetically first system) is the reference, and each system outside it gives
+        one finding ``[system, reference system]`` (sorted); when no two systems agree, one finding for the
+        first two systems. So one divergent library yields one finding, not one per pair.
     """
     ok = {s: r for s, r in results.items() if r["status"] == "ok"}
     bad = {s: r for s, r in results.items() if r["status"] != "ok"}
@@ -82,13 +102,40 @@ def judge(results: dict[str, dict], threshold: float) -> list[dict]:
     if with_nf and len(with_nf) < len(ok):
         found.append({"kind": "nan", "systems": with_nf, "detail": {s: flags[s] for s in sorted(ok)}})
     names = sorted(ok)
+    detail: dict[tuple[str, str], dict] = {}
+    group = {s: s for s in names}  # union-find over agreeing systems
+
+    def root(s: str) -> str:
+        while group[s] != s:
+            s = group[s]
+        return s
+
     for i, a in enumerate(names):
         for b in names[i + 1:]:
             try:
                 d = d_mad(ok[a]["outputs"], ok[b]["outputs"])
             except ValueError as exc:
-                found.append({"kind": "inconsistency", "systems": [a, b], "detail": {"shape": str(exc)}})
+                detail[(a, b)] = {"shape": str(exc)}
                 continue
-            if np.isfinite(d) and d > threshold:
-                found.append({"kind": "inconsistency", "systems": [a, b], "detail": {"d_mad": d, "threshold": threshold}})
+            mag = magnitude(ok[a]["outputs"], ok[b]["outputs"])
+            if np.isfinite(d) and d > threshold and d > rel_tol * mag and mag <= max_magnitude:
+                detail[(a, b)] = {"d_mad": d, "threshold": threshold, "magnitude": mag}
+            else:
+                group[root(b)] = root(a)
+    if not detail:
+        return found
+    groups: dict[str, list[str]] = {}
+    for s in names:
+        groups.setdefault(root(s), []).append(s)
+    best = max(groups.values(), key=lambda g: (len(g), [-ord(c) for c in g[0]]))
+    if len(best) == 1:  # nobody agrees with anybody
+        a, b = names[0], names[1]
+        found.append({"kind": "inconsistency", "systems": [a, b], "detail": {**detail[(a, b)], "all_disagree": True}})
+        return found
+    ref = best[0]
+    for s in names:
+        if s in best:
+            continue
+        pair = tuple(sorted((s, ref)))
+        found.append({"kind": "inconsistency", "systems": list(pair), "detail": {**detail[pair], "reference": ref}})  # type: ignore[index]
     return found

@@ -139,8 +139,11 @@ def main():
             else:
                 m = np.isfinite(a) & np.isfinite(b)
                 d = float(np.mean(np.abs(a[m] - b[m]))) if m.any() else 0.0
-                print("D_MAD = %.6g (threshold %.3g)" % (d, THRESHOLD))
-                hit = d > THRESHOLD
+                mag = float(np.mean((np.abs(a[m]) + np.abs(b[m])) / 2)) if m.any() else 0.0
+                print("D_MAD = %.6g (threshold %.3g), output magnitude %.3g" % (d, THRESHOLD, mag))
+                # the campaign's rule (twinspect.dl.fuzz.oracles.judge): above the threshold, above 1e-3 of
+                # the outputs' magnitude, and outputs not exploded (magnitude <= 1e6)
+                hit = d > THRESHOLD and d > 1e-3 * mag and mag <= 1e6
     print("symptom reproduces" if hit else "symptom does not reproduce")
     sys.exit(1 if hit else 0)
 

@@ -455,3 +455,22 @@ def test_weak_pairs_need_semantic_evidence(encoder, min_t3, expected):
     assert got == ([] if expected is None else [expected])
     assert report.stats["weak_lexical_dropped"] == (1 if expected is None else 0)
     assert DetectConfig().lexical_min_t3 == 0.5
+
+
+@pytest.mark.parametrize("params, stock_t4, reported", [
+    ({}, "drop", False),  # the stock encoder (default): its T4 pairs are not evidence, dropped
+    ({}, "keep", True),  # kept as leads on request
+    ({"model_path": "clone-trained-model"}, "drop", True),  # a fine-tuned encoder reports T4
+])
+def test_stock_neural_t4_pairs_are_dropped_by_default(monkeypatch, params, stock_t4, reported):
+    import twinspect.code.clones as clones_mod
+
+    frags = [one(BASE, "a.py"), one(UNRELATED, "b.py")]
+    vecs = np.stack([unit(1, 0), unit(1, 0.05)])
+    monkeypatch.setattr(clones_mod, "_encode", lambda f, c, q: (vecs, "neural"))  # no model download in tests
+    cfg = DetectConfig(encoder="neural", encoder_params=params, stock_t4=stock_t4)
+    report = detect(frags, cfg)
+    assert [(p.type, p.band) for p in report.pairs] == ([("T4", "WT3")] if reported else [])
+    assert report.stats["stock_t4_dropped"] == (0 if reported else 1)
+    with pytest.raises(InputError):
+        DetectConfig(stock_t4="maybe").validate()

@@ -105,6 +105,12 @@ LinkageOpt = Annotated[
                  "pair and every implied pair clears --class-threshold), or the clustering linkages single, "
                  "average, complete, none (T2 buckets only)."),
 ]
+StockT4Opt = Annotated[
+    str,
+    typer.Option("--stock-t4", metavar="drop|keep",
+                 help="T4 pairs of the stock neural encoder (-e neural without a clone-trained --model-path): "
+                 "drop (default; 1 in 49 was a clone in a hand-labelled sample) or keep them as leads."),
+]
 MOpt = Annotated[int, typer.Option("--M", help="HNSW graph degree.")]
 EfcOpt = Annotated[int, typer.Option("--ef-construction", help="HNSW build-time candidate list size.")]
 EfsOpt = Annotated[int, typer.Option("--ef-search", help="HNSW query-time candidate list size.")]
@@ -225,6 +231,7 @@ def scan_command(
     linkage: LinkageOpt = _D.linkage,
     pair_margin: PairMarginOpt = _fmt_margin(_D.pair_margin),
     lexical_min_t3: LexMinT3Opt = _fmt_margin(_D.lexical_min_t3),
+    stock_t4: StockT4Opt = _D.stock_t4,
     M: MOpt = _D.M,
     ef_construction: EfcOpt = _D.ef_construction,
     ef_search: EfsOpt = _D.ef_search,
@@ -260,7 +267,7 @@ def scan_command(
         encoder=encoder, encoder_params=_encoder_params(encoder, max_tokens, batch_size, model_path, runtime),
         index=index, top_k=top_k, threshold=threshold, class_threshold=class_threshold, linkage=linkage,
         pair_margin=pair_margin, M=M, ef_construction=ef_construction, ef_search=ef_search, min_lines=min_lines, seed=seed,
-        threads=threads,
+        threads=threads, stock_t4=stock_t4,
     )
     config.lexical_min_t3 = _parse_margin(lexical_min_t3, "--lexical-min-t3")
     config.validate()

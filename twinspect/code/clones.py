@@ -43,7 +43,11 @@ is typed T4 only when a semantic encoder (``neural``, a fine-tuned model, or cal
 found it; with the lexical encoder it would be weak Type-3 (type T3, band WT3), and by default
 (``lexical_min_t3=0.5``) such lexical pairs below the MT3 band are not reported at all
 (``stats["weak_lexical_dropped"]``). With ``lexical_min_t3=0.7`` the MT3 band is dropped too: more
-precise on real code, less recall (see DetectConfig); ``None`` keeps every band.
+precise on real code, less recall (see DetectConfig); ``None`` keeps every band. The *stock* neural
+encoder (general-purpose sentence embeddings, no clone-trained ``model_path``) is not evidence either:
+its T4 pairs were 1 clone in 49 hand-labelled pairs (benchmarks/results/clones_precision.md), so by
+default (``stock_t4="drop"``) they are not reported (``stats["stock_t4_dropped"]``); its T1–T3 pairs
+are kept. A fine-tuned model (``model_path``) or caller-given vectors report T4.
 
 **Clone classes** (default ``linkage="pairs"``) are built from the *reported pairs* only, by complete
 linkage: the pairs are visited strongest first, and the two groups of a pair are merged only if
@@ -107,6 +111,8 @@ INDEXES = ("exact", "hnsw")
 #: were 0 of 4 clones), benchmarks/results/clones_precision.md.
 DEFAULT_LEXICAL_MIN_T3 = 0.5
 LINKAGES = ("pairs", "single", "average", "complete", "none")
+#: Values of :attr:`DetectConfig.stock_t4`.
+STOCK_T4 = ("drop", "keep")
 _SEARCH_CHUNK = 1024  # queries per index.search call (progress granularity, bounded memory)
 
 
@@ -143,6 +149,9 @@ class DetectConfig:
             only (lexical MT3 pairs were 6 of 16 clones there, but dropping them costs SSCD-C
             recall 97.5 → 91.3 %); None keeps every band. Semantic encoders (neural,
             caller-given vectors) are not filtered. In [0, 1].
+        stock_t4: what happens to T4 pairs found by the stock neural encoder (``encoder="neural"``
+            without a clone-trained ``model_path``): ``"drop"`` (default; 1 of 49 such pairs was a
+            clone in the precision study) or ``"keep"`` (report them, as leads to check by hand).
         linkage: ``"pairs"`` (default: classes are cliques of reported pairs), or the clustering
             linkages ``"single"``, ``"average"``, ``"complete"``, ``"none"`` (see the module doc).
         M: HNSW graph degree.
@@ -166,6 +175,7 @@ class DetectConfig:
     candidate_threshold: float = 0.40
     pair_margin: float | None = 0.02
     lexical_min_t3: float | None = DEFAULT_LEXICAL_MIN_T3
+    stock_t4: str = "drop"
     M: int = 16
     ef_construction: int = 200
     ef_search: int = 100
@@ -207,6 +217,8 @@ class DetectConfig:
             raise InputError("--ef-construction and --ef-search must be positive")
         if self.min_lines < 1:
             raise InputError(f"--min-lines must be at least 1, got {self.min_lines}")
+        if self.stock_t4 not in STOCK_T4:
+            raise InputError(f"stock_t4 must be one of {', '.join(STOCK_T4)}, got {self.stock_t4!r}")
         if self.lexical_min_t3 is not None and not 0.0 <= self.lexical_min_t3 <= 1.0:
             raise InputError(f"lexical_min_t3 must be a token similarity in [0, 1], got {self.lexical_min_t3}")
         if self.threads == 0 or self.threads < -1:
@@ -744,6 +756,13 @@ def detect(
             weak_dropped = len(pairs) - len(kept)
             pairs = kept
 
+    stock_dropped = 0
+    if (vectors is None and config.encoder == "neural" and not (config.encoder_params or {}).get("model_path")
+            and config.stock_t4 == "drop"):  # the stock encoder's T4 pairs are not semantic evidence
+        kept = [p for p in pairs if p.type != "T4"]
+        stock_dropped = len(pairs) - len(kept)
+        pairs = kept
+
     t = time.perf_counter()
     if config.linkage == "pairs":
         classes = pair_classes(vecs, pairs, bucket_of, max(config.threshold, config.effective_class_threshold))
@@ -761,6 +780,7 @@ def detect(
         "candidate_pairs": pair_counts["candidate_pairs"],
         "margin_suppressed": pair_counts["margin_suppressed"],
         "weak_lexical_dropped": weak_dropped,
+        "stock_t4_dropped": stock_dropped,
         "pairs": len(pairs),
         "pairs_by_type": {ty: sum(1 for p in pairs if p.type == ty) for ty in TYPES},
         "pairs_by_band": {bd: sum(1 for p in pairs if p.band == bd) for bd in BANDS},

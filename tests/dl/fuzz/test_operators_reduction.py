@@ -125,6 +125,36 @@ def test_reduction_keeps_coverage_and_builds():
     assert rep["after"]["layers"] < rep["before"]["layers"] and rep["after"]["params"] < rep["before"]["params"]
 
 
+def _dense_blocks():
+    """DenseNet-style: each block concatenates its input with 4 new channels, so no block keeps its shape."""
+    spec = graph.new_spec([8, 8, 3])
+    nodes = [{"name": "stem", "layer": "Conv2D", "params": {"filters": 8, "kernel_size": 3, "padding": "same"},
+              "inputs": ["input"]}]
+    prev = "stem"
+    for b in range(4):
+        nodes += [{"name": f"bn{b}", "layer": "BatchNormalization", "params": {}, "inputs": [prev]},
+                  {"name": f"relu{b}", "layer": "ReLU", "params": {}, "inputs": [f"bn{b}"]},
+                  {"name": f"conv{b}", "layer": "Conv2D", "params": {"filters": 4, "kernel_size": 3, "padding": "same"},
+                   "inputs": [f"relu{b}"]},
+                  {"name": f"cat{b}", "layer": "Concatenate", "params": {}, "inputs": [prev, f"conv{b}"]}]
+        prev = f"cat{b}"
+    nodes += [{"name": "gap", "layer": "GlobalAveragePooling2D", "params": {}, "inputs": [prev]},
+              {"name": "out", "layer": "Dense", "params": {"units": 3}, "inputs": ["gap"]}]
+    spec["nodes"], spec["outputs"] = nodes, ["out"]
+    return _built(spec)
+
+
+def test_reduction_cuts_concatenating_dense_blocks_and_keeps_coverage():
+    spec = _dense_blocks()
+    red = reduction.reduce_model(spec)
+    assert len(red["nodes"]) <= len(spec["nodes"]) - 4  # at least one whole dense block is gone
+    a, b = model_coverage(spec), model_coverage(red)
+    assert (a.types, a.pairs, a.params) == (b.types, b.pairs, b.params)
+    assert _valid(red)
+    gap = [next(n["shape"][0] for n in sp["nodes"] if n["name"] == "gap") for sp in (spec, red)]
+    assert gap[1] < gap[0] == 24  # fewer concatenated channels reach the pooling layer: re-inferred downstream
+
+
 def test_campaign_resume_and_bad_directories(tmp_path):
     root = tmp_path / "camp"
     cfg = Config(backends=["keras-torch"], seeds=["LeNet5", "LSTM1"], seed=1)

@@ -3,8 +3,9 @@
 Step 1 (intra-block): a single-input layer whose output shape equals its input shape is removed when the
 model's layer type / pair / parameter coverage (:func:`~twinspect.dl.fuzz.coverage.model_coverage`) is
 unchanged without it. Step 2 (blocks): a block is the span between two cut nodes of the topologically
-ordered graph (no edge jumps over a cut node) with equal shapes at both ends; it is removed when coverage
-is unchanged without it. Every accepted removal is re-checked by building the model; coverage is therefore
+ordered graph (no edge jumps over a cut node) with equal shapes at both ends — or equal up to the channel
+count, which downstream layers re-infer when the spec is rebuilt (DenseNet's concatenating blocks); it is
+removed when coverage is unchanged without it. Every accepted removal is re-checked by building the model; coverage is therefore
 preserved by construction and the result always builds.
 """
 
@@ -43,6 +44,17 @@ def _cut_nodes(spec: dict) -> list[str]:
     return [names[i] for i in range(len(names)) if span[i] == 0 and names[i] not in outs]
 
 
+def _block_ends_match(a: list[int] | None, b: list[int] | None) -> bool:
+    """Whether a block from a tensor of shape ``a`` to one of shape ``b`` may be cut out: equal shapes, or
+    the same rank and spatial dimensions with another channel count (the last axis). The second case is
+    what DenseNet's dense blocks need (every layer concatenates 32 more channels, so no block keeps its
+    input shape); the layers downstream are rebuilt from their configs and re-infer their input channels,
+    and the caller's build check rejects a cut that a layer cannot absorb (a Reshape's fixed target)."""
+    if a is None or b is None:
+        return False
+    return a == b or (len(a) == len(b) >= 2 and a[:-1] == b[:-1])
+
+
 def _remove_block(spec: dict, start: str, end: str) -> dict:
     new = graph.clone(spec)
     names = graph.node_names(new)
@@ -75,7 +87,7 @@ def reduce_model(spec: dict, check_build: bool = True) -> dict:
         for i in range(len(cuts) - 1, 0, -1):
             for j in range(i - 1, -1, -1):
                 s, e = cuts[j], cuts[i]
-                if graph.shape_of(cur, s) != graph.shape_of(cur, e):
+                if not _block_ends_match(graph.shape_of(cur, s), graph.shape_of(cur, e)):
                     continue
                 cand = _remove_block(cur, s, e)
                 if _same_cov(cur, cand) and (not check_build or _builds(cand)):

@@ -191,3 +191,22 @@ def test_campaign_restarts_grown_models_from_their_seed(tmp_path):
     seed_layers = len(st["seed_specs"]["LSTM1"]["nodes"])
     assert st["restarts"] >= 1  # some mutant added coverage and, being over the cap, was not kept
     assert all(len(spec["nodes"]) == seed_layers for spec in st["pool"].values())
+
+
+def test_added_layers_favour_uncovered_parameter_values():
+    from twinspect.dl.fuzz import catalogue
+
+    parent = _built(seeds.lenet5())
+    full = Coverage(set(catalogue.BY_NAME), set(catalogue.legal_pairs()), set(catalogue.param_values()))
+    cov = Coverage(full.types, full.pairs, {t for t in full.params if t[0] != "BatchNormalization"})
+    assert operators.fresh_params("BatchNormalization", cov) == len(catalogue.BY_NAME["BatchNormalization"].params)
+    assert operators.fresh_params("Conv2D", cov) == 0
+    rng = random.Random(0)
+    added = []
+    for _ in range(40):
+        m = operators.apply("NLA", parent, cov, rng)
+        added += [n for n in m["nodes"] if n["name"] not in graph.node_names(parent)]
+    bns = [n for n in added if n["layer"] == "BatchNormalization"]
+    # BN is one of ~30 layers a rank-4 or rank-2 tensor accepts; uniform choice would add it ~1-2 times in 40
+    assert len(bns) >= 8
+    assert all(model_coverage({"input_shape": [1], "nodes": [n], "outputs": []}).params - cov.params for n in bns)

@@ -193,20 +193,10 @@ def test_campaign_restarts_grown_models_from_their_seed(tmp_path):
     assert all(len(spec["nodes"]) == seed_layers for spec in st["pool"].values())
 
 
-def test_added_layers_favour_uncovered_parameter_values():
-    from twinspect.dl.fuzz import catalogue
-
-    parent = _built(seeds.lenet5())
-    full = Coverage(set(catalogue.BY_NAME), set(catalogue.legal_pairs()), set(catalogue.param_values()))
-    cov = Coverage(full.types, full.pairs, {t for t in full.params if t[0] != "BatchNormalization"})
-    assert operators.fresh_params("BatchNormalization", cov) == len(catalogue.BY_NAME["BatchNormalization"].params)
-    assert operators.fresh_params("Conv2D", cov) == 0
-    rng = random.Random(0)
-    added = []
-    for _ in range(40):
-        m = operators.apply("NLA", parent, cov, rng)
-        added += [n for n in m["nodes"] if n["name"] not in graph.node_names(parent)]
-    bns = [n for n in added if n["layer"] == "BatchNormalization"]
-    # BN is one of ~30 layers a rank-4 or rank-2 tensor accepts; uniform choice would add it ~1-2 times in 40
-    assert len(bns) >= 8
-    assert all(model_coverage({"input_shape": [1], "nodes": [n], "outputs": []}).params - cov.params for n in bns)
+def test_lmerge_of_a_model_whose_only_tensor_is_its_input():
+    spec = graph.new_spec([6, 4])
+    spec["nodes"] = [{"name": "d", "layer": "Dense", "params": {"units": 4}, "inputs": ["input"]}]
+    spec["outputs"] = ["d"]
+    spec = _built(spec)
+    m = operators._insert_after(spec, "input", [6, 4], "Add", {}, ("input",))  # merging the input with itself
+    assert m["nodes"][0]["layer"] == "Add" and m["nodes"][0]["inputs"] == ["input", "input"] and _valid(m)

@@ -163,40 +163,26 @@ def _insert_chain(spec: dict, src: str, chain: list[tuple[str, dict]]) -> dict:
     return new
 
 
-def fresh_params(layer: str, cov: Coverage) -> int:
-    """How many of ``layer``'s catalogue parameters still have a value label not in ``cov`` — the parameter
-    values one new instance of it can add (:func:`random_params` draws an unseen label per parameter)."""
-    spec = catalogue.BY_NAME[layer]
-    return sum(1 for p in spec.params if any((spec.name, p.name, lab) not in cov.params for lab in p.labels()))
-
-
 def _pick_pair(spec: dict, cands_of: Callable[[int], list[str]], cov: Coverage, rng: random.Random,
                tries: int = 12) -> tuple[str, list[int], str] | None:
-    """A (source tensor, its shape, new layer) choice weighted by the coverage it can add; None when no
-    source has a candidate layer.
-
-    Over up to ``tries`` random sources, each candidate (source, layer) gets the weight
-    ``1 + 8·[unseen type] + 4·[uncovered (source type, layer) pair] + 3·(fresh parameters of the layer)``
-    (:func:`fresh_params`) and one is drawn in proportion, so layers whose parameter values are still
-    uncovered (a BatchNormalization that only ever appeared with its defaults, say) are added again.
-    """
+    """A (source tensor, its shape, new layer) choice, preferring an uncovered (source type, layer) pair and
+    then an unseen layer type; None when no source has a candidate layer."""
     srcs = _source_choices(spec)
     rng.shuffle(srcs)
-    choices: list[tuple[str, list[int], str]] = []
-    weights: list[float] = []
-    fresh_of: dict[str, int] = {}
+    fallback = None
     for src, shape, kind in srcs[:tries]:
+        cands = cands_of(len(shape) + 1)
+        if not cands:
+            continue
         entry = catalogue.get(kind) if kind else None
         a = entry.name if entry else None
-        for c in cands_of(len(shape) + 1):
-            if c not in fresh_of:
-                fresh_of[c] = fresh_params(c, cov)
-            w = 1 + 8 * (c not in cov.types) + 4 * bool(a and (a, c) not in cov.pairs) + 3 * fresh_of[c]
-            choices.append((src, shape, c))
-            weights.append(float(w))
-    if not choices:
-        return None
-    return rng.choices(choices, weights=weights, k=1)[0]
+        fresh = [c for c in cands if a and (a, c) not in cov.pairs]
+        unseen = [c for c in cands if c not in cov.types]
+        pool = [c for c in fresh if c in unseen] or unseen or fresh
+        if pool:
+            return src, shape, rng.choice(pool)
+        fallback = fallback or (src, shape, rng.choice(cands))
+    return fallback
 
 
 def nla(spec: dict, cov: Coverage, rng: random.Random) -> dict | None:

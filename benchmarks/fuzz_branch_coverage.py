@@ -45,8 +45,8 @@ def replay(campaign: str, n: int, export: bool) -> dict:
 
     state = json.loads((Path(campaign) / "state.json").read_text())
     logged = [r["spec"] for r in read_model_log(campaign)]
-    step = max(1, len(logged) // n) if logged else 1
-    specs = list(state.get("seed_specs", {}).values()) + logged[::step][:n]
+    step = max(1, len(logged) // n) if logged and n > 0 else 1
+    specs = list(state.get("seed_specs", {}).values()) + (logged[::step][:n] if n > 0 else [])
     ok = failed = 0
     t0 = time.perf_counter()
     for i, spec in enumerate(specs):
@@ -92,7 +92,8 @@ def replay(campaign: str, n: int, export: bool) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("campaigns", nargs="+")
-    ap.add_argument("--n", type=int, default=200, help="Logged models replayed per campaign (evenly spaced).")
+    ap.add_argument("--n", type=int, default=200, help="Logged models replayed per campaign (evenly spaced); 0 replays "
+                    "the seed models only (the baseline the generated models add to).")
     ap.add_argument("--no-export", action="store_true", help="Skip the ONNX export and ONNX Runtime run.")
     ap.add_argument("--out", default="benchmarks/results")
     ap.add_argument("--one", help=argparse.SUPPRESS)  # internal: replay one campaign in this process

@@ -320,7 +320,7 @@ class Campaign:
             self.selector.remove_model(mid)
             self.state["pool"].pop(mid)
             origin = self.state.get("seed_specs", {}).get(mutant.get("origin", ""))
-            cap = self.state["config"].get("max_added_layers", 40)
+            cap = self.state["config"].get("max_added_layers", Config.max_added_layers)  # older campaigns lack it
             if origin is not None and len(mutant["nodes"]) > len(origin["nodes"]) + cap:
                 self._add_model(graph.clone(origin))
                 self.state["restarts"] = self.state.get("restarts", 0) + 1

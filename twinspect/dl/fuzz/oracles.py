@@ -10,6 +10,25 @@ from __future__ import annotations
 
 import numpy as np
 
+#: Defaults of :func:`judge`'s guards (also written into every finding's ``repro.py``).
+REL_TOL = 1e-3
+MAX_MAGNITUDE = 1e6
+
+
+def _finite_pair(a: list[np.ndarray] | np.ndarray, b: list[np.ndarray] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Both output lists flattened and concatenated (float64), restricted to the positions finite in both.
+
+    Raises:
+        ValueError: the outputs' shapes differ.
+    """
+    la = [np.asarray(x, dtype=np.float64).ravel() for x in (a if isinstance(a, list) else [a])]
+    lb = [np.asarray(x, dtype=np.float64).ravel() for x in (b if isinstance(b, list) else [b])]
+    if [x.size for x in la] != [x.size for x in lb]:
+        raise ValueError(f"output shapes differ: {[x.size for x in la]} vs {[x.size for x in lb]}")
+    fa, fb = np.concatenate(la) if la else np.zeros(0), np.concatenate(lb) if lb else np.zeros(0)
+    ok = np.isfinite(fa) & np.isfinite(fb)
+    return fa[ok], fb[ok]
+
 
 def d_mad(a: list[np.ndarray] | np.ndarray, b: list[np.ndarray] | np.ndarray) -> float:
     """Mean absolute distance between two output lists (CRADLE's D_MAD).
@@ -23,15 +42,8 @@ def d_mad(a: list[np.ndarray] | np.ndarray, b: list[np.ndarray] | np.ndarray) ->
     Raises:
         ValueError: the outputs' shapes differ.
     """
-    la = [np.asarray(x, dtype=np.float64).ravel() for x in (a if isinstance(a, list) else [a])]
-    lb = [np.asarray(x, dtype=np.float64).ravel() for x in (b if isinstance(b, list) else [b])]
-    if [x.size for x in la] != [x.size for x in lb]:
-        raise ValueError(f"output shapes differ: {[x.size for x in la]} vs {[x.size for x in lb]}")
-    fa, fb = np.concatenate(la) if la else np.zeros(0), np.concatenate(lb) if lb else np.zeros(0)
-    ok = np.isfinite(fa) & np.isfinite(fb)
-    if not ok.any():
-        return float("nan")
-    return float(np.mean(np.abs(fa[ok] - fb[ok])))
+    fa, fb = _finite_pair(a, b)
+    return float(np.mean(np.abs(fa - fb))) if fa.size else float("nan")
 
 
 def nonfinite(outs: list[np.ndarray]) -> dict[str, bool]:
@@ -57,15 +69,17 @@ def calibrate_threshold(distances: list[float], factor: float = 10.0, floor: flo
 
 def magnitude(a: list[np.ndarray] | np.ndarray, b: list[np.ndarray] | np.ndarray) -> float:
     """Mean of ``(|a| + |b|) / 2`` over the positions finite in both (0.0 when none): the output scale
-    against which :func:`judge`'s relative guard measures a D_MAD."""
-    la = [np.asarray(x, dtype=np.float64).ravel() for x in (a if isinstance(a, list) else [a])]
-    lb = [np.asarray(x, dtype=np.float64).ravel() for x in (b if isinstance(b, list) else [b])]
-    fa, fb = np.concatenate(la) if la else np.zeros(0), np.concatenate(lb) if lb else np.zeros(0)
-    ok = np.isfinite(fa) & np.isfinite(fb)
-    return float(np.mean((np.abs(fa[ok]) + np.abs(fb[ok])) / 2)) if ok.any() else 0.0
+    against which :func:`judge`'s relative guard measures a D_MAD.
+
+    Raises:
+        ValueError: the outputs' shapes differ.
+    """
+    fa, fb = _finite_pair(a, b)
+    return float(np.mean((np.abs(fa) + np.abs(fb)) / 2)) if fa.size else 0.0
 
 
-def judge(results: dict[str, dict], threshold: float, rel_tol: float = 1e-3, max_magnitude: float = 1e6) -> list[dict]:
+def judge(results: dict[str, dict], threshold: float, rel_tol: float = REL_TOL,
+          max_magnitude: float = MAX_MAGNITUDE) -> list[dict]:
     """Findings of one model from each system's result.
 
     Args:
@@ -127,7 +141,7 @@ def judge(results: dict[str, dict], threshold: float, rel_tol: float = 1e-3, max
     groups: dict[str, list[str]] = {}
     for s in names:
         groups.setdefault(root(s), []).append(s)
-    best = max(groups.values(), key=lambda g: (len(g), [-ord(c) for c in g[0]]))
+    best = min(groups.values(), key=lambda g: (-len(g), g[0]))  # largest; ties: alphabetically first member
     if len(best) == 1:  # nobody agrees with anybody
         a, b = names[0], names[1]
         found.append({"kind": "inconsistency", "systems": [a, b], "detail": {**detail[(a, b)], "all_disagree": True}})

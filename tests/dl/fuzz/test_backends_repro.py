@@ -42,10 +42,11 @@ def test_repro_exits_1_when_symptom_reproduces_and_0_otherwise(tmp_path):
     spec, outs = _save(tmp_path)
     res = {"keras-torch": {"status": "ok", "outputs": outs}, "keras-jax": {"status": "ok", "outputs": outs}}
     finding = {"kind": "inconsistency", "systems": ["keras-jax", "keras-torch"], "signature": "test", "layer": "Dense"}
-    # torch and JAX agree on an LSTM to ~1e-7: D_MAD is above -1 but not above 1e-4
-    for threshold, code in ((1e-4, 0), (-1.0, 1)):
-        dest = triage.write_bundle(tmp_path / "findings", f"t{code}", finding, spec, tmp_path / "model.keras",
-                                   tmp_path / "inputs.npz", res, threshold)
+    # torch and JAX agree on an LSTM to ~1e-7: D_MAD is above -1 but not above 1e-4, and (at the default
+    # relative guard) not above 1e-3 of the outputs' magnitude either; rel_tol 0 leaves the threshold alone
+    for name, threshold, rel_tol, code in (("t0", 1e-4, 0.0, 0), ("t1", -1.0, 0.0, 1), ("guard", -1.0, 1e-3, 0)):
+        dest = triage.write_bundle(tmp_path / "findings", name, finding, spec, tmp_path / "model.keras",
+                                   tmp_path / "inputs.npz", res, threshold, rel_tol=rel_tol)
         meta = json.loads((dest / "finding.json").read_text())
         assert meta["kind"] == "inconsistency" and meta["versions"]["keras"] != "-"
         assert (dest / "outputs" / "keras-torch.npz").is_file()

@@ -83,6 +83,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 KIND = "__KIND__"
 SYSTEMS = __SYSTEMS_LIST__
 THRESHOLD = __THRESHOLD__
+REL_TOL = __REL_TOL__
+MAX_MAGNITUDE = __MAX_MAGNITUDE__
 RUNNER = r"""
 import os, sys, json, numpy as np
 system, model_path, x_path, out_path = sys.argv[1:5]
@@ -141,9 +143,9 @@ def main():
                 d = float(np.mean(np.abs(a[m] - b[m]))) if m.any() else 0.0
                 mag = float(np.mean((np.abs(a[m]) + np.abs(b[m])) / 2)) if m.any() else 0.0
                 print("D_MAD = %.6g (threshold %.3g), output magnitude %.3g" % (d, THRESHOLD, mag))
-                # the campaign's rule (twinspect.dl.fuzz.oracles.judge): above the threshold, above 1e-3 of
-                # the outputs' magnitude, and outputs not exploded (magnitude <= 1e6)
-                hit = d > THRESHOLD and d > 1e-3 * mag and mag <= 1e6
+                # the campaign's rule (twinspect.dl.fuzz.oracles.judge): above the threshold, above REL_TOL
+                # of the outputs' magnitude, and outputs not exploded (magnitude <= MAX_MAGNITUDE)
+                hit = d > THRESHOLD and d > REL_TOL * mag and mag <= MAX_MAGNITUDE
     print("symptom reproduces" if hit else "symptom does not reproduce")
     sys.exit(1 if hit else 0)
 
@@ -153,11 +155,14 @@ if __name__ == "__main__":
 '''
 
 
-def repro_source(fid: str, kind: str, systems: list[str], threshold: float) -> str:
-    """Source text of the standalone ``repro.py`` of a finding."""
+def repro_source(fid: str, kind: str, systems: list[str], threshold: float, rel_tol: float = oracles.REL_TOL,
+                 max_magnitude: float = oracles.MAX_MAGNITUDE) -> str:
+    """Source text of the standalone ``repro.py`` of a finding; an inconsistency is judged by the rule of
+    :func:`twinspect.dl.fuzz.oracles.judge` with these ``threshold``, ``rel_tol`` and ``max_magnitude``."""
     return (REPRO_TEMPLATE.replace("__ID__", fid).replace("__KIND__", kind)
             .replace("__SYSTEMS_LIST__", json.dumps(systems)).replace("__SYSTEMS__", ", ".join(systems))
-            .replace("__THRESHOLD__", repr(float(threshold))))
+            .replace("__THRESHOLD__", repr(float(threshold))).replace("__REL_TOL__", repr(float(rel_tol)))
+            .replace("__MAX_MAGNITUDE__", repr(float(max_magnitude))))
 
 
 def repro_systems(finding: dict, all_ok: list[str]) -> list[str]:
@@ -171,8 +176,12 @@ def repro_systems(finding: dict, all_ok: list[str]) -> list[str]:
 
 
 def write_bundle(root: Path, fid: str, finding: dict, spec: dict, model_path: Path, inputs_path: Path,
-                 results: dict[str, dict], threshold: float, extra: dict | None = None) -> Path:
-    """Write ``root/<fid>/`` atomically and return its path (see module docstring for the contents)."""
+                 results: dict[str, dict], threshold: float, extra: dict | None = None,
+                 rel_tol: float = oracles.REL_TOL) -> Path:
+    """Write ``root/<fid>/`` atomically and return its path (see module docstring for the contents).
+
+    ``threshold`` and ``rel_tol`` are the inconsistency rule the bundle's ``repro.py`` applies (see
+    :func:`twinspect.dl.fuzz.oracles.judge`)."""
     dest = Path(root) / fid
     ok = sorted(s for s, r in results.items() if r["status"] == "ok")
     systems = repro_systems(finding, ok)
@@ -190,5 +199,5 @@ def write_bundle(root: Path, fid: str, finding: dict, spec: dict, model_path: Pa
                 "layer": finding.get("layer"), "detail": finding.get("detail"), "repro_systems": systems,
                 "threshold": threshold, "versions": library_versions(), "model_spec": spec, **(extra or {})}
         (tmp / "finding.json").write_text(json.dumps(meta, indent=2, default=str))
-        (tmp / "repro.py").write_text(repro_source(fid, finding["kind"], systems, threshold))
+        (tmp / "repro.py").write_text(repro_source(fid, finding["kind"], systems, threshold, rel_tol))
     return dest

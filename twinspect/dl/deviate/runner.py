@@ -316,6 +316,11 @@ def run_search(
                 for i, tl, res in pool.imap_unordered(_worker_task, tasks):
                     finish(i, tl, res)
                     bar.advance()
+                # a graceful shutdown: leaving the block terminates the pool, which kills a worker that is still
+                # in its initializer when the others have done every seed (so the run's behaviour, e.g. how many
+                # model loads happened, depended on timing); close + join lets every worker finish and exit
+                pool.close()
+                pool.join()
 
     all_seeds = list(dict.fromkeys(list(_previous_seeds(run)) + seed_indices))
     summary = summarize(records_in_order(done, all_seeds))

@@ -428,3 +428,39 @@ def test_cpp_header_is_parsed_as_cpp_and_macro_functions_are_named_by_their_argu
     tests = "TEST(Strtod, Empty) {\n  CHECK(1);\n}\n\nTEST(Strtod, Digits) {\n  CHECK(2);\n}\n"
     assert [f.name for f in extract_fragments(tests, "t.cc", "cpp", min_lines=1)] == \
         ["TEST(Strtod, Empty)", "TEST(Strtod, Digits)"]
+
+
+def test_file_granularity_one_fragment_per_file(tmp_path, monkeypatch):
+    import twinspect.code.fragments as fragments_mod
+
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "mod.py").write_text(
+        '"""Module doc.\n\nMore doc.\n"""\n# a comment\nimport os\n\nX = 1\n\n\ndef f():\n    return os.sep\n'
+    )
+    (tmp_path / "main.c").write_text("/* header */\nint main(void)\n{\n    return 0; // ok\n}")
+    (tmp_path / "tiny.py").write_text('"""Only a docstring,\nover three\nlines."""\n# and a comment\n')
+    (tmp_path / "broken.java").write_text("class A {\n  void f() {\n    int x = ;\n  }\n}\n")
+    fs, stats = mine([tmp_path], min_lines=2, granularity="file", workers=1)
+    assert [(f.path, f.name, f.start_line, f.end_line, f.language) for f in fs] == [
+        ("broken.java", "broken.java", 1, 5, "java"),
+        ("main.c", "main.c", 1, 5, "c"),  # no final newline: the last line still counts
+        ("pkg/mod.py", "mod.py", 1, 12, "python"),
+    ]
+    c_file = fs[1]
+    assert c_file.text == (tmp_path / "main.c").read_text()
+    assert "header" not in c_file.code and "// ok" not in c_file.code and len(c_file.code) == len(c_file.text)
+    assert c_file.code.splitlines()[3] == "    return 0;      "
+    assert stats.fragments == 3 and stats.fragments_too_short == 1 and stats.files_with_parse_errors == 1
+    # the strict error policy drops the file with a parse error
+    strict, sstats = mine([tmp_path], min_lines=2, granularity="file", workers=1, errors="strict")
+    assert [f.path for f in strict] == ["main.c", "pkg/mod.py"] and sstats.fragments_skipped_errors == 1
+    # code lines: the module docstring and comments do not count (mod.py 4, main.c 4, broken.java 5)
+    assert [f.path for f in mine([tmp_path], min_lines=4, granularity="file", workers=1)[0]] == \
+        ["broken.java", "main.c", "pkg/mod.py"]
+    assert [f.path for f in mine([tmp_path], min_lines=5, granularity="file", workers=1)[0]] == ["broken.java"]
+    # extract_fragments gives the same fragment; worker processes the same result
+    text = (tmp_path / "pkg" / "mod.py").read_text()
+    assert extract_fragments(text, "pkg/mod.py", "python", min_lines=2, granularity="file") == [fs[2]]
+    monkeypatch.setattr(fragments_mod, "PARALLEL_MIN_FILES", 2)
+    par, pstats = mine([tmp_path], min_lines=2, granularity="file", workers=2)
+    assert par == fs and pstats == stats

@@ -85,12 +85,19 @@ class ScanStats:
     Attributes:
         files_seen: files with a supported language that were neither excluded nor gitignored.
         files_parsed: files decoded and parsed by tree-sitter.
-        fragments: fragments kept (at least ``min_lines`` lines, outside parse-error regions).
+        fragments: fragments kept (at least ``min_lines`` lines, outside parse-error regions; whole
+            files with ``granularity="file"``).
         fragments_too_short: functions dropped because they span fewer than ``min_lines`` lines.
         files_with_parse_errors: parsed files whose tree has ERROR/MISSING nodes (still mined).
         fragments_skipped_errors: functions dropped because they contain or lie inside an ERROR region.
         files_decoded_fallback: parsed files that were not UTF-8 and were decoded as Windows-1252
             / Latin-1 instead (see :func:`twinspect.code.fragments.read_source`).
+        block_fragments: block fragments kept (``granularity="block"``; also in ``fragments``).
+        block_keys_capped: statement windows found in more places than
+            :data:`twinspect.code.blocks.MAX_OCCURRENCES_PER_KEY`, paired among their first
+            occurrences only.
+        block_files_changed: files holding a block that changed (or became unreadable) between
+            parsing and cutting the block's text; their blocks are left out.
         skipped: reason -> number of files (or pruned directories) skipped; reasons in
             :data:`SKIP_REASONS`.
         skipped_files: ``{"path", "reason"}`` of each file (or unreadable directory) skipped for a
@@ -104,6 +111,9 @@ class ScanStats:
     files_with_parse_errors: int = 0
     fragments_skipped_errors: int = 0
     files_decoded_fallback: int = 0
+    block_fragments: int = 0
+    block_keys_capped: int = 0
+    block_files_changed: int = 0
     skipped: dict[str, int] = field(default_factory=dict)
     skipped_files: list[dict[str, str]] = field(default_factory=list)
 

@@ -1,6 +1,9 @@
 """Fragments: functions and methods mined from source files with tree-sitter.
 
-The :class:`Fragment` record is the unit every code-side stage passes around.
+The :class:`Fragment` record is the unit every code-side stage passes around. Besides functions
+(the default *granularity*), :func:`mine` can return whole files (``"file"``, as MOSS and JPlag
+compare whole programs) or functions plus copied runs of statements (``"block"``, see
+:mod:`twinspect.code.blocks`).
 """
 
 from __future__ import annotations
@@ -8,7 +11,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
 import tree_sitter
 
@@ -17,6 +21,9 @@ from twinspect.code.files import ScanStats, SourceFile, discover
 from twinspect.code.languages import NAME_SEPARATOR, canonical_language, get_error_query, get_parser, get_query
 from twinspect.errors import InputError
 from twinspect.progress import progress
+
+if TYPE_CHECKING:  # blocks imports this module; fragments imports blocks lazily at run time
+    from twinspect.code.blocks import FileStatements
 
 
 @dataclass(frozen=True, slots=True)
@@ -323,6 +330,59 @@ def _end_line(node) -> int:
     return ep.row + 1 if ep.column > 0 or ep.row == sp.row else ep.row
 
 
+#: Fragment granularities of :func:`mine` and :func:`extract_fragments`.
+GRANULARITIES = ("function", "block", "file")
+
+
+def check_granularity(granularity: str) -> str:
+    """Return ``granularity`` when it is one of :data:`GRANULARITIES`.
+
+    Raises:
+        InputError: any other value (one line naming the allowed values).
+    """
+    if granularity not in GRANULARITIES:
+        raise InputError(f"unknown granularity {granularity!r}", hint="use 'function', 'block' or 'file'")
+    return granularity
+
+
+def _module_docstring(root) -> tuple[int, int] | None:
+    """Byte range of a Python module's docstring (first statement a lone string), or None."""
+    first = next((c for c in root.named_children if c.type != "comment"), None)
+    if first is not None and first.type == "expression_statement" and len(first.named_children) == 1 \
+            and first.named_children[0].type in ("string", "concatenated_string"):
+        return first.start_byte, first.end_byte
+    return None
+
+
+def _file_fragment(
+    text: str, code_src: bytes, rel: str, language: str, root, min_lines: int, stats: ScanStats, strict: bool
+) -> list[Fragment]:
+    """The whole file as one fragment (``granularity="file"``), or [] when too short or, under the
+    strict policy, when the file has parse errors."""
+    if root.has_error:
+        stats.files_with_parse_errors += 1
+        if strict:
+            stats.fragments_skipped_errors += 1
+            return []
+    doc = _module_docstring(root) if language == "python" else None
+    if code_line_count(code_src, [doc] if doc else []) < max(1, min_lines):
+        stats.fragments_too_short += 1
+        return []
+    lines = text.count("\n") + (0 if text.endswith("\n") else 1)
+    stats.fragments += 1
+    return [
+        Fragment(
+            path=rel,
+            start_line=1,
+            end_line=lines,
+            name=PurePosixPath(rel).name,
+            language=language,
+            text=text,
+            code=code_src.decode("utf-8", _CODEC_ERRORS),
+        )
+    ]
+
+
 def extract_fragments(
     text: str,
     rel: str,
@@ -331,6 +391,7 @@ def extract_fragments(
     min_lines: int = 6,
     stats: ScanStats | None = None,
     errors: str = "lenient",
+    granularity: str = "function",
 ) -> list[Fragment]:
     """Parse one file with tree-sitter and return its functions and methods as fragments.
 
@@ -373,6 +434,17 @@ def extract_fragments(
     lines holding code once comments, blank lines and a Python docstring are left out (see
     :func:`code_line_count`), so a two-line body behind a long docstring is not a fragment.
 
+    Other granularities (``granularity``):
+
+    * ``"file"``: the whole file is one fragment: lines 1 to the last line, named after the file's
+      base name, ``text`` the whole text, ``code`` the same with comments blanked. A file with fewer
+      than ``min_lines`` code lines (at least one; a Python module docstring does not count) is
+      dropped and counted in ``fragments_too_short``; under the ``"strict"`` policy a file with
+      parse errors is dropped (``fragments_skipped_errors``), under ``"lenient"`` it is kept.
+    * ``"block"``: the functions, plus runs of statements that have a T2 copy elsewhere *in this
+      file* (:mod:`twinspect.code.blocks`; :func:`mine` finds copies across the whole scan), placed
+      among the functions by ``(start_line, -end_line)``.
+
     Args:
         text: the decoded file content.
         rel: the file's relative path, stored as ``Fragment.path``.
@@ -380,13 +452,80 @@ def extract_fragments(
         min_lines: minimum number of code lines of a kept fragment (see above).
         stats: counters updated in place (``files_parsed``, ``fragments``...).
         errors: parse-error policy, ``"lenient"`` or ``"strict"`` (see above).
+        granularity: ``"function"`` (default), ``"block"`` or ``"file"`` (see above).
 
     Returns:
         Fragments in source order (an enclosing function before the functions nested in it).
 
     Raises:
-        InputError: unknown language or error policy.
+        InputError: unknown language, error policy or granularity.
     """
+    granularity = check_granularity(granularity)
+    stats = stats if stats is not None else ScanStats()
+    frags, statements = extract_file(
+        text, rel, language, min_lines=min_lines, stats=stats, errors=errors, granularity=granularity
+    )
+    if statements is None:
+        return frags
+    from twinspect.code.blocks import block_fragments, match_runs
+
+    pairs = match_runs([statements], min_lines=min_lines, stats=stats)
+    blocks = block_fragments([statements], pairs, lambda _: text, functions=frags, stats=stats)
+    return _merge_blocks([rel], frags, blocks)
+
+
+def _merge_blocks(order: Sequence[str], functions: Sequence[Fragment], blocks: Sequence[Fragment]) -> list[Fragment]:
+    """Fragments of each path of ``order`` in turn: its function fragments in their own order, with
+    its block fragments (sorted by ``(start_line, -end_line)``) each placed before the first function
+    it sorts before."""
+    if not blocks:
+        return list(functions)
+    funcs_of: dict[str, list[Fragment]] = {}
+    blocks_of: dict[str, list[Fragment]] = {}
+    for f in functions:
+        funcs_of.setdefault(f.path, []).append(f)
+    for b in blocks:
+        blocks_of.setdefault(b.path, []).append(b)
+    out: list[Fragment] = []
+    for path in order:
+        pending = blocks_of.get(path, [])
+        j = 0
+        for f in funcs_of.get(path, []):
+            while j < len(pending) and (pending[j].start_line, -pending[j].end_line) < (f.start_line, -f.end_line):
+                out.append(pending[j])
+                j += 1
+            out.append(f)
+        out.extend(pending[j:])
+    return out
+
+
+def extract_file(
+    text: str,
+    rel: str,
+    language: str,
+    *,
+    min_lines: int = 6,
+    stats: ScanStats | None = None,
+    errors: str = "lenient",
+    granularity: str = "function",
+    min_tokens: int | None = None,
+) -> tuple[list[Fragment], FileStatements | None]:
+    """:func:`extract_fragments` for one file of a scan, with what the block pass needs.
+
+    Same arguments as :func:`extract_fragments` (``min_tokens``: see
+    :func:`twinspect.code.blocks.collect_statements`), except that with ``granularity="block"`` only
+    the function fragments are returned, together with the file's
+    :class:`~twinspect.code.blocks.FileStatements` (the blocks are found across all files of a scan
+    by :func:`twinspect.code.blocks.match_runs`).
+
+    Returns:
+        ``(fragments, statements)``; ``statements`` is None unless ``granularity="block"`` (and the
+        file parsed).
+
+    Raises:
+        InputError: unknown language, error policy or granularity.
+    """
+    granularity = check_granularity(granularity)
     language = header_language(rel, text, canonical_language(language))
     if errors not in ERROR_POLICIES:
         raise InputError(f"unknown parse-error policy {errors!r}", hint="use 'lenient' or 'strict'")
@@ -399,16 +538,20 @@ def extract_fragments(
         tree = None
     if tree is None:  # pragma: no cover
         stats.skip("unparsable", path=rel)
-        return []
+        return [], None
     stats.files_parsed += 1
     root = tree.root_node
     caps = tree_sitter.QueryCursor(get_query(language)).captures(root)
+    comments = caps.get("comment", [])
+    if granularity == "file":
+        code_src = blank_ranges(src, ((c.start_byte, c.end_byte) for c in comments))
+        return _file_fragment(text, code_src, rel, language, root, min_lines, stats, strict), None
+    blocks = granularity == "block"
     funcs = caps.get("function", [])
-    if not funcs:
+    if not funcs and not blocks:
         if root.has_error:
             stats.files_with_parse_errors += 1
-        return []
-    comments = caps.get("comment", [])
+        return [], None
     scopes = caps.get("scope", [])
 
     error_ranges: list[tuple[int, int]] = []
@@ -429,13 +572,17 @@ def extract_fragments(
     items.sort()
 
     out: list[Fragment] = []
+    names: dict[tuple[int, int, str], str] = {}  # block granularity: qualified name of every scope
     stack: list[tuple[int, str]] = []  # (end_byte, name) of enclosing scopes/functions
     for start, neg_end, is_func, _, node in items:
         end = -neg_end
         while stack and stack[-1][0] <= start:
             stack.pop()
         if not is_func:
-            stack.append((end, _scope_name(src, node, language)))
+            own = _scope_name(src, node, language)
+            if blocks:
+                names[(start, end, node.type)] = sep.join([n for _, n in stack if n] + ([own] if own else []))
+            stack.append((end, own))
             continue
         own = _c_macro_name(src, node, _c_declarator_name(src, node)) if c_like else _plain_name(src, node)
         stack_names = [n for _, n in stack if n]
@@ -443,6 +590,8 @@ def extract_fragments(
             name = sep.join(stack_names) + sep + own
         else:
             name = own
+        if blocks:
+            names[(start, end, node.type)] = name
         stack.append((end, "" if c_like else own))  # C/C++ names are not qualified by functions
         if file_has_error:
             has_error = node.has_error
@@ -481,7 +630,23 @@ def extract_fragments(
             )
         )
     stats.fragments += len(out)
-    return out
+    if not blocks:
+        return out, None
+    from twinspect.code.blocks import collect_statements, text_digest
+
+    statements = collect_statements(
+        root,
+        code_src,
+        [(c.start_byte, c.end_byte) for c in comments],
+        rel,
+        language,
+        names,
+        digest=text_digest(text),
+        min_lines=min_lines,
+        min_tokens=min_tokens,
+        strict=strict,
+    )
+    return out, statements
 
 
 #: Minimum number of files for which :func:`mine` uses worker processes (below, startup costs more).
@@ -490,21 +655,28 @@ _FILES_PER_TASK = 16
 
 
 def _mine_files(
-    files: Sequence[SourceFile], min_lines: int, errors: str, pretokenize: bool
-) -> tuple[list[Fragment], ScanStats, list[tuple[str, ...]] | None]:
-    """Read and parse a run of files (in a worker process): fragments, counters, T1 token lists."""
+    files: Sequence[SourceFile], min_lines: int, errors: str, pretokenize: bool, granularity: str = "function"
+) -> tuple[list[Fragment], ScanStats, list[tuple[str, ...]] | None, list[FileStatements]]:
+    """Read and parse a run of files (in a worker process): fragments, counters, T1 token lists and,
+    with ``granularity="block"``, the files' statement sequences."""
     stats = ScanStats()
     out: list[Fragment] = []
+    statements: list[FileStatements] = []
     for sf in files:
         text = read_source(sf, stats)
         if text is not None:
-            out.extend(extract_fragments(text, sf.rel, sf.language, min_lines=min_lines, stats=stats, errors=errors))
+            frags, st = extract_file(
+                text, sf.rel, sf.language, min_lines=min_lines, stats=stats, errors=errors, granularity=granularity
+            )
+            out.extend(frags)
+            if st is not None:
+                statements.append(st)
     toks = None
     if pretokenize:
         from twinspect.code.normalize import lex, strip_comments
 
         toks = [lex(strip_comments(f), f.language)[0] for f in out]
-    return out, stats, toks
+    return out, stats, toks, statements
 
 
 def _add_stats(total: ScanStats, part: ScanStats) -> None:
@@ -530,6 +702,7 @@ def mine(
     errors: str = "lenient",
     workers: int | None = None,
     pretokenize: bool = True,
+    granularity: str = "function",
 ) -> tuple[list[Fragment], ScanStats]:
     """Discover, read and parse source files and return all their fragments.
 
@@ -537,6 +710,20 @@ def mine(
     of worker processes (``forkserver`` start method where available, else ``spawn``), in runs of
     consecutive files; the result (fragments, their order, the counters) is identical to the
     in-process run.
+
+    Granularity (see :func:`extract_fragments`): ``"function"`` (default) mines functions and
+    methods; ``"file"`` makes each file one fragment (as MOSS and JPlag compare whole programs);
+    ``"block"`` mines the functions plus the maximal runs of consecutive statements (in or outside
+    functions) that have a T2 copy (identifiers and literals abstracted, comments and layout
+    ignored) elsewhere in the scanned files, of at least ``min_lines`` code lines: the statement
+    sequences are listed per file (in the worker processes), then matched across all files in this
+    process (:mod:`twinspect.code.blocks`, after jscpd's Rabin–Karp windows, over statements), and
+    the files holding a block are read again to cut its text (a file changed in between gives no
+    block; ``stats.block_files_changed``). Block fragments are named
+    ``"<enclosing function or class>[lines START-END]"`` (``"<module>[...]"`` at top level) and
+    placed among their file's functions by ``(start_line, -end_line)``; ``stats.block_fragments``
+    counts them (they are also in ``stats.fragments``), ``stats.block_keys_capped`` the statement
+    windows pasted in more places than :data:`twinspect.code.blocks.MAX_OCCURRENCES_PER_KEY`.
 
     Args:
         paths: files and/or directories (see :func:`~twinspect.code.files.discover`).
@@ -551,15 +738,17 @@ def mine(
         pretokenize: with worker processes, also lex every fragment there and seed this process's
             token cache (:func:`twinspect.code.normalize.prime_tokens`), so later stages do not
             tokenise again.
+        granularity: ``"function"``, ``"block"`` or ``"file"`` (see above).
 
     Returns:
         ``(fragments, stats)``: fragments ordered by file ``rel`` path then source position (with
         ``code`` filled), and the scan counters.
 
     Raises:
-        InputError: a PATH does not exist or cannot be read, the language name or error policy is
-            unknown, or ``workers < 1``.
+        InputError: a PATH does not exist or cannot be read, the language name, error policy or
+            granularity is unknown, or ``workers < 1``.
     """
+    granularity = check_granularity(granularity)
     if errors not in ERROR_POLICIES:
         raise InputError(f"unknown parse-error policy {errors!r}", hint="use 'lenient' or 'strict'")
     workers = _default_workers() if workers is None else int(workers)
@@ -573,16 +762,19 @@ def mine(
         language=language,
     )
     fragments: list[Fragment] = []
+    statements: list[FileStatements] = []
     with progress("parsing", total=len(files), quiet=quiet) as bar:
         if workers == 1 or len(files) < PARALLEL_MIN_FILES:
             for sf in files:
                 text = read_source(sf, stats)
                 if text is not None:
-                    fragments.extend(
-                        extract_fragments(
-                            text, sf.rel, sf.language, min_lines=min_lines, stats=stats, errors=errors
-                        )
+                    frags, st = extract_file(
+                        text, sf.rel, sf.language, min_lines=min_lines, stats=stats, errors=errors,
+                        granularity=granularity,
                     )
+                    fragments.extend(frags)
+                    if st is not None:
+                        statements.append(st)
                 bar.advance()
         else:
             import multiprocessing
@@ -594,16 +786,42 @@ def mine(
             ctx = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
             runs = [files[i : i + _FILES_PER_TASK] for i in range(0, len(files), _FILES_PER_TASK)]
             with ProcessPoolExecutor(max_workers=min(workers, len(runs)), mp_context=ctx) as pool:
-                futures = [pool.submit(_mine_files, run, min_lines, errors, pretokenize) for run in runs]
+                futures = [
+                    pool.submit(_mine_files, run, min_lines, errors, pretokenize, granularity) for run in runs
+                ]
                 for run, fut in zip(runs, futures):
-                    frags, part, toks = fut.result()
+                    frags, part, toks, sts = fut.result()
                     _add_stats(stats, part)
                     fragments.extend(frags)
+                    statements.extend(sts)
                     if toks is not None:
                         for f, t1 in zip(frags, toks):
                             prime_tokens(f, t1)
                     bar.advance(len(run))
+    if granularity == "block":
+        fragments = _mine_blocks(files, fragments, statements, min_lines, stats)
     return fragments, stats
+
+
+def _mine_blocks(
+    files: Sequence[SourceFile],
+    fragments: list[Fragment],
+    statements: Sequence[FileStatements],
+    min_lines: int,
+    stats: ScanStats,
+) -> list[Fragment]:
+    """The global block pass of :func:`mine`: match the statement runs of all files, read the files
+    holding a block again, and interleave the block fragments with the function fragments."""
+    from twinspect.code.blocks import block_fragments, match_runs
+
+    by_rel = {sf.rel: sf for sf in files}
+
+    def read_text(index: int) -> str | None:
+        return read_source(by_rel[statements[index].rel])
+
+    pairs = match_runs(statements, min_lines=min_lines, stats=stats)
+    blocks = block_fragments(statements, pairs, read_text, functions=fragments, stats=stats)
+    return _merge_blocks([sf.rel for sf in files], fragments, blocks)
 
 
 def _norm_rel(rel: str) -> str:

@@ -111,6 +111,8 @@ INDEXES = ("exact", "hnsw")
 #: were 0 of 4 clones), benchmarks/results/clones_precision.md.
 DEFAULT_LEXICAL_MIN_T3 = 0.5
 LINKAGES = ("pairs", "single", "average", "complete", "none")
+#: Values of :attr:`DetectConfig.decision`.
+DECISIONS = ("verifier", "cosine")
 #: Values of :attr:`DetectConfig.stock_t4`.
 STOCK_T4 = ("drop", "keep")
 _SEARCH_CHUNK = 1024  # queries per index.search call (progress granularity, bounded memory)
@@ -128,15 +130,33 @@ class DetectConfig:
             ``{"identifier_weight": 0.3, "identifier_mode": "subtokens"}``); it is resolved on
             construction and by :meth:`validate`.
         index: ``"exact"`` (brute-force cosine) or ``"hnsw"`` (approximate, hnswlib).
-        top_k: neighbours retrieved per fragment (SSCD's topN; the paper uses 10).
-        threshold: minimum cosine similarity of a reported pair, in [-1, 1].
+        decision: how a candidate pair becomes a clone pair. ``"verifier"`` (default): candidates
+            come from a range search on the embeddings (every neighbour at cosine ≥
+            ``candidate_threshold``, at most ``max_neighbours`` per fragment) and from
+            SourcererCC's token-overlap index (overlap ≥ ``token_overlap``), and each is decided
+            by the calibrated verifier of :mod:`twinspect.code.verify` (LCS alignment, token-bag
+            overlaps, TF-IDF cosine, size ratio). ``"cosine"``: the earlier SSCD rule — the
+            ``top_k`` nearest neighbours at cosine ≥ ``threshold``, with ``pair_margin``.
+        max_neighbours: with ``decision="verifier"``, the most candidates kept per fragment and
+            source (a fragment that hits it is counted in ``stats["capped"]``). ≥ 1.
+        token_overlap: with ``decision="verifier"``, the SourcererCC overlap similarity down to
+            which token-bag candidates are collected, in (0, 1]; None disables that source.
+        verifier_path: a verifier model file (``benchmarks/train_verifier.py``); None = the one
+            shipped with twinspect.
+        top_k: with ``decision="cosine"``: neighbours retrieved per fragment (SSCD's topN; the
+            paper uses 10).
+        threshold: with ``decision="cosine"``, the minimum cosine similarity of a reported pair;
+            with ``decision="verifier"``, the cosine at which a *semantic* encoder's pair that the
+            lexical verifier rejects is still reported as T4 (below the MT3 band). In [-1, 1].
         class_threshold: with ``linkage="pairs"``: a stricter similarity for class-implied pairs
             (the effective value is ``max(threshold, class_threshold)``); with the clustering
             linkages: minimum edge and linkage similarity for merging, may be below ``threshold``
             (edges are then collected at the lower value). None means ``threshold``. In [-1, 1].
-        pair_margin: a k-NN pair is reported only if its similarity is within this margin of the
-            best similarity of one of its two fragments (see the module doc), in [0, 2]; None
-            disables the rule (0 keeps only pairs that are some fragment's best match).
+        pair_margin: with ``decision="cosine"``, a k-NN pair is reported only if its similarity is
+            within this margin of the best similarity of one of its two fragments (see the module
+            doc), in [0, 2]; None (default) disables the rule (0 keeps only pairs that are some
+            fragment's best match). It hid real clones whose fragment had an exact copy elsewhere;
+            the verifier decides each pair on its own.
         candidate_threshold: with ``linkage="pairs"``, k-NN edges are collected down to
             ``min(threshold, candidate_threshold)``: an edge below ``threshold`` between two T2
             buckets is expanded to their members, which may pair at ≥ ``threshold`` (0.40, the
@@ -168,12 +188,16 @@ class DetectConfig:
     encoder: str = "lexical"
     encoder_params: dict | None = None
     index: str = "exact"
+    decision: str = "verifier"
+    max_neighbours: int = 100
+    token_overlap: float | None = 0.55
+    verifier_path: str | None = None
     top_k: int = 10
     threshold: float = 0.7
     class_threshold: float | None = None
     linkage: str = "pairs"
     candidate_threshold: float = 0.40
-    pair_margin: float | None = 0.02
+    pair_margin: float | None = None
     lexical_min_t3: float | None = DEFAULT_LEXICAL_MIN_T3
     stock_t4: str = "drop"
     M: int = 16
@@ -205,6 +229,12 @@ class DetectConfig:
             raise InputError(f"unknown linkage {self.linkage!r}", hint=f"choose one of {', '.join(LINKAGES)}")
         if self.top_k < 1:
             raise InputError(f"--top-k must be at least 1, got {self.top_k}")
+        if self.decision not in DECISIONS:
+            raise InputError(f"unknown decision rule {self.decision!r}", hint=f"choose one of {', '.join(DECISIONS)}")
+        if self.max_neighbours < 1:
+            raise InputError(f"--max-neighbours must be at least 1, got {self.max_neighbours}")
+        if self.token_overlap is not None and not 0.0 < self.token_overlap <= 1.0:
+            raise InputError(f"--token-overlap must be in (0, 1] (or none), got {self.token_overlap}")
         for name in ("threshold", "class_threshold", "candidate_threshold"):
             value = getattr(self, name)
             if value is not None and not -1.0 <= value <= 1.0:
@@ -259,6 +289,8 @@ class ClonePair:
         type: ``"T1"``, ``"T2"``, ``"T3"`` or ``"T4"``.
         t3_similarity: abstracted-token similarity in [0, 1] for T3/T4 pairs, else None.
         band: ``"VST3"``, ``"ST3"``, ``"MT3"`` or ``"WT3"`` for T3/T4 pairs, else None.
+        score: the verifier's clone score in [0, 1] that decided a T3 pair (or rejected a T4 pair
+            reported on semantic evidence); None for T1/T2 pairs and with ``decision="cosine"``.
     """
 
     a: int
@@ -267,6 +299,7 @@ class ClonePair:
     type: str
     t3_similarity: float | None = None
     band: str | None = None
+    score: float | None = None
 
     @property
     def t3_band(self) -> str | None:
@@ -282,6 +315,7 @@ class ClonePair:
             "type": self.type,
             "band": self.band,
             "t3_similarity": None if self.t3_similarity is None else round(float(self.t3_similarity), 6),
+            "score": None if self.score is None else round(float(self.score), 6),
         }
 
 
@@ -301,6 +335,11 @@ class CloneReport:
             ``{"type": "T1" | "T2", "members": [ids]}``: every pair of members is a clone of that
             type (T1: identical after removing comments and layout; T2: identical after also
             abstracting identifiers and literals). Members ascending; groups largest first.
+        group_pairs: clone pairs between two exact-duplicate groups too large to list pair by pair,
+            each ``{"a": [ids], "b": [ids], "type", "band", "t3_similarity", "score"}``: every
+            fragment of ``a`` is a clone of every fragment of ``b`` of that type (the members of
+            each side are T2-identical, so one verified pair stands for all); :attr:`pairs` lists
+            two stars of each.
     """
 
     root: str
@@ -310,6 +349,7 @@ class CloneReport:
     stats: dict
     config: dict
     identical_groups: list[dict] = field(default_factory=list)
+    group_pairs: list[dict] = field(default_factory=list)
 
     def to_json_dict(self) -> dict:
         """The JSON report: ``fragments``, ``pairs``, ``classes``, ``stats`` plus ``version``, ``root``, ``config``.
@@ -318,9 +358,11 @@ class CloneReport:
 
             {"version": str, "root": str, "config": {...},
              "fragments": [{"id", "path", "start_line", "end_line", "name", "language"}],
-             "pairs": [{"a", "b", "similarity", "type", "band", "t3_similarity"}],
+             "pairs": [{"a", "b", "similarity", "type", "band", "t3_similarity", "score"}],
              "classes": [[id, ...]],
-             "identical_groups": [{"type": "T1" | "T2", "members": [id, ...]}], "stats": {...}}
+             "identical_groups": [{"type": "T1" | "T2", "members": [id, ...]}],
+             "group_pairs": [{"a": [id, ...], "b": [id, ...], "type", "band", "t3_similarity", "score"}],
+             "stats": {...}}
 
         ``identical_groups`` (see the attribute) states the member pairs of exact-duplicate groups
         too large to list pair by pair.
@@ -346,6 +388,12 @@ class CloneReport:
             "classes": [list(map(int, c)) for c in self.classes],
             "identical_groups": [
                 {"type": g["type"], "members": list(map(int, g["members"]))} for g in self.identical_groups
+            ],
+            "group_pairs": [
+                {"a": list(map(int, g["a"])), "b": list(map(int, g["b"])), "type": g["type"], "band": g["band"],
+                 "t3_similarity": None if g["t3_similarity"] is None else round(float(g["t3_similarity"]), 6),
+                 "score": None if g["score"] is None else round(float(g["score"]), 6)}
+                for g in self.group_pairs
             ],
             "stats": self.stats,
         }
@@ -542,8 +590,138 @@ def _expand_pairs(
     return [out[key] for key in sorted(out)], counters
 
 
+def _exact_pairs(
+    vecs: np.ndarray, frags: Sequence[Fragment], buckets: list[list[int]], clf: TypeClassifier, cap: int
+) -> list[ClonePair]:
+    """T1/T2 pairs inside exact-duplicate buckets: every member pair of a bucket of ≤ ``cap``
+    members, a star (first member with each other) for a larger one (see the module doc)."""
+    out: list[ClonePair] = []
+    for members in buckets:
+        if len(members) < 2:
+            continue
+        if len(members) <= cap:
+            pairs = [(members[x], members[y]) for x in range(len(members)) for y in range(x + 1, len(members))]
+        else:
+            pairs = [(members[0], m) for m in members[1:]]
+        for a, b in pairs:
+            if overlaps(frags[a], frags[b]):
+                continue
+            kind = "T1" if clf.t1_key(a) == clf.t1_key(b) else "T2"
+            out.append(ClonePair(a, b, _cos(vecs, a, b), kind))
+    return out
+
+
+def _verified_pairs(
+    vecs: np.ndarray,
+    frags: Sequence[Fragment],
+    buckets: list[list[int]],
+    bucket_of: np.ndarray,
+    clf: TypeClassifier,
+    config: DetectConfig,
+    semantic: bool,
+    quiet: bool = True,
+) -> tuple[list[ClonePair], dict[tuple[int, int], float], dict[str, Any]]:
+    """The near-miss pipeline: candidates from two sources, verified, typed, expanded to buckets.
+
+    Candidates are pairs of bucket representatives (first members) from
+    :func:`twinspect.code.candidates.range_pairs` (cosine ≥ ``config.candidate_threshold``, at most
+    ``config.max_neighbours`` per fragment) and :func:`twinspect.code.candidates.overlap_pairs`
+    (token overlap ≥ ``config.token_overlap``). Each is scored by the verifier
+    (:mod:`twinspect.code.verify`); a pair at or above the verifier's threshold is a Type-3 clone
+    typed by the band of its LCS similarity (a pair below the MT3 band is weak Type-3, band WT3).
+    With a semantic encoder, a rejected pair below the MT3 band whose cosine reaches
+    ``config.threshold`` is reported as T4. A representative pair stands for its buckets' member
+    pairs (T2-identical members have the same abstracted tokens): all of them when the two buckets
+    have ≤ ``config.max_bucket_pairs`` members together, else two stars.
+
+    Returns:
+        ``(pairs, edges, counters)``: the clone pairs (exact ones included) sorted by (a, b), the
+        embedding candidates ``{(u, v): cosine}`` (for the clustering linkages), and counters
+        ``candidate_pairs``, ``candidates_embedding``, ``candidates_token_overlap``,
+        ``capped`` (per source), ``verified``, ``accepted``, ``semantic_t4`` and ``verifier``
+        (threshold and how the model was fitted).
+    """
+    import numpy as np
+
+    from twinspect.code.candidates import overlap_pairs, range_pairs
+    from twinspect.code.clone_types import band_of
+    from twinspect.code.normalize import tokens
+    from twinspect.code.verify import PairFeatures, load_verifier
+
+    verifier = load_verifier(config.verifier_path)
+    cap = config.max_bucket_pairs
+    reps = [b[0] for b in buckets]
+    params: dict[str, Any] = {}
+    if config.index == "hnsw":
+        params = dict(M=config.M, ef_construction=config.ef_construction, ef_search=config.ef_search,
+                      seed=config.seed, num_threads=config.threads)
+    lo_thr = min(config.candidate_threshold, config.threshold) if semantic else config.candidate_threshold
+    emb = range_pairs(vecs, reps, frags, threshold=lo_thr, cap=config.max_neighbours, index=config.index,
+                      index_params=params, quiet=quiet)
+    rep_set = set(reps)
+    plain = [tokens(f) if i in rep_set else () for i, f in enumerate(frags)]
+    if config.token_overlap is not None:
+        tok = overlap_pairs(plain, reps, frags, theta=config.token_overlap, cap=config.max_neighbours, quiet=quiet)
+    else:
+        from twinspect.code.candidates import Candidates
+
+        tok = Candidates({})
+    cand = sorted(set(emb.pairs) | set(tok.pairs))
+    pa = np.asarray([u for u, _ in cand], dtype=np.int64)
+    pb = np.asarray([v for _, v in cand], dtype=np.int64)
+    # features over the representatives only (members of a bucket share their abstracted tokens)
+    local = {r: i for i, r in enumerate(reps)}
+    feats = PairFeatures([frags[r] for r in reps], abstract=[clf.abstract_tokens(r) for r in reps],
+                         plain=[plain[r] for r in reps])
+    with progress("verifying candidates", total=len(cand), quiet=quiet) as bar:
+        x = feats.compute(np.asarray([local[u] for u in pa.tolist()], dtype=np.int64),
+                          np.asarray([local[v] for v in pb.tolist()], dtype=np.int64))
+        scores = verifier.score(x) if len(cand) else np.zeros(0)
+        bar.advance(len(cand))
+
+    out: dict[tuple[int, int], ClonePair] = {}
+    for p in _exact_pairs(vecs, frags, buckets, clf, cap):
+        out[(p.a, p.b)] = p
+    accepted = semantic_t4 = 0
+    group_pairs: list[dict[str, Any]] = []
+    for (u, v), lcs, score in zip(cand, x[:, 0].tolist(), scores.tolist()):
+        ct = band_of(lcs)
+        if score >= verifier.threshold:
+            accepted += 1
+            kind = "T3"
+        elif semantic and ct.band == "WT3" and _cos(vecs, u, v) >= config.threshold:
+            semantic_t4 += 1
+            kind = "T4"
+        else:
+            continue
+        bu, bv = buckets[bucket_of[u]], buckets[bucket_of[v]]
+        if len(bu) + len(bv) <= cap:
+            members = [(i, j) for i in bu for j in bv]
+        else:
+            members = [(u, j) for j in bv] + [(i, v) for i in bu if i != u]
+            group_pairs.append({"a": sorted(bu), "b": sorted(bv), "type": kind, "band": ct.band,
+                                "t3_similarity": ct.t3_similarity, "score": score})
+        for i, j in members:
+            a, b = (i, j) if i < j else (j, i)
+            if (a, b) in out or overlaps(frags[a], frags[b]):
+                continue
+            out[(a, b)] = ClonePair(a, b, _cos(vecs, a, b), kind, ct.t3_similarity, ct.band, score)
+    counters: dict[str, Any] = {
+        "candidate_pairs": len(cand),
+        "candidates_embedding": len(emb.pairs),
+        "candidates_token_overlap": len(tok.pairs),
+        "capped": {"embedding": emb.capped, "token_overlap": tok.capped},
+        "verified": len(cand),
+        "accepted": accepted,
+        "semantic_t4": semantic_t4,
+        "group_pairs": group_pairs,
+        "verifier": {"threshold": round(verifier.threshold, 6), **verifier.info},
+    }
+    return [out[k] for k in sorted(out)], emb.pairs, counters
+
+
 def pair_classes(
-    vecs: np.ndarray, pairs: Sequence[ClonePair], bucket_of: np.ndarray, threshold: float
+    vecs: np.ndarray, pairs: Sequence[ClonePair], bucket_of: np.ndarray, threshold: float | None
 ) -> list[list[int]]:
     """Clone classes as cliques of reported pairs (complete linkage over the pair graph).
 
@@ -558,7 +736,9 @@ def pair_classes(
         vecs: float32 (N, d) L2-normalised fragment vectors.
         pairs: the reported pairs (fragment ids).
         bucket_of: int (N,) T2 bucket index of each fragment.
-        threshold: minimum cosine of a class-implied pair between different buckets.
+        threshold: minimum cosine of a class-implied pair between different buckets; None: no
+            cosine condition (with the verifier, a pair's evidence is its verification, so a class
+            is a clique of reported pairs up to T2 twins).
 
     Returns:
         Classes of ≥ 2 fragment ids each, ids ascending, sorted by size (desc) then first id.
@@ -584,7 +764,7 @@ def pair_classes(
         best = np.full((len(ua), len(ub)), -2.0)
         np.maximum.at(best, (ia[:, None], ib[None, :]), sims)
         best[ua[:, None] == ub[None, :]] = 1.0  # one bucket on both sides: T2-identical
-        if not np.all(best >= threshold - 1e-6):
+        if threshold is not None and not np.all(best >= threshold - 1e-6):
             continue
         # and each such bucket pair holds a *reported* pair (a margin-suppressed near-miss does not
         # join two groups): every pair a class implies is then reported or a T2 twin of one
@@ -738,13 +918,21 @@ def detect(
         vecs = vecs / norms
     timings["encode"] = time.perf_counter() - t
 
-    t = time.perf_counter()
-    edges = _knn_edges(vecs, reps, frags, config, quiet)
-    timings["search"] = time.perf_counter() - t
-
-    t = time.perf_counter()
-    pairs, pair_counts = _expand_pairs(vecs, frags, buckets, bucket_of, edges, clf, config, quiet)
-    timings["pairs"] = time.perf_counter() - t
+    pair_counts: dict[str, Any]
+    group_pairs: list[dict[str, Any]] = []
+    if config.decision == "verifier":
+        t = time.perf_counter()
+        semantic = encoder_name not in LEXICAL_ENCODERS
+        pairs, edges, pair_counts = _verified_pairs(vecs, frags, buckets, bucket_of, clf, config, semantic, quiet)
+        timings["verify"] = time.perf_counter() - t
+        group_pairs = pair_counts.pop("group_pairs")
+    else:
+        t = time.perf_counter()
+        edges = _knn_edges(vecs, reps, frags, config, quiet)
+        timings["search"] = time.perf_counter() - t
+        t = time.perf_counter()
+        pairs, pair_counts = _expand_pairs(vecs, frags, buckets, bucket_of, edges, clf, config, quiet)
+        timings["pairs"] = time.perf_counter() - t
 
     weak_dropped = 0
     if encoder_name in LEXICAL_ENCODERS:  # no semantic evidence: WT3 pairs are weak T3, not T4
@@ -765,7 +953,8 @@ def detect(
 
     t = time.perf_counter()
     if config.linkage == "pairs":
-        classes = pair_classes(vecs, pairs, bucket_of, max(config.threshold, config.effective_class_threshold))
+        class_thr = None if config.decision == "verifier" else max(config.threshold, config.effective_class_threshold)
+        classes = pair_classes(vecs, pairs, bucket_of, class_thr)
     else:
         classes = _classes(vecs, buckets, bucket_of, edges, config)
     timings["classes"] = time.perf_counter() - t
@@ -777,8 +966,8 @@ def detect(
         "bucketed_fragments": sum(len(b) for b in buckets if len(b) > 1),
         "representatives": len(reps),
         "knn_edges": len(edges),
-        "candidate_pairs": pair_counts["candidate_pairs"],
-        "margin_suppressed": pair_counts["margin_suppressed"],
+        **pair_counts,
+        "decision": config.decision,
         "weak_lexical_dropped": weak_dropped,
         "stock_t4_dropped": stock_dropped,
         "pairs": len(pairs),
@@ -794,8 +983,9 @@ def detect(
     }
     groups = identical_groups(buckets, clf, config.max_bucket_pairs)
     stats["identical_groups"] = len(groups)
+    stats["group_pairs"] = len(group_pairs)
     return CloneReport(root="", fragments=frags, pairs=pairs, classes=classes, stats=stats, config=config.to_dict(),
-                       identical_groups=groups)
+                       identical_groups=groups, group_pairs=group_pairs)
 
 
 def identical_groups(buckets: Sequence[Sequence[int]], clf: TypeClassifier, cap: int) -> list[dict]:

@@ -96,9 +96,17 @@ class FoundPairs:
     """
 
     def __init__(self, pairs: Iterable[tuple[Hashable, Hashable]], classes: Iterable[Iterable[Hashable]] = (),
-                 identical_groups: Iterable[Iterable[Hashable]] = ()):
+                 identical_groups: Iterable[Iterable[Hashable]] = (),
+                 group_pairs: Iterable[tuple[Iterable[Hashable], Iterable[Hashable]]] = ()):
         self._pairs = {frozenset((a, b)) for a, b in pairs if a != b}
         self.identical_groups = [list(g) for g in identical_groups]
+        self.group_pairs = [(list(a), list(b)) for a, b in group_pairs]
+        self._sides: dict[Hashable, set[tuple[int, int]]] = defaultdict(set)
+        for k, (ga, gb) in enumerate(self.group_pairs):
+            for m in ga:
+                self._sides[m].add((k, 0))
+            for m in gb:
+                self._sides[m].add((k, 1))
         self._classes: dict[Hashable, set[int]] = defaultdict(set)
         for c, members in enumerate(classes):
             for m in members:
@@ -115,6 +123,9 @@ class FoundPairs:
             return False
         if frozenset((x, y)) in self._pairs:
             return True
+        sx = self._sides.get(x)
+        if sx and any((k, 1 - side) in self._sides.get(y, ()) for k, side in sx):
+            return True
         cx = self._classes.get(x)
         return bool(cx and cx & self._classes.get(y, set()))
 
@@ -129,12 +140,15 @@ class FoundPairs:
         pairs = [(item[a], item[b]) for a, b, _ in view.pairs if item[a] is not None and item[b] is not None]
         classes = [{item[m] for m in c if item.get(m) is not None} for c in view.classes]
         groups = [[item[m] for m in g if item.get(m) is not None] for g in view.identical_groups]
-        return cls(pairs, classes, groups)
+        group_pairs = [([item[m] for m in ga if item.get(m) is not None], [item[m] for m in gb if item.get(m) is not None])
+                       for ga, gb in view.group_pairs]
+        return cls(pairs, classes, groups, group_pairs)
 
     def stated(self) -> FoundPairs:
-        """The pairs the report *states*: listed pairs plus every member pair of an identical group
-        (exact-duplicate groups too large to list pair by pair), without the clone classes."""
-        return FoundPairs(self.pairs, self.identical_groups)
+        """The pairs the report *states*: listed pairs, every member pair of an identical group
+        (exact-duplicate groups too large to list pair by pair) and every pair across a group pair,
+        without the clone classes."""
+        return FoundPairs(self.pairs, self.identical_groups, group_pairs=self.group_pairs)
 
     def listed(self) -> FoundPairs:
         """The listed pairs only (no classes, no identical groups)."""
@@ -198,7 +212,7 @@ def bcb_subset(
     return [f for f in functions if f["id"] in ids], kept
 
 
-def functionality_groups(labels: Sequence[BCBPair]) -> dict[int, int]:
+def functionality_groups(labels: Sequence[BCBPair], max_type: int = 4) -> dict[int, int]:
     """A proxy for BigCloneBench's functionalities: connected components of the labelled clone pairs.
 
     BigCloneBench labels a pair a clone only when both functions implement the same functionality,
@@ -206,7 +220,10 @@ def functionality_groups(labels: Sequence[BCBPair]) -> dict[int, int]:
     does not carry the functionality ids; its ``folder`` field is a chunk of 1,000 records).
 
     Args:
-        labels: labelled pairs (only ``is_clone`` pairs link functions).
+        labels: labelled pairs (only ``is_clone`` pairs of type index ≤ ``max_type`` link functions).
+        max_type: the weakest clone type that links two functions: 4 (default, every clone pair,
+            WT3/T4 included) or 3 (T1–MT3 only: the disputed WT3/T4 pairs glue most of the subset
+            into one component).
 
     Returns:
         ``{function id: component id}`` for every function in a labelled pair (non-clone-only
@@ -223,47 +240,67 @@ def functionality_groups(labels: Sequence[BCBPair]) -> dict[int, int]:
 
     for lab in labels:
         ra, rb = find(lab.id1), find(lab.id2)
-        if lab.is_clone and ra != rb:
+        if lab.is_clone and lab.type_idx <= max_type and ra != rb:
             parent[max(ra, rb)] = min(ra, rb)
     roots = sorted({find(x) for x in parent})
     cid = {r: i for i, r in enumerate(roots)}
     return {x: cid[find(x)] for x in parent}
 
 
+#: Versions of :func:`bcb_split`.
+SPLIT_VERSIONS = (1, 2)
+
+
 def bcb_split(
-    functions: Sequence[dict[str, Any]], labels: Sequence[BCBPair], part: str, seed: int = 0
+    functions: Sequence[dict[str, Any]], labels: Sequence[BCBPair], part: str, seed: int = 0, version: int = 2
 ) -> tuple[list[dict[str, Any]], list[BCBPair]]:
     """One half of BigCloneBench split by functionality (see :func:`functionality_groups`).
 
-    The components are shuffled with ``seed`` and dealt greedily to the half with fewer clone
-    labels so far, so both halves hold about as many clone pairs; a labelled pair belongs to a half
-    when both its functions do (non-clone pairs across the halves are dropped). Tune on
-    ``"tune"``, report on ``"test"``.
+    The components are shuffled with ``seed`` and the components holding clone labels are dealt
+    greedily to the half with fewer clone labels so far (big components first), so both halves
+    hold about as many clone pairs; a labelled pair belongs to a half when both its functions do
+    (pairs across the halves are dropped). Tune on ``"tune"``, report on ``"test"``.
+
+    * ``version=2`` (default, from the near-miss clones work): components link T1–MT3 pairs only,
+      and functions in no clone pair (those of the labelled non-clones) go to a half by a seeded
+      coin flip. Both halves then hold labelled non-clones (seed 0: tune 7,640, test 2,328) and
+      MT3 pairs (10,142 / 9,858); WT3/T4 and non-clone pairs across the halves are dropped.
+    * ``version=1`` (the split of earlier results): components link every clone pair, WT3/T4
+      included, which glues the tune half into one component, and clone-free functions are dealt
+      like the rest; the tune half then holds 18 labelled non-clones, too few to calibrate a
+      false-positive rate on.
 
     Args:
         functions: all function records.
         labels: all labelled pairs.
         part: ``"tune"`` or ``"test"``.
         seed: shuffling seed.
+        version: 1 or 2 (see above).
 
     Returns:
         ``(functions, labels)`` of that half.
 
     Raises:
-        InputError: unknown ``part``.
+        InputError: unknown ``part`` or ``version``.
     """
     if part not in ("tune", "test"):
         raise InputError(f"unknown BigCloneBench split {part!r}", hint="choose tune or test")
-    comp = functionality_groups(labels)
+    if version not in SPLIT_VERSIONS:
+        raise InputError(f"unknown BigCloneBench split version {version!r}", hint="choose 1 or 2")
+    comp = functionality_groups(labels, max_type=4 if version == 1 else 3)
     weight: dict[int, int] = defaultdict(int)
     for lab in labels:
         if lab.is_clone:
             weight[comp[lab.id1]] += 1
-    order = np.random.default_rng(seed).permutation(max(comp.values(), default=-1) + 1)
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(max(comp.values(), default=-1) + 1)
     half_of: dict[int, int] = {}
     load = [0, 0]
     for c in sorted(order.tolist(), key=lambda c: -weight[c]):  # big components first, ties shuffled
-        h = 0 if load[0] <= load[1] else 1
+        if version == 2 and not weight[c]:
+            h = int(rng.integers(2))
+        else:
+            h = 0 if load[0] <= load[1] else 1
         half_of[c] = h
         load[h] += weight[c]
     want = 0 if part == "tune" else 1

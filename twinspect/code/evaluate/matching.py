@@ -147,12 +147,15 @@ class ReportView:
         classes: reported clone classes, each a list of fragment ids.
         identical_groups: groups of fragment ids the report states as pairwise T1/T2 clones without
             listing their pairs (``identical_groups`` of the JSON report; empty when absent).
+        group_pairs: ``(a, b)`` lists of fragment ids such that the report states every a × b pair
+            (``group_pairs`` of the JSON report; empty when absent).
     """
 
     spans: dict[Hashable, Span]
     pairs: list[tuple[Hashable, Hashable, float]]
     classes: list[list[Hashable]] = field(default_factory=list)
     identical_groups: list[list[Hashable]] = field(default_factory=list)
+    group_pairs: list[tuple[list[Hashable], list[Hashable]]] = field(default_factory=list)
 
 
 def report_view(report: Any, path_prefix: str = "") -> ReportView:
@@ -187,6 +190,7 @@ def report_view(report: Any, path_prefix: str = "") -> ReportView:
         pairs = [(p["a"], p["b"], float(p.get("similarity", 1.0))) for p in report.get("pairs", [])]
         classes = [list(c) for c in report.get("classes", [])]
         groups = [list(g["members"]) for g in report.get("identical_groups", [])]
+        group_pairs = [(list(g["a"]), list(g["b"])) for g in report.get("group_pairs", [])]
     except (KeyError, TypeError, ValueError) as exc:
         raise InputError(f"not a twinspect clone report (missing or malformed field: {exc})", where) from exc
     for a, b, _ in pairs:
@@ -195,4 +199,7 @@ def report_view(report: Any, path_prefix: str = "") -> ReportView:
     for g in groups:
         if any(m not in spans for m in g):
             raise InputError("clone report identical group names a fragment id that is not in 'fragments'", where)
-    return ReportView(spans, pairs, classes, groups)
+    for ga, gb in group_pairs:
+        if any(m not in spans for m in (*ga, *gb)):
+            raise InputError("clone report group pair names a fragment id that is not in 'fragments'", where)
+    return ReportView(spans, pairs, classes, groups, group_pairs)

@@ -1,0 +1,90 @@
+"""Candidate generation: range search and SourcererCC's token-overlap index against brute force."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from twinspect.code.candidates import overlap_pairs, range_pairs, token_items
+from twinspect.code.fragments import Fragment
+from twinspect.errors import InputError
+
+
+def _frag(i: int, path: str | None = None, start: int = 1, end: int = 5) -> Fragment:
+    return Fragment(path=path or f"f{i}.py", start_line=start, end_line=end, name=f"f{i}", language="python",
+                    text="", code="")
+
+
+def _brute_overlap(toks, theta):
+    out = {}
+    for i in range(len(toks)):
+        for j in range(i + 1, len(toks)):
+            inter = sum((Counter(toks[i]) & Counter(toks[j])).values())
+            sim = inter / max(len(toks[i]), len(toks[j]), 1)
+            if sim >= theta - 1e-9 and toks[i] and toks[j]:
+                out[(i, j)] = sim
+    return out
+
+
+@pytest.mark.parametrize("theta", [0.3, 0.55, 0.8, 1.0])
+def test_overlap_pairs_equal_brute_force(theta):
+    rng = random.Random(7)
+    vocab = [f"t{k}" for k in range(30)] + ["(", ")", "=", "self", "."] * 6
+    base = [[rng.choice(vocab) for _ in range(rng.randint(3, 60))] for _ in range(12)]
+    toks = []
+    for b in base:  # families of edited copies, so every overlap level occurs
+        toks.append(b)
+        for _ in range(4):
+            c = list(b)
+            for _ in range(rng.randint(0, len(c) // 2)):
+                op = rng.random()
+                k = rng.randrange(len(c) + 1)
+                if op < 0.4 and c:
+                    c.pop(min(k, len(c) - 1))
+                elif op < 0.8:
+                    c.insert(k, rng.choice(vocab))
+                else:
+                    rng.shuffle(c)
+            toks.append(c)
+    frags = [_frag(i) for i in range(len(toks))]
+    got = overlap_pairs(toks, list(range(len(toks))), frags, theta=theta, cap=10_000)
+    want = _brute_overlap(toks, theta)
+    assert set(got.pairs) == set(want)
+    for k, v in want.items():
+        assert got.pairs[k] == pytest.approx(v)
+    assert got.capped == 0
+
+
+def test_overlap_pairs_skip_overlapping_fragments_and_cap():
+    toks = [["a", "b", "c", "d"]] * 5
+    frags = [_frag(0, "x.py", 1, 10), _frag(1, "x.py", 3, 6)] + [_frag(i) for i in range(2, 5)]
+    got = overlap_pairs(toks, list(range(5)), frags, theta=0.9, cap=10)
+    assert (0, 1) not in got.pairs and len(got.pairs) == 9
+    capped = overlap_pairs(toks, list(range(5)), frags, theta=0.9, cap=1)
+    assert capped.capped > 0 and len(capped.pairs) < 9
+    with pytest.raises(InputError):
+        overlap_pairs(toks, [0, 1], frags, theta=0.0, cap=1)
+
+
+def test_token_items_number_repeats():
+    vocab: dict[str, int] = {}
+    assert len(set(token_items(["(", "(", "x", "("], vocab))) == 4
+    assert token_items(["("], vocab) == [vocab["(\x000"]]
+
+
+def test_range_pairs_keep_every_neighbour_above_threshold():
+    rng = np.random.default_rng(0)
+    centre = rng.normal(size=16)
+    vecs = np.stack([centre + 0.05 * rng.normal(size=16) for _ in range(30)] + [rng.normal(size=16) for _ in range(10)])
+    vecs = (vecs / np.linalg.norm(vecs, axis=1, keepdims=True)).astype(np.float32)
+    frags = [_frag(i) for i in range(40)]
+    got = range_pairs(vecs, list(range(40)), frags, threshold=0.9, cap=100)
+    sims = vecs @ vecs.T
+    want = {(i, j) for i in range(40) for j in range(i + 1, 40) if sims[i, j] >= 0.9}
+    assert set(got.pairs) == want and len(want) >= 29 * 30 // 2  # more than any top-10 list holds
+    assert got.capped == 0
+    small = range_pairs(vecs, list(range(40)), frags, threshold=0.9, cap=5)
+    assert small.capped >= 29 and set(small.pairs) < want

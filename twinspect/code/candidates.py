@@ -1,0 +1,281 @@
+"""Candidate clone pairs: the two retrieval sources of the clone pipeline, before verification.
+
+A clone detector that reports a pair only if it is among a fragment's top-k neighbours saturates:
+on BigCloneBench a functionality holds hundreds of near-identical functions, so the k slots fill
+with copies and the Type-3 partners are never looked at. Candidate generation here cannot
+saturate in that way:
+
+* exact and T2-identical duplicates are collapsed into one *representative* before retrieval (the
+  caller passes representatives only; :mod:`twinspect.code.clones` expands them afterwards);
+* :func:`range_pairs` keeps **every** neighbour at or above a similarity threshold (a range
+  search), up to a per-fragment ``cap`` that is counted when hit (``capped`` in the result), not a
+  fixed top-k;
+* :func:`overlap_pairs` is a second, lexical source made for Type-3: SourcererCC's token-bag
+  overlap index (Sajnani et al., "SourcererCC: Scaling Code Clone Detection to Big-Code", ICSE
+  2016). A pair is a candidate when its token multisets share at least ``theta · max(|A|, |B|)``
+  tokens, whatever its embedding cosine. The *prefix filter* makes this sub-quadratic: with tokens
+  sorted rarest first by a global order, two bags that reach the overlap share a token among
+  their first ``|A| − ⌈theta·|A|⌉ + 1`` tokens, so only pairs sharing a prefix token are
+  compared. With prefixes ``k − 1`` items longer, such bags share at least ``k`` prefix tokens
+  (the extended prefix filter of Xiao et al., "Efficient Similarity Joins for Near Duplicate
+  Detection", WWW 2008, Lemma 1 generalised), which prunes most pairs that share one common
+  token before the exact overlap is computed. Multisets are handled as SourcererCC does, by numbering repeated tokens (the k-th
+  ``(`` is the item ``("(", k)``), which turns multiset overlap into set overlap.
+
+Both functions are vectorised with numpy/scipy: the prefix index is a sparse incidence matrix
+whose product with its transpose lists the candidate pairs, and the exact overlap of those
+candidates is a sparse element-wise minimum of their count vectors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from twinspect.code.fragments import Fragment
+from twinspect.errors import InputError
+from twinspect.progress import progress
+
+if TYPE_CHECKING:
+    import numpy as np
+
+_SEARCH_CHUNK = 1024  # queries per index.search call (progress granularity, bounded memory)
+_PREFIX_CHUNK = 2048  # rows of the prefix matrix multiplied at once (bounded memory)
+_VERIFY_CHUNK = 1 << 16  # candidate pairs whose overlap is computed at once
+#: k of the extended prefix filter: prefixes k − 1 items longer must share k items.
+_PREFIX_SHARED = 8
+
+
+@dataclass
+class Candidates:
+    """Candidate pairs of one retrieval source.
+
+    Attributes:
+        pairs: ``{(u, v): score}`` with ``u < v`` fragment ids; the score is the source's own
+            similarity (cosine for :func:`range_pairs`, overlap similarity in [0, 1] for
+            :func:`overlap_pairs`).
+        capped: number of query fragments whose candidate list was cut at the cap.
+    """
+
+    pairs: dict[tuple[int, int], float]
+    capped: int = 0
+
+
+def overlaps(a: Fragment, b: Fragment) -> bool:
+    """True if two fragments are in the same file and their line ranges intersect."""
+    return a.path == b.path and a.start_line <= b.end_line and b.start_line <= a.end_line
+
+
+def range_pairs(
+    vecs: np.ndarray,
+    reps: Sequence[int],
+    frags: Sequence[Fragment],
+    *,
+    threshold: float,
+    cap: int,
+    index: str = "exact",
+    index_params: dict[str, Any] | None = None,
+    quiet: bool = True,
+) -> Candidates:
+    """Every neighbour of every representative at cosine ≥ ``threshold`` (up to ``cap`` per query).
+
+    Args:
+        vecs: float32 (N, d) L2-normalised vectors of all fragments (rows = fragment ids).
+        reps: ids of the fragments to search among (each queries all others).
+        frags: the N fragments (pairs of overlapping fragments — same file, intersecting lines —
+            are never candidates).
+        threshold: minimum cosine, in [-1, 1].
+        cap: most neighbours kept per query (≥ 1). A query whose ``cap``-th non-overlapping
+            neighbour still reaches the threshold counts as capped.
+        index: ``"exact"`` (blocked matrix product) or ``"hnsw"`` (see :mod:`twinspect.code.index`).
+        index_params: keyword arguments of the index (HNSW ``M``, ``ef_construction``,
+            ``ef_search``, ``seed``, ``num_threads``).
+        quiet: no progress bar.
+
+    Returns:
+        :class:`Candidates` with cosine scores.
+
+    Raises:
+        InputError: ``cap < 1``.
+    """
+    import numpy as np
+
+    from twinspect.code.index import make_index
+
+    if cap < 1:
+        raise InputError(f"the neighbour cap must be at least 1, got {cap}")
+    out: dict[tuple[int, int], float] = {}
+    if len(reps) < 2:
+        return Candidates(out)
+    rep_ids = np.asarray(reps, dtype=np.int64)
+    rep_vecs = np.ascontiguousarray(vecs[rep_ids])
+    params = dict(index_params or {})
+    if index == "hnsw":
+        params["ef_search"] = max(int(params.get("ef_search", 100)), cap + 5)
+    idx = make_index(index, rep_vecs.shape[1], **params)
+    idx.add(rep_ids, rep_vecs)
+    # A few extra neighbours stand in for the query itself and overlapping (nested) fragments.
+    k = min(len(reps), cap + 5)
+    capped = 0
+    with progress("neighbour search", total=len(reps), quiet=quiet) as bar:
+        for lo in range(0, len(reps), _SEARCH_CHUNK):
+            hi = min(len(reps), lo + _SEARCH_CHUNK)
+            ids, sims = idx.search(rep_vecs[lo:hi], k)
+            for row in range(hi - lo):
+                u = int(rep_ids[lo + row])
+                kept = 0
+                for v, s in zip(ids[row].tolist(), sims[row].tolist()):
+                    if v < 0 or v == u:
+                        continue
+                    if s < threshold:
+                        break
+                    if overlaps(frags[u], frags[v]):
+                        continue
+                    if kept >= cap:
+                        capped += 1
+                        break
+                    kept += 1
+                    key = (u, v) if u < v else (v, u)
+                    if s > out.get(key, -2.0):
+                        out[key] = s
+            bar.advance(hi - lo)
+    return Candidates(out, capped)
+
+
+def token_items(tokens: Sequence[str], vocab: dict[str, int]) -> list[int]:
+    """SourcererCC's multiset items of a token list: the k-th occurrence of token t is one item.
+
+    Args:
+        tokens: the fragment's tokens.
+        vocab: item-name → id map, extended in place (item names are ``"t\\x00k"``).
+
+    Returns:
+        Item ids, one per token (distinct within the list).
+    """
+    seen: dict[str, int] = {}
+    out = []
+    for t in tokens:
+        k = seen.get(t, 0)
+        seen[t] = k + 1
+        name = f"{t}\x00{k}"
+        item = vocab.get(name)
+        if item is None:
+            item = vocab[name] = len(vocab)
+        out.append(item)
+    return out
+
+
+def overlap_pairs(
+    token_lists: Sequence[Sequence[str]],
+    reps: Sequence[int],
+    frags: Sequence[Fragment],
+    *,
+    theta: float,
+    cap: int,
+    quiet: bool = True,
+) -> Candidates:
+    """SourcererCC candidates: representative pairs whose token multisets overlap ≥ ``theta``.
+
+    The overlap similarity of bags A and B is ``|A ∩ B| / max(|A|, |B|)`` (multiset intersection),
+    SourcererCC's measure. Candidates come from the prefix filter (see the module doc) and are
+    then verified exactly, so the result holds exactly the pairs that reach ``theta``, except that
+    each representative keeps at most ``cap`` partners (its most overlapping ones; counted in
+    ``capped``).
+
+    Args:
+        token_lists: tokens of every fragment (indexed by fragment id; SourcererCC uses the
+            fragment's lexical tokens, identifiers included).
+        reps: ids of the fragments to compare.
+        frags: the fragments (overlapping fragments never pair).
+        theta: minimum overlap similarity, in (0, 1].
+        cap: most partners kept per representative (≥ 1).
+        quiet: no progress bar.
+
+    Returns:
+        :class:`Candidates` with overlap-similarity scores.
+
+    Raises:
+        InputError: ``theta`` outside (0, 1] or ``cap < 1``.
+    """
+
+    import numpy as np
+    import scipy.sparse as sp
+
+    if not 0.0 < theta <= 1.0:
+        raise InputError(f"the token-overlap threshold must be in (0, 1], got {theta}")
+    if cap < 1:
+        raise InputError(f"the candidate cap must be at least 1, got {cap}")
+    out: dict[tuple[int, int], float] = {}
+    n = len(reps)
+    if n < 2:
+        return Candidates(out)
+    vocab: dict[str, int] = {}
+    items = [token_items(token_lists[r], vocab) for r in reps]
+    sizes = np.asarray([len(x) for x in items], dtype=np.int64)
+    indptr = np.concatenate([[0], np.cumsum(sizes)])
+    flat = np.fromiter((i for x in items for i in x), dtype=np.int64, count=int(indptr[-1]))
+    nitems = len(vocab)
+    rows = np.repeat(np.arange(n), sizes)
+    bags = sp.csr_matrix((np.ones(len(flat), dtype=np.float32), (rows, flat)), shape=(n, nitems))
+    # SourcererCC's global order: rarest item first (ties by item id)
+    df = np.bincount(flat, minlength=nitems)
+    rank = np.empty(nitems, dtype=np.int64)
+    rank[np.lexsort((np.arange(nitems), df))] = np.arange(nitems)
+    # prefixes, vectorised: each row's items sorted rarest first, the first plen(row) kept
+    alpha = np.maximum(1, np.ceil(theta * sizes - 1e-9).astype(np.int64))
+    need = np.minimum(_PREFIX_SHARED, alpha)  # shared prefix items a candidate must have (extended filter)
+    plen = np.where(sizes > 0, sizes - alpha + need, 0)
+    order = np.lexsort((rank[flat], rows))
+    pos = np.arange(len(flat)) - np.repeat(indptr[:-1], sizes)
+    take = order[pos < np.repeat(plen, sizes)]
+    if not len(take):
+        return Candidates(out)
+    prefix = sp.csr_matrix((np.ones(len(take), dtype=np.float32), (rows[take], flat[take])), shape=(n, nitems))
+    prefix_t = prefix.T.tocsr()
+    rep_arr = np.asarray(reps, dtype=np.int64)
+    path_ids: dict[str, int] = {}
+    rep_path = np.asarray([path_ids.setdefault(frags[r].path, len(path_ids)) for r in reps], dtype=np.int64)
+    rep_start = np.asarray([frags[r].start_line for r in reps], dtype=np.int64)
+    rep_end = np.asarray([frags[r].end_line for r in reps], dtype=np.int64)
+    found_a, found_b, found_s = [], [], []
+    with progress("token-overlap index", total=n, quiet=quiet) as bar:
+        for lo in range(0, n, _PREFIX_CHUNK):
+            hi = min(n, lo + _PREFIX_CHUNK)
+            cand = (prefix[lo:hi] @ prefix_t).tocoo()
+            a = cand.row.astype(np.int64) + lo
+            b = cand.col.astype(np.int64)
+            shared = cand.data
+            # extended prefix filter (see the module doc), then the size filter: |A ∩ B| ≤ min(|A|, |B|), so min/max must reach theta; no overlapping pair
+            small, large = np.minimum(sizes[a], sizes[b]), np.maximum(sizes[a], sizes[b])
+            keep = (a < b) & (shared >= np.minimum(need[a], need[b]) - 0.5) & (small >= theta * large - 1e-9)
+            keep &= ~((rep_path[a] == rep_path[b]) & (rep_start[a] <= rep_end[b]) & (rep_start[b] <= rep_end[a]))
+            a, b = a[keep], b[keep]
+            for v0 in range(0, len(a), _VERIFY_CHUNK):
+                pa, pb = a[v0:v0 + _VERIFY_CHUNK], b[v0:v0 + _VERIFY_CHUNK]
+                inter = np.asarray(bags[pa].multiply(bags[pb]).sum(axis=1)).ravel()
+                sim = inter / np.maximum(sizes[pa], sizes[pb])
+                ok = sim >= theta - 1e-9
+                found_a.append(pa[ok])
+                found_b.append(pb[ok])
+                found_s.append(sim[ok])
+            bar.advance(hi - lo)
+    if not found_a:
+        return Candidates(out)
+    fa, fb, fs = np.concatenate(found_a), np.concatenate(found_b), np.concatenate(found_s)
+    # the cap: a pair stays when it is among the `cap` most overlapping partners of either side
+    ends = np.concatenate([fa, fb])
+    sims = np.concatenate([fs, fs])
+    order = np.lexsort((-sims, ends))
+    sorted_ends = ends[order]
+    group_start = np.searchsorted(sorted_ends, sorted_ends, side="left")
+    rank = np.empty(len(ends), dtype=np.int64)
+    rank[order] = np.arange(len(ends)) - group_start
+    m = len(fa)
+    kept = (rank[:m] < cap) | (rank[m:] < cap)
+    counts = np.bincount(ends, minlength=n)
+    capped = int((counts > cap).sum())
+    u, v = rep_arr[fa[kept]], rep_arr[fb[kept]]
+    lo_id, hi_id = np.minimum(u, v), np.maximum(u, v)
+    out = dict(zip(zip(lo_id.tolist(), hi_id.tolist()), fs[kept].tolist()))
+    return Candidates(out, capped)

@@ -77,7 +77,9 @@ ModelPathOpt = Annotated[
 ]
 IndexOpt = Annotated[str, typer.Option("--index", help="k-NN index: exact or hnsw.")]
 TopKOpt = Annotated[int, typer.Option("--top-k", "-k", help="Neighbours retrieved per fragment (SSCD's topN).")]
-ThresholdOpt = Annotated[float, typer.Option("--threshold", "-t", help="Minimum cosine similarity of a clone pair.")]
+ThresholdOpt = Annotated[float, typer.Option("--threshold", "-t", help="With --decision cosine: minimum cosine "
+                                             "similarity of a clone pair; with the verifier: the cosine at which a "
+                                             "semantic encoder's pair below the MT3 band is reported as T4.")]
 ClassThresholdOpt = Annotated[
     Optional[float],
     typer.Option("--class-threshold", help="With --linkage pairs (default): minimum similarity of every pair a "
@@ -110,6 +112,27 @@ StockT4Opt = Annotated[
     typer.Option("--stock-t4", metavar="drop|keep",
                  help="T4 pairs of the stock neural encoder (-e neural without a clone-trained --model-path): "
                  "drop (default; 1 in 49 was a clone in a hand-labelled sample) or keep them as leads."),
+]
+GranularityOpt = Annotated[
+    str,
+    typer.Option("--granularity", "-g", help="Fragments: function (functions and methods), block (also copied runs "
+                 "of statements inside and outside functions, as jscpd finds them) or file (whole files, as "
+                 "MOSS/JPlag compare programs)."),
+]
+DecisionOpt = Annotated[
+    str,
+    typer.Option("--decision", help="verifier (default): every embedding neighbour above --candidate-threshold and "
+                 "every token-overlap candidate is decided by the calibrated clone verifier; cosine: the earlier "
+                 "SSCD rule (--top-k neighbours at --threshold, --pair-margin)."),
+]
+MaxNeighboursOpt = Annotated[int, typer.Option("--max-neighbours", help="Most candidates kept per fragment and "
+                                               "source (counted in stats.capped when hit).")]
+CandidateThresholdOpt = Annotated[float, typer.Option("--candidate-threshold", help="Embedding cosine down to which "
+                                                      "neighbours become candidates.")]
+TokenOverlapOpt = Annotated[
+    str,
+    typer.Option("--token-overlap", metavar="SIM|none", help="SourcererCC token-overlap similarity down to which "
+                 "token-bag candidates are collected; 'none' disables that source."),
 ]
 MOpt = Annotated[int, typer.Option("--M", help="HNSW graph degree.")]
 EfcOpt = Annotated[int, typer.Option("--ef-construction", help="HNSW build-time candidate list size.")]
@@ -219,12 +242,17 @@ def scan_command(
     paths: PathsArg,
     language: LanguageOpt = None,
     min_lines: MinLinesOpt = _D.min_lines,
+    granularity: GranularityOpt = _D.granularity,
     encoder: EncoderOpt = _D.encoder,
     max_tokens: MaxTokensOpt = None,
     batch_size: BatchSizeOpt = None,
     model_path: ModelPathOpt = None,
     runtime: RuntimeOpt = None,
     index: IndexOpt = _D.index,
+    decision: DecisionOpt = _D.decision,
+    max_neighbours: MaxNeighboursOpt = _D.max_neighbours,
+    candidate_threshold: CandidateThresholdOpt = _D.candidate_threshold,
+    token_overlap: TokenOverlapOpt = _fmt_margin(_D.token_overlap),
     top_k: TopKOpt = _D.top_k,
     threshold: ThresholdOpt = _D.threshold,
     class_threshold: ClassThresholdOpt = _D.class_threshold,
@@ -249,7 +277,7 @@ def scan_command(
 ) -> None:
     """Find clone pairs and clone classes in source files/directories and report them.
 
-    Functions and methods are embedded; their nearest neighbours above --threshold (and within --pair-margin of a best match) become clone pairs typed T1-T4 (BigCloneBench bands for Type-3). Clone classes are cliques of reported pairs (--linkage pairs): every member is in a reported pair and every pair a class implies clears --threshold (--class-threshold).
+    Functions and methods (or blocks, or files: --granularity) are collapsed into exact-duplicate groups (T1/T2), then candidate pairs come from an embedding range search and a SourcererCC token-overlap index, and a calibrated verifier (LCS alignment, token-bag overlaps, TF-IDF) decides each; pairs are typed T1-T4 with BigCloneBench's Type-3 bands. Clone classes are cliques of reported pairs (--linkage pairs).
     """
     from twinspect.code.clones import scan
     from twinspect.code.report import FORMATS, write_report
@@ -267,9 +295,11 @@ def scan_command(
         encoder=encoder, encoder_params=_encoder_params(encoder, max_tokens, batch_size, model_path, runtime),
         index=index, top_k=top_k, threshold=threshold, class_threshold=class_threshold, linkage=linkage,
         pair_margin=pair_margin, M=M, ef_construction=ef_construction, ef_search=ef_search, min_lines=min_lines, seed=seed,
-        threads=threads, stock_t4=stock_t4,
+        threads=threads, stock_t4=stock_t4, granularity=granularity, decision=decision, max_neighbours=max_neighbours,
+        candidate_threshold=candidate_threshold,
     )
     config.lexical_min_t3 = _parse_margin(lexical_min_t3, "--lexical-min-t3")
+    config.token_overlap = _parse_margin(token_overlap, "--token-overlap")
     config.validate()
     report = scan(paths, config, exclude=tuple(exclude or ()), max_file_bytes=max_file_bytes,
                   respect_gitignore=not no_gitignore, language=language, quiet=quiet)
@@ -285,6 +315,39 @@ def scan_command(
         if verbose:
             for entry in report.stats.get("skipped_files") or []:
                 err.print(Text(skipped_file_line(entry)), highlight=False, soft_wrap=True)
+
+
+def embed_command(
+    paths: PathsArg,
+    output: Annotated[Path, typer.Option("--output", "-o", help="The .npz file to write (required).")],
+    language: LanguageOpt = None,
+    min_lines: MinLinesOpt = _D.min_lines,
+    granularity: GranularityOpt = _D.granularity,
+    encoder: EncoderOpt = _D.encoder,
+    max_tokens: MaxTokensOpt = None,
+    batch_size: BatchSizeOpt = None,
+    model_path: ModelPathOpt = None,
+    runtime: RuntimeOpt = None,
+    exclude: ExcludeOpt = None,
+    quiet: QuietOpt = False,
+) -> None:
+    """Embed fragments and write them to a .npz file: paths, start_lines, end_lines, names, languages and
+    float32 vectors (N x d, L2-normalised), the vectors the clone search uses."""
+    from twinspect.code.embed import embed, write_embeddings
+
+    _check_paths(paths)
+    if output.is_dir():
+        raise InputError(f"{output}: is a directory, expected a .npz file path")
+    frags, vecs = embed(paths, encoder=encoder,
+                        encoder_params=_encoder_params(encoder, max_tokens, batch_size, model_path, runtime),
+                        granularity=granularity, min_lines=min_lines, exclude=tuple(exclude or ()),
+                        language=language, quiet=quiet)
+    write_embeddings(output, frags, vecs)
+    if not quiet:
+        from rich.console import Console
+
+        Console(stderr=True).print(f"{len(frags)} fragments, {vecs.shape[1] if len(frags) else 0}-d vectors; wrote {output}",
+                                   highlight=False, soft_wrap=True)
 
 
 def skipped_summary(stats: dict[str, Any]) -> str:
@@ -475,6 +538,7 @@ def register(app: typer.Typer) -> None:
     clones.command("scan")(scan_command)
     clones.command("index")(index_command)
     clones.command("query")(query_command)
+    clones.command("embed")(embed_command)
     clones.command("finetune")(finetune_command)
     from twinspect.code.cli_eval import register_eval
 

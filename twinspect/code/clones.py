@@ -178,6 +178,10 @@ class DetectConfig:
         ef_construction: HNSW build-time candidate list size.
         ef_search: HNSW query-time candidate list size.
         min_lines: fragments shorter than this many lines are not mined (SSCD: 6).
+        granularity: what :func:`scan` mines as fragments: ``"function"`` (default: functions and
+            methods), ``"block"`` (also runs of statements inside or outside functions that have a
+            T2-identical copy elsewhere, see :mod:`twinspect.code.blocks`) or ``"file"`` (whole
+            files, as MOSS and JPlag compare programs).
         seed: random seed (HNSW construction, any randomised encoder).
         threads: HNSW insertion/search threads (-1 = all cores). 1 (default) builds the same graph
             for a given seed; more threads are faster and may differ in the last neighbours.
@@ -204,6 +208,7 @@ class DetectConfig:
     ef_construction: int = 200
     ef_search: int = 100
     min_lines: int = 6
+    granularity: str = "function"
     seed: int = 0
     threads: int = 1
     exact_buckets: bool = True
@@ -247,6 +252,9 @@ class DetectConfig:
             raise InputError("--ef-construction and --ef-search must be positive")
         if self.min_lines < 1:
             raise InputError(f"--min-lines must be at least 1, got {self.min_lines}")
+        from twinspect.code.fragments import check_granularity
+
+        check_granularity(self.granularity)
         if self.stock_t4 not in STOCK_T4:
             raise InputError(f"stock_t4 must be one of {', '.join(STOCK_T4)}, got {self.stock_t4!r}")
         if self.lexical_min_t3 is not None and not 0.0 <= self.lexical_min_t3 <= 1.0:
@@ -1050,6 +1058,7 @@ def scan(
         respect_gitignore=respect_gitignore,
         language=language,
         min_lines=config.min_lines,
+        granularity=config.granularity,
         quiet=quiet,
     )
     t_mine = time.perf_counter() - t

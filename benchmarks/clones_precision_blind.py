@@ -1,0 +1,142 @@
+"""Blind precision study of ``twinspect clones`` at the default settings (issue 15, point 6).
+
+Three steps:
+
+1. ``sample --src DIR``: scan each project folder under ``DIR`` at the default settings and draw,
+   per project, up to ``--per-band`` reported pairs of each Type-3 band (VST3, ST3, MT3; MT3 gets
+   ``--mt3`` pairs) and ``--per-exact`` T1/T2 pairs, with a fixed seed. Writes the sample with its
+   metadata to ``benchmarks/results/clones_precision_blind_sample.jsonl`` and, for the judge, a
+   *blind* file (``--blind``, default ``/tmp/twinspect_blind_pairs.md``): the pairs in shuffled
+   order under neutral ids, each as the two fragments' code only — no type, band, score, project
+   or file name.
+2. The judge (someone who did not build the detector) labels every pair ``clone`` / ``weak`` /
+   ``not`` with a one-line reason into ``benchmarks/results/clones_precision_blind_labels.csv``
+   (``id,label,reason``). "clone": duplicated logic a maintainer would want to know about; "weak":
+   a shared skeleton or boilerplate; "not": unrelated.
+3. ``score``: joins labels and sample and prints precision (``clone`` only counts) per type and
+   band, writing ``benchmarks/results/clones_precision_blind.md``.
+
+The projects are downloaded outside the repository (none of them was used to fit the verifier or
+in the earlier precision study), e.g.::
+
+    mkdir -p /tmp/prec2 && cd /tmp/prec2
+    pip download --no-deps --no-binary :all: click==8.1.7 msgpack==1.0.8 PyYAML==6.0.1
+    pip download --no-deps jinja2==3.1.4 marshmallow==3.21.2        # wheels: Python sources
+    for f in *.tar.gz; do tar xzf $f; done; for w in *.whl; do mkdir "${w%%-py3*}"; (cd "${w%%-py3*}" && python -m zipfile -e ../$w .); done
+    cd - && .venv/bin/python benchmarks/clones_precision_blind.py sample --src /tmp/prec2
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import random
+import sys
+from collections import Counter, defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+RESULTS = ROOT / "benchmarks" / "results"
+SAMPLE = RESULTS / "clones_precision_blind_sample.jsonl"
+LABELS = RESULTS / "clones_precision_blind_labels.csv"
+REPORT = RESULTS / "clones_precision_blind.md"
+MAX_LINES = 60
+
+
+def _side(f) -> dict:
+    return {"path": f.path, "start_line": f.start_line, "end_line": f.end_line, "name": f.name, "language": f.language}
+
+
+def sample(src: Path, per_band: int, mt3: int, per_exact: int, seed: int, blind: Path) -> None:
+    from twinspect._io import atomic_write
+    from twinspect.code.clones import DetectConfig, scan
+
+    rng = random.Random(seed)
+    records: list[dict] = []
+    texts: dict[str, tuple[str, str]] = {}
+    for project in sorted(p for p in src.iterdir() if p.is_dir()):
+        report = scan([project], DetectConfig(), quiet=True)
+        by_stratum: dict[str, list] = defaultdict(list)
+        for p in report.pairs:
+            by_stratum[p.band if p.type in ("T3", "T4") else p.type].append(p)
+        print(f"{project.name}: {len(report.fragments)} fragments, {len(report.pairs)} pairs "
+              f"{ {k: len(v) for k, v in sorted(by_stratum.items())} }", file=sys.stderr)
+        for stratum, pairs in sorted(by_stratum.items()):
+            want = mt3 if stratum == "MT3" else per_exact if stratum in ("T1", "T2") else per_band
+            for p in rng.sample(pairs, min(want, len(pairs))):
+                fa, fb = report.fragments[p.a], report.fragments[p.b]
+                rec = {"project": project.name, "type": p.type, "band": p.band, "similarity": round(p.similarity, 4),
+                       "t3_similarity": p.t3_similarity, "score": p.score, "a": _side(fa), "b": _side(fb)}
+                records.append(rec)
+                texts[str(len(records) - 1)] = (fa.text, fb.text)
+    order = list(range(len(records)))
+    rng.shuffle(order)
+    for n, i in enumerate(order):
+        records[i]["id"] = f"P{n:03d}"
+    with atomic_write(SAMPLE) as fh:
+        for rec in sorted(records, key=lambda r: r["id"]):
+            fh.write(json.dumps(rec) + "\n")
+    with atomic_write(blind) as fh:
+        fh.write("# Pairs of code fragments to label (clone / weak / not), one line of reason each\n\n")
+        for i in order:
+            a, b = texts[str(i)]
+            fh.write(f"## {records[i]['id']}\n\n")
+            for side, text in (("A", a), ("B", b)):
+                lines = text.splitlines()
+                more = f"\n... ({len(lines) - MAX_LINES} more lines)" if len(lines) > MAX_LINES else ""
+                fh.write(f"### {side}\n```\n" + "\n".join(lines[:MAX_LINES]) + more + "\n```\n\n")
+    print(f"{len(records)} pairs; sample {SAMPLE}; blind file {blind}", file=sys.stderr)
+
+
+def score() -> None:
+    from twinspect._io import atomic_write
+
+    recs = {json.loads(line)["id"]: json.loads(line) for line in SAMPLE.read_text(encoding="utf-8").splitlines() if line}
+    with LABELS.open(encoding="utf-8") as fh:
+        labels = {row["id"]: row for row in csv.DictReader(fh)}
+    missing = sorted(set(recs) - set(labels))
+    strata: dict[str, Counter] = defaultdict(Counter)
+    for rid, rec in recs.items():
+        if rid not in labels:
+            continue
+        lab = labels[rid]["label"].strip()
+        stratum = rec["band"] if rec["type"] in ("T3", "T4") else rec["type"]
+        for key in (stratum, "T1-T3" if rec["type"] in ("T1", "T2", "T3") else "T4", "all"):
+            strata[key][lab] += 1
+    lines = ["| stratum | pairs | clone | weak | not | precision (clone) |", "|---|---|---|---|---|---|"]
+    for key in ("T1", "T2", "VST3", "ST3", "MT3", "WT3", "T1-T3", "all"):
+        c = strata.get(key)
+        if not c:
+            continue
+        n = sum(c.values())
+        lines.append(f"| {key} | {n} | {c['clone']} | {c['weak']} | {c['not']} | {100 * c['clone'] / n:.1f} % |")
+    by_project = Counter(rec["project"] for rid, rec in recs.items() if rid in labels)
+    text = ("# Blind precision study (issue 15)\n\n" + "\n".join(lines) + "\n\n"
+            + f"Projects: {dict(sorted(by_project.items()))}. Unlabelled: {len(missing)}.\n")
+    print(text)
+    with atomic_write(REPORT) as fh:
+        fh.write(text)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("sample")
+    s.add_argument("--src", type=Path, required=True)
+    s.add_argument("--per-band", type=int, default=5)
+    s.add_argument("--mt3", type=int, default=10)
+    s.add_argument("--per-exact", type=int, default=2)
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--blind", type=Path, default=Path("/tmp/twinspect_blind_pairs.md"))
+    sub.add_parser("score")
+    args = ap.parse_args()
+    if args.cmd == "sample":
+        sample(args.src, args.per_band, args.mt3, args.per_exact, args.seed, args.blind)
+    else:
+        score()
+
+
+if __name__ == "__main__":
+    main()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import random
 
@@ -11,6 +12,10 @@ import pytest
 from twinspect.code.clones import ClonePair, CloneReport, DetectConfig, detect, overlaps, scan
 from twinspect.code.fragments import Fragment, extract_fragments
 from twinspect.errors import InputError
+
+#: The SSCD-style cosine rule (``decision="cosine"``, the pair margin it was tuned with): the tests of
+#: top-k, thresholds, margins and clustering linkages exercise that mode; the verifier has its own tests.
+CosineConfig = functools.partial(DetectConfig, decision="cosine", pair_margin=0.02)
 
 BASE = """def total_price(items, tax):
     total = 0
@@ -117,11 +122,11 @@ def test_threshold_and_top_k_bound_pairs():
         vecs.append(unit(c, math.sqrt(1 - c * c), 0, 0))
     vecs = np.stack(vecs)  # all in one plane: each fragment's nearest neighbour is its angular neighbour
     # pair_margin=None: plain SSCD thresholding (the margin rule is tested separately)
-    report = detect(frags, DetectConfig(threshold=0.85, top_k=10, pair_margin=None), vectors=vecs)
+    report = detect(frags, CosineConfig(threshold=0.85, top_k=10, pair_margin=None), vectors=vecs)
     partners_of_0 = {p.b for p in report.pairs if p.a == 0}
     assert partners_of_0 == {1, 2, 3}  # cos 0.99, 0.95, 0.9 >= 0.85; 0.8 and 0.6 are not
     assert all(p.similarity >= 0.85 - 1e-6 for p in report.pairs)
-    top1 = detect(frags, DetectConfig(threshold=0.85, top_k=1, pair_margin=None), vectors=vecs)
+    top1 = detect(frags, CosineConfig(threshold=0.85, top_k=1, pair_margin=None), vectors=vecs)
     # with top_k=1 fragment 0 keeps only its nearest neighbour (1); 2 and 3 are nearest to each other
     assert {p.b for p in top1.pairs if p.a == 0} == {1}
     assert (2, 3) in {(p.a, p.b) for p in top1.pairs}
@@ -201,7 +206,7 @@ def test_neighbour_of_a_bucket_pairs_with_its_members():
 def test_without_buckets_duplicates_fill_the_top_k():
     frags = copies(15) + [one(T3_COPY, "variant.py")]
     vecs = np.stack([unit(1, 0) for _ in range(15)] + [unit(1, 0.2)])
-    report = detect(frags, DetectConfig(top_k=1, threshold=0.9, exact_buckets=False), vectors=vecs)
+    report = detect(frags, CosineConfig(top_k=1, threshold=0.9, exact_buckets=False), vectors=vecs)
     v = next(i for i, f in enumerate(report.fragments) if f.path == "variant.py")
     partners = {p.a if p.b == v else p.b for p in report.pairs if v in (p.a, p.b)}
     assert len(partners) == 1  # plain top-1: the variant finds one copy, the copies find each other
@@ -215,7 +220,7 @@ def chain_vectors() -> np.ndarray:
 @pytest.mark.parametrize("linkage, chained", [("single", True), ("average", False), ("complete", False)])
 def test_class_linkage_guards_against_chaining(linkage, chained):
     frags = [distinct_function(i) for i in range(3)]
-    config = DetectConfig(threshold=0.85, class_threshold=None, linkage=linkage)  # classes at 0.85 too
+    config = CosineConfig(threshold=0.85, class_threshold=None, linkage=linkage)  # classes at 0.85 too
     report = detect(frags, config, vectors=chain_vectors())
     check_invariants(report, config)
     assert len(report.pairs) == 2  # (0,1) and (1,2); cos(0,2) = 0.62 < 0.85
@@ -227,7 +232,7 @@ def test_class_linkage_guards_against_chaining(linkage, chained):
 
 def test_class_threshold_above_threshold_splits_classes():
     frags = [distinct_function(i) for i in range(3)]
-    report = detect(frags, DetectConfig(threshold=0.85, class_threshold=0.95, linkage="single"),
+    report = detect(frags, CosineConfig(threshold=0.85, class_threshold=0.95, linkage="single"),
                     vectors=chain_vectors())
     assert len(report.pairs) == 2 and report.classes == []
 
@@ -249,11 +254,11 @@ def test_pair_margin_suppresses_weaker_neighbour_and_keeps_best_matches():
     gram = vecs @ vecs.T
     assert gram[0, 2] == pytest.approx(0.85, abs=1e-5) and gram[1, 2] < 0.84 and gram[0, 3] < 0.84
 
-    plain = detect(frags, DetectConfig(threshold=0.84, pair_margin=None), vectors=vecs)
+    plain = detect(frags, CosineConfig(threshold=0.84, pair_margin=None), vectors=vecs)
     assert {(p.a, p.b) for p in plain.pairs} == {(0, 1), (2, 3), (0, 2), (0, 4)}
     assert plain.stats["margin_suppressed"] == 0
 
-    config = DetectConfig(threshold=0.84, pair_margin=0.02)
+    config = CosineConfig(threshold=0.84, pair_margin=0.02)
     report = detect(frags, config, vectors=vecs)
     check_invariants(report, config)
     # (0, 2): 0.85 < best(0) - 0.02 = 0.93 and < best(2) - 0.02 = 0.95 -> suppressed.
@@ -262,10 +267,10 @@ def test_pair_margin_suppresses_weaker_neighbour_and_keeps_best_matches():
     assert report.stats["margin_suppressed"] == 1
 
     # a wide margin keeps (0, 2): 0.85 >= best(0) - 0.15 = 0.80
-    wide = detect(frags, DetectConfig(threshold=0.84, pair_margin=0.15), vectors=vecs)
+    wide = detect(frags, CosineConfig(threshold=0.84, pair_margin=0.15), vectors=vecs)
     assert (0, 2) in {(p.a, p.b) for p in wide.pairs}
     # margin 0: only pairs that are the best match of one of their fragments
-    zero = detect(frags, DetectConfig(threshold=0.84, pair_margin=0.0), vectors=vecs)
+    zero = detect(frags, CosineConfig(threshold=0.84, pair_margin=0.0), vectors=vecs)
     assert {(p.a, p.b) for p in zero.pairs} == {(0, 1), (2, 3), (0, 4)}
 
 
@@ -285,16 +290,16 @@ def test_class_threshold_below_threshold_merges_without_reporting_pair():
     frags = [distinct_function(i) for i in range(3)]
     a = math.acos(0.6)
     vecs = np.stack([unit(1, 0), unit(math.cos(a), math.sin(a)), unit(0, 0, 1)])  # cos(0,1) = 0.6
-    report = detect(frags, DetectConfig(threshold=0.7, class_threshold=0.5, linkage="average"), vectors=vecs)
+    report = detect(frags, CosineConfig(threshold=0.7, class_threshold=0.5, linkage="average"), vectors=vecs)
     assert report.pairs == []
     assert report.classes == [[0, 1]]
     assert report.stats["knn_edges"] == 1
     # at class_threshold = threshold the same edge neither pairs nor merges
-    same = detect(frags, DetectConfig(threshold=0.7, class_threshold=None, linkage="average"), vectors=vecs)
+    same = detect(frags, CosineConfig(threshold=0.7, class_threshold=None, linkage="average"), vectors=vecs)
     assert same.pairs == [] and same.classes == []
     # average linkage at the lower threshold: the chain 0-1-2 (0.9, 0.9, cos(0,2) = 0.62) is one class,
     # but (0, 2) is not reported
-    chain = detect(frags, DetectConfig(threshold=0.85, class_threshold=0.6, linkage="average"),
+    chain = detect(frags, CosineConfig(threshold=0.85, class_threshold=0.6, linkage="average"),
                    vectors=chain_vectors())
     assert chain.classes == [[0, 1, 2]]
     assert {(p.a, p.b) for p in chain.pairs} == {(0, 1), (1, 2)}
@@ -302,11 +307,12 @@ def test_class_threshold_below_threshold_merges_without_reporting_pair():
 
 def test_default_config_is_the_tuned_one():
     cfg = DetectConfig()
-    assert (cfg.threshold, cfg.class_threshold, cfg.linkage, cfg.top_k, cfg.pair_margin) == (0.7, None, "pairs", 10, 0.02)
+    assert (cfg.threshold, cfg.class_threshold, cfg.linkage, cfg.top_k, cfg.pair_margin) == (0.7, None, "pairs", 10, None)
+    assert (cfg.decision, cfg.max_neighbours, cfg.token_overlap, cfg.granularity) == ("verifier", 100, 0.55, "function")
     assert cfg.candidate_threshold == 0.4 and cfg.edge_threshold == 0.4
     assert cfg.encoder_params == {"identifier_weight": 0.3, "identifier_mode": "subtokens"}
     assert DetectConfig(encoder="neural").encoder_params == {}
-    assert cfg.to_dict()["pair_margin"] == 0.02 and cfg.lexical_min_t3 == 0.5
+    assert cfg.to_dict()["pair_margin"] is None and cfg.lexical_min_t3 == 0.5
 
 
 def test_linkage_none_keeps_only_buckets():
@@ -357,7 +363,7 @@ def test_random_inputs_keep_invariants():
         frags.append(one(rng.choice(srcs), f"r{i:02d}.py") if rng.random() < 0.5 else distinct_function(i % 9, f"r{i:02d}.py"))
     vecs = np.random.default_rng(2).normal(size=(60, 8)) + 2.0
     for linkage in ("single", "average", "complete"):
-        config = DetectConfig(threshold=0.9, top_k=3, linkage=linkage, max_bucket_pairs=4)
+        config = CosineConfig(threshold=0.9, top_k=3, linkage=linkage, max_bucket_pairs=4)
         check_invariants(detect(frags, config, vectors=vecs), config)
 
 
@@ -382,7 +388,9 @@ def test_scan_with_lexical_encoder_finds_typed_clones(tmp_path):
     st = report.stats
     assert st["files_parsed"] == 3 and st["fragments"] == 5
     assert st["skipped"].get("unsupported") == 1
-    assert set(st["timings"]) >= {"mine", "encode", "search", "pairs", "classes", "total"}
+    assert set(st["timings"]) >= {"mine", "encode", "verify", "classes", "total"}
+    t3 = next(p for p in report.pairs if p.type == "T3")
+    assert t3.score is not None and t3.score >= st["verifier"]["threshold"] and st["decision"] == "verifier"
 
 
 def test_scan_missing_path_is_input_error(tmp_path):
@@ -394,12 +402,12 @@ def test_pair_classes_are_cliques_of_reported_pairs():
     # the chain 0-1-2 (cos 0.9, 0.9; cos(0, 2) = 0.62): average linkage at 0.6 makes one class holding
     # the unreported pair (0, 2); the default "pairs" classes never imply a pair below the threshold
     frags = [distinct_function(i) for i in range(3)]
-    report = detect(frags, DetectConfig(threshold=0.85), vectors=chain_vectors())
+    report = detect(frags, CosineConfig(threshold=0.85), vectors=chain_vectors())
     assert {(p.a, p.b) for p in report.pairs} == {(0, 1), (1, 2)}
     assert report.classes == [[0, 1]] or report.classes == [[1, 2]]
     assert report.stats["class_sizes"]["2"] == 1 and report.stats["largest_class"] == 2
     # a stricter class threshold splits classes whose implied pairs fall below it
-    strict = detect(frags, DetectConfig(threshold=0.85, class_threshold=0.95), vectors=chain_vectors())
+    strict = detect(frags, CosineConfig(threshold=0.85, class_threshold=0.95), vectors=chain_vectors())
     assert strict.classes == [] and len(strict.pairs) == 2
 
 
@@ -450,7 +458,7 @@ UNRELATED = """def parse_config(path):
 def test_weak_pairs_need_semantic_evidence(encoder, min_t3, expected):
     frags = [one(BASE, "a.py"), one(UNRELATED, "b.py")]
     vecs = np.stack([unit(1, 0), unit(1, 0.05)])  # cosine ≈ 0.999: only the token similarity is low
-    report = detect(frags, DetectConfig(lexical_min_t3=min_t3), vectors=vecs, vectors_encoder=encoder)
+    report = detect(frags, CosineConfig(lexical_min_t3=min_t3), vectors=vecs, vectors_encoder=encoder)
     got = [(p.type, p.band) for p in report.pairs]
     assert got == ([] if expected is None else [expected])
     assert report.stats["weak_lexical_dropped"] == (1 if expected is None else 0)

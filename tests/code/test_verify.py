@@ -1,0 +1,130 @@
+"""The clone verifier: features on real snippets, the tree ensemble, the model file, group pairs, embed."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from twinspect.code.clones import DetectConfig, detect
+from twinspect.code.embed import embed, write_embeddings
+from twinspect.code.evaluate.bcb import FoundPairs
+from twinspect.code.evaluate.matching import report_view
+from twinspect.code.fragments import extract_fragments
+from twinspect.code.verify import FEATURES, PairFeatures, Verifier, load_verifier, normalized_lines
+from twinspect.errors import InputError
+
+BASE = """def total_price(items, tax):
+    total = 0
+    for item in items:
+        total += item.price * item.qty
+    if tax:
+        total = total * (1 + tax)
+    return total
+"""
+EDITED = BASE.replace("    return total", "    log(total)\n    return total").replace("total", "acc")
+OTHER = """def parse_config(path):
+    with open(path) as fh:
+        lines = fh.readlines()
+    out = {}
+    for ln in lines:
+        k, v = ln.split("=", 1)
+        out[k.strip()] = v.strip()
+    return out
+"""
+
+
+def one(src: str, path: str):
+    (frag,) = extract_fragments(src, path, "python", min_lines=1)
+    return frag
+
+
+def test_features_of_identical_edited_and_unrelated_pairs():
+    frags = [one(BASE, "a.py"), one(BASE, "b.py"), one(EDITED, "c.py"), one(OTHER, "d.py")]
+    x = PairFeatures(frags).compute(np.array([0, 0, 0]), np.array([1, 2, 3]))
+    assert x.shape == (3, len(FEATURES)) and x.dtype == np.float32
+    col = {name: i for i, name in enumerate(FEATURES)}
+    assert np.allclose(x[0, [col[n] for n in FEATURES if n != "length"]], 1.0, atol=1e-5)
+    # one inserted line out of 8 (renamed identifiers are the same after abstraction): 7 of 8 lines align
+    assert x[1, col["line_lcs"]] == pytest.approx(7 / 8)
+    assert x[1, col["lcs_min"]] > 0.85 and x[1, col["identifier_tfidf"]] < 0.9
+    assert (x[2] < x[1]).sum() >= 7  # the unrelated pair is less alike on nearly every feature
+    assert 0.0 < x[0, col["length"]] < 1.0
+
+
+def test_normalized_lines_drop_braces_and_abstract_names():
+    (java,) = extract_fragments("class A {\n  int f(int a) {\n    return a + 1;\n  }\n}\n", "A.java", "java",
+                                min_lines=1)
+    assert normalized_lines(java) == ["int ID ( int ID ) {", "return ID + LIT ;"]
+
+
+def stump(feature: int, threshold: float, low: float, high: float) -> dict:
+    return {"feature": [feature, 0, 0], "threshold": [threshold, 0.0, 0.0], "left": [1, 0, 0], "right": [2, 0, 0],
+            "value": [0.0, low, high], "leaf": [False, True, True]}
+
+
+def test_tree_ensemble_scores_by_hand():
+    v = Verifier(baseline=0.5, trees=[stump(0, 0.6, -2.0, 1.0), stump(8, 0.3, -1.0, 2.0)], threshold=0.5)
+    x = np.zeros((3, len(FEATURES)))
+    x[1, 0] = 0.9
+    x[2, [0, 8]] = 0.9
+    raw = np.array([0.5 - 2.0 - 1.0, 0.5 + 1.0 - 1.0, 0.5 + 1.0 + 2.0])
+    assert np.allclose(v.score(x), 1 / (1 + np.exp(-raw)))
+
+
+def test_shipped_model_is_monotone_in_every_feature():
+    v = load_verifier()
+    rng = np.random.default_rng(0)
+    x = rng.uniform(size=(200, len(FEATURES)))
+    base = v.score(x)
+    for j in range(len(FEATURES)):
+        up = x.copy()
+        up[:, j] = np.minimum(1.0, up[:, j] + 0.2)
+        assert np.all(v.score(up) >= base - 1e-12), FEATURES[j]
+    assert 0.0 < v.threshold < 1.0 and "out_of_fold_rates" in v.info
+
+
+def test_model_file_errors(tmp_path):
+    with pytest.raises(InputError, match="not found"):
+        load_verifier(tmp_path / "missing.json")
+    (tmp_path / "bad.json").write_text("{not json")
+    with pytest.raises(InputError, match="not a readable"):
+        load_verifier(tmp_path / "bad.json")
+    doc = load_verifier().to_json_dict()
+    doc["feature_version"] = 0
+    (tmp_path / "old.json").write_text(json.dumps(doc))
+    with pytest.raises(InputError, match="version"):
+        load_verifier(tmp_path / "old.json")
+
+
+def test_large_buckets_are_stated_as_group_pairs():
+    # 12 copies of BASE and 12 of EDITED: 24 members > max_bucket_pairs, so two stars plus a group pair
+    frags = [one(BASE, f"a{i}.py") for i in range(12)] + [one(EDITED, f"b{i}.py") for i in range(12)]
+    vecs = np.ones((24, 4), dtype=np.float32)
+    report = detect(frags, DetectConfig(max_bucket_pairs=20), vectors=vecs, vectors_encoder="lexical")
+    assert len(report.group_pairs) == 1 and report.stats["group_pairs"] == 1
+    g = report.group_pairs[0]
+    assert len(g["a"]) == 12 and len(g["b"]) == 12 and g["type"] == "T3"
+    listed = {(p.a, p.b) for p in report.pairs if p.type == "T3"}
+    assert len(listed) == 23  # two stars through the representatives
+    view = report_view(report.to_json_dict())
+    found = FoundPairs.from_view(view, lambda s: s.path)
+    assert found.stated()("a5.py", "b7.py") and not found.listed()("a5.py", "b7.py")
+    assert not found.stated()("a5.py", "a5.py")
+
+
+def test_embed_writes_normalised_vectors(tmp_path):
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "m.py").write_text(BASE + "\n\n" + OTHER)
+    frags, vecs = embed([tmp_path / "src"], min_lines=1)
+    assert [f.name for f in frags] == ["total_price", "parse_config"]
+    assert vecs.dtype == np.float32 and np.allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-5)
+    write_embeddings(tmp_path / "out.npz", frags, vecs)
+    data = np.load(tmp_path / "out.npz")
+    assert list(data["start_lines"]) == [1, 10] and data["vectors"].shape == vecs.shape
+    assert list(data["paths"]) == ["m.py", "m.py"]
+    files, fvecs = embed([tmp_path / "src"], granularity="file", min_lines=1)
+    assert len(files) == 1 and fvecs.shape[0] == 1
+    with pytest.raises(InputError):
+        embed([tmp_path / "src"], granularity="module")

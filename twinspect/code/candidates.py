@@ -210,13 +210,21 @@ def overlap_pairs(
     n = len(reps)
     if n < 2:
         return Candidates(out)
-    vocab: dict[str, int] = {}
-    items = [token_items(token_lists[r], vocab) for r in reps]
-    sizes = np.asarray([len(x) for x in items], dtype=np.int64)
+    # SourcererCC's multiset items, vectorised: the k-th occurrence of token t in a bag is item (t, k)
+    tok_ids: dict[str, int] = {}
+    sizes = np.asarray([len(token_lists[r]) for r in reps], dtype=np.int64)
+    toks = np.fromiter((tok_ids.setdefault(t, len(tok_ids)) for r in reps for t in token_lists[r]),
+                       dtype=np.int64, count=int(sizes.sum()))
     indptr = np.concatenate([[0], np.cumsum(sizes)])
-    flat = np.fromiter((i for x in items for i in x), dtype=np.int64, count=int(indptr[-1]))
-    nitems = len(vocab)
     rows = np.repeat(np.arange(n), sizes)
+    order = np.lexsort((np.arange(len(toks)), toks, rows))  # by row, then token, then position
+    key = rows[order] * (len(tok_ids) + 1) + toks[order]
+    first = np.r_[0, np.flatnonzero(np.diff(key)) + 1] if len(key) else np.zeros(0, dtype=np.int64)
+    occurrence = np.empty(len(toks), dtype=np.int64)
+    occurrence[order] = np.arange(len(key)) - np.repeat(first, np.diff(np.r_[first, len(key)]))
+    _, flat = np.unique(toks * (int(occurrence.max(initial=0)) + 1) + occurrence, return_inverse=True)
+    flat = flat.astype(np.int64).ravel()
+    nitems = int(flat.max(initial=-1)) + 1
     bags = sp.csr_matrix((np.ones(len(flat), dtype=np.float32), (rows, flat)), shape=(n, nitems))
     # SourcererCC's global order: rarest item first (ties by item id)
     df = np.bincount(flat, minlength=nitems)

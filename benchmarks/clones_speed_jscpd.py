@@ -23,7 +23,7 @@ What it measures
     Agreement: the fraction of jscpd 5's clones (each a pair of file line ranges) that lie inside one
     pair twinspect reports: the two jscpd ranges are each contained in — or covered for ≥ 90 % of
     their lines by — the two fragments of one reported pair (listed ``pairs``, or two members of one
-    ``identical_groups`` entry), same files. Misses are broken down with Python's ``ast`` by where
+    ``identical_groups`` entry, or a cross pair of a ``group_pairs`` entry), same files. Misses are broken down with Python's ``ast`` by where
     their ranges lie: docstring text (both ranges inside docstrings, which twinspect ignores), both
     inside functions (same function; a function twinspect did not mine; both mined but not paired, with
     the jscpd range covering < or ≥ 50 % of the fragment), class level (a side in a class body outside
@@ -239,40 +239,46 @@ def machine_info() -> dict:
             "platform": platform.platform(), "python": sys.version.split()[0]}
 
 
-def git_commit(working_tree: bool = False) -> str:
-    """Short HEAD commit; with ``working_tree``, also the uncommitted files under twinspect/ that were measured."""
-    r = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+def git_commit(rev: str = "HEAD", working_tree: bool = False) -> str:
+    """Short ``rev`` and the last commit before it that changed twinspect/; with ``working_tree``, also the
+    uncommitted files under twinspect/ that were measured."""
+    head = subprocess.run(["git", "rev-parse", "--short", rev], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    code = subprocess.run(["git", "log", "-1", "--format=%h", rev, "--", "twinspect"], cwd=ROOT, capture_output=True,
+                          text=True).stdout.strip()
+    out = head if code == head else f"{head} (twinspect/ last changed in {code})"
     if not working_tree:
-        return r.stdout.strip()
+        return out
     dirty = subprocess.run(["git", "status", "--porcelain", "--", "twinspect"], cwd=ROOT, capture_output=True,
                            text=True).stdout.split("\n")
     files = [line[3:] for line in dirty if line.strip()]
     if not files:
-        return r.stdout.strip() + " (working tree, clean)"
-    return r.stdout.strip() + f" + uncommitted changes in {', '.join(files[:4])}" + (" ..." if len(files) > 4 else "")
+        return out + ", working tree clean"
+    return out + f" + uncommitted changes in {', '.join(files[:4])}" + (" ..." if len(files) > 4 else "")
 
 
-def twinspect_env(workdir: Path, working_tree: bool) -> tuple[dict, str]:
+def twinspect_env(workdir: Path, working_tree: bool) -> tuple[dict, str, str]:
     """Environment in which the ``twinspect`` CLI runs HEAD's committed code (unless ``working_tree``).
 
-    Other people may be editing twinspect/ while a benchmark runs, and the venv's install is editable: by
-    default HEAD's ``twinspect/`` is exported with ``git archive`` into ``workdir`` and put first on
-    PYTHONPATH, so the measured code is exactly the named commit. Returns (env, description)."""
+    Other people may be editing and committing twinspect/ while a benchmark runs, and the venv's install is
+    editable: by default the commit HEAD names now is resolved once, its ``twinspect/`` is exported with
+    ``git archive`` into ``workdir`` and put first on PYTHONPATH, so the measured code is exactly that
+    commit. Returns (env, description of the code run, commit label for the results)."""
     env = dict(os.environ)
     if working_tree:
-        return env, "the working tree (editable install), uncommitted changes included"
+        return env, "the working tree (editable install), uncommitted changes included", git_commit("HEAD", True)
+    sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
     src = workdir / "twinspect-src"
     if src.exists():
         shutil.rmtree(src)
     src.mkdir(parents=True)
-    archive = subprocess.run(["git", "archive", "HEAD", "twinspect"], cwd=ROOT, capture_output=True, check=True).stdout
+    archive = subprocess.run(["git", "archive", sha, "twinspect"], cwd=ROOT, capture_output=True, check=True).stdout
     subprocess.run(["tar", "-x", "-C", str(src)], input=archive, check=True)
     env["PYTHONPATH"] = str(src) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     where = subprocess.run([sys.executable, "-c", "import twinspect; print(twinspect.__file__)"], env=env,
                            capture_output=True, text=True, cwd=str(workdir)).stdout.strip()
     if not where.startswith(str(src)):
         sys.exit(f"the exported twinspect is not the one imported ({where}); use --working-tree")
-    return env, "HEAD's committed code (`git archive HEAD twinspect`, first on PYTHONPATH)"
+    return env, f"the committed code of {sha[:7]} (`git archive`, first on PYTHONPATH)", git_commit(sha)
 
 
 def twinspect_bin() -> str:
@@ -298,15 +304,41 @@ def jscpd_summary(outdir: Path) -> dict:
             "lines": tot.get("lines"), "report": str(rep)}
 
 
+def stated_pairs(r: dict) -> dict[tuple[int, int], dict]:
+    """Every fragment pair a twinspect JSON report states, as {(a, b): {similarity, type, score}} with a < b:
+    the listed ``pairs``, every member pair of an ``identical_groups`` entry, and every cross pair of a
+    ``group_pairs`` entry (two exact-duplicate groups, each member of one a clone of each of the other).
+    Stated pairs without their own listed similarity take the highest listed one of their group (1.0 for
+    identical groups)."""
+    out: dict[tuple[int, int], dict] = {}
+    for p in r["pairs"]:
+        k = (min(p["a"], p["b"]), max(p["a"], p["b"]))
+        if k not in out or p.get("similarity", 0.0) > out[k]["similarity"]:
+            out[k] = {"similarity": float(p.get("similarity", 0.0)), "type": p.get("type"), "score": p.get("score")}
+    for g in r.get("identical_groups", []):
+        for a, b in itertools.combinations(sorted(g["members"]), 2):
+            out.setdefault((a, b), {"similarity": 1.0, "type": g.get("type"), "score": None})
+    for g in r.get("group_pairs", []):
+        listed = [out[(min(a, b), max(a, b))]["similarity"] for a in g["a"] for b in g["b"]
+                  if a != b and (min(a, b), max(a, b)) in out]
+        sim = max(listed, default=None)
+        for a in g["a"]:
+            for b in g["b"]:
+                if a != b:
+                    out.setdefault((min(a, b), max(a, b)), {"similarity": sim, "type": g.get("type"),
+                                                           "score": g.get("score")})
+    return out
+
+
 def twinspect_summary(report: Path) -> dict:
     if not report.is_file():
         return {"files": 0, "report": None}
     r = json.loads(report.read_text())
-    stated = len(r["pairs"]) + sum(len(g["members"]) * (len(g["members"]) - 1) // 2 - (len(g["members"]) - 1)
-                                   for g in r.get("identical_groups", []))
+    stated = len(stated_pairs(r))
     st = r.get("stats", {})
     return {"files": st.get("files_parsed"), "files_seen": st.get("files_seen"), "fragments": len(r["fragments"]),
             "pairs": len(r["pairs"]), "stated_pairs": stated, "identical_groups": len(r.get("identical_groups", [])),
+            "group_pairs": len(r.get("group_pairs", [])), "pairs_by_type": st.get("pairs_by_type"),
             "classes": len(r.get("classes", [])), "granularity": r.get("config", {}).get("granularity"),
             "timings": st.get("timings"),
             "report": str(report)}
@@ -406,16 +438,7 @@ def agreement(clones: list[dict], tw_report: Path, structure: Structure) -> dict
     by_file: dict[str, list[dict]] = {}
     for f in rep["fragments"]:
         by_file.setdefault(f["path"], []).append(f)
-    pairs: set[tuple[int, int]] = set()
-    sim: dict[tuple[int, int], float] = {}
-    for p in rep["pairs"]:
-        k = (min(p["a"], p["b"]), max(p["a"], p["b"]))
-        pairs.add(k)
-        sim[k] = max(sim.get(k, 0.0), float(p.get("similarity", 0.0)))
-    for g in rep.get("identical_groups", []):
-        for a, b in itertools.combinations(sorted(g["members"]), 2):
-            pairs.add((a, b))
-            sim.setdefault((a, b), 1.0)
+    pairs = set(stated_pairs(rep))
 
     def holders(side):
         rel, s, e = side
@@ -551,11 +574,15 @@ def render_md(res: dict, old_md: str | None) -> str:
     if "jscpd 4" in tg:
         L.append(f"| twinspect / jscpd {JSCPD4} wall time (median) | {_f(tg['jscpd 4'])}× | | |")
     L.append("")
+    gr = res["runs"]["twinspect"][0]["summary"].get("granularity") or "function"
+    what = {"function": "pairs of whole functions (≥ 6 code lines, docstrings and comments not counted)",
+            "block": "pairs of whole functions and of copied runs of statements (blocks, inside or outside "
+                     "functions; ≥ 6 code lines, docstrings and comments not counted)",
+            "file": "pairs of whole files"}.get(gr, f"pairs of {gr} fragments")
     L.append("What the tools count differ: jscpd reports token-sequence duplicates of ≥ 6 lines and ≥ 50 tokens "
              "anywhere in a file (several per pair of files, inside or across functions, repeated blocks within one "
-             "function); twinspect reports pairs of whole functions (≥ 6 code lines, docstrings and comments not "
-             "counted) whose similarity passes its thresholds. jscpd 4 read fewer files: it skips files over 1,000 "
-             "lines or 100 kB by default.\n")
+             f"function), starting and ending mid-line; twinspect (granularity `{gr}`) reports {what} that its "
+             "detector accepts. jscpd 4 read fewer files: it skips files over 1,000 lines or 100 kB by default.\n")
     for key, title in (("jscpd5", f"jscpd {JSCPD5}"), ("jscpd4", f"jscpd {JSCPD4}")):
         a = res.get("agreement", {}).get(key)
         if not a:
@@ -663,7 +690,7 @@ def main(argv: list[str] | None = None) -> None:
                  "py_lines": sum(p.read_bytes().count(b"\n") for p in py)}
 
     tw = twinspect_bin()
-    tw_env, measured_code = twinspect_env(workdir, args.working_tree)
+    tw_env, measured_code, commit = twinspect_env(workdir, args.working_tree)
     gran = {"requested": args.granularity, "accepted": None}
     tw_cmd = [tw, "clones", str(tree), "--format", "json"]
     if args.granularity:
@@ -732,7 +759,8 @@ def main(argv: list[str] | None = None) -> None:
         s0 = rs[0]["summary"]
         if name == "twinspect":
             files = s0["files"]
-            found = f"{s0['pairs']} pairs listed ({s0['stated_pairs']} with identical groups), {s0['fragments']} fragments"
+            found = (f"{s0['pairs']} pairs listed ({s0['stated_pairs']} stated, with identical groups and group "
+                     f"pairs), {s0['fragments']} fragments")
             sig = [(r["summary"]["files"], r["summary"]["pairs"], r["summary"]["fragments"]) for r in rs]
         else:
             files = s0["sources"]
@@ -779,7 +807,7 @@ def main(argv: list[str] | None = None) -> None:
         write_atomic(args.dump_missed, "\n".join(chunks) + "\n")
 
     res = {
-        "twinspect_commit": git_commit(args.working_tree), "measured_code": measured_code, "date": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "twinspect_commit": commit, "measured_code": measured_code, "date": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
         "argv": sys.argv[1:] if argv is None else argv, "machine": machine_info(), "load_before": load_before,
         "load_after": load_after, "versions": versions, "tree": tree_info, "granularity": gran,
         "commands": commands, "reps": args.reps, "seed": args.seed, "parent_maxrss_mib": parent_rss,

@@ -12,10 +12,12 @@ What it measures
       links ≤ 5 % of the unrelated labelled pairs of the *tune* split (see below), applied unchanged to
       the *test* split.
     * twinspect: ``twinspect clones <folder> --granularity file --format json -o <file>`` when the CLI
-      accepts ``--granularity``; otherwise function granularity with ``--min-lines 1`` (every method
-      is a fragment), stated in the results. A pair of files is linked when the report states a pair
-      between fragments of the two files (a listed pair, or two members of one ``identical_groups``
-      entry); the pair's similarity is the highest such pair's. Nothing of twinspect is tuned here.
+      accepts ``--granularity``, and for comparison ``--granularity function --min-lines 1`` (every
+      method a fragment); without ``--granularity``, function granularity with ``--min-lines 1`` and
+      with the default ``--min-lines 6``, stated in the results. A pair of files is linked when the
+      report states a pair between fragments of the two files (a listed pair, two members of one
+      ``identical_groups`` entry, or a cross pair of a ``group_pairs`` entry); the pair's similarity
+      is the highest such pair's cosine. Nothing of twinspect is tuned here.
 
     Reported per tool: % of plagiarised pairs linked, % of unrelated (non-plagiarised) labelled pairs
     linked, on all unique pairs, on the test split and on the tune split, and on the test split's
@@ -59,7 +61,6 @@ from __future__ import annotations
 import argparse
 import csv
 import datetime as _dt
-import itertools
 import json
 import os
 import re
@@ -75,9 +76,9 @@ from clones_speed_jscpd import (  # noqa: E402  (sibling benchmark module: share
     BY_EYE_END,
     BY_EYE_START,
     cli_accepts,
-    git_commit,
     machine_info,
     run_measured,
+    stated_pairs,
     tool_version,
     twinspect_bin,
     twinspect_env,
@@ -176,29 +177,24 @@ def copydetect_child(folder: Path, pairs_file: Path, out: Path) -> None:
 
 
 def twinspect_links(report: Path) -> tuple[dict, dict]:
-    """{frozenset(file names): (best similarity, type)} of file pairs the report links, and report stats."""
+    """{frozenset(file names): (best similarity, type, verifier score)} of the file pairs the report links
+    (a stated pair between fragments of the two files: listed, identical group, or group pair), and stats."""
     r = json.loads(report.read_text())
     path = {f["id"]: Path(f["path"]).name for f in r["fragments"]}
-    links: dict[frozenset, tuple[float, str]] = {}
-
-    def add(a, b, sim, typ):
+    links: dict[frozenset, tuple] = {}
+    for (a, b), p in stated_pairs(r).items():
         fa, fb = path[a], path[b]
         if fa == fb:
-            return
+            continue
         k = frozenset((fa, fb))
+        sim = p["similarity"] if p["similarity"] is not None else -1.0
         if k not in links or sim > links[k][0]:
-            links[k] = (sim, typ)
-
-    for p in r["pairs"]:
-        add(p["a"], p["b"], float(p["similarity"]), p.get("type", "?"))
-    for g in r.get("identical_groups", []):
-        for a, b in itertools.combinations(g["members"], 2):
-            add(a, b, 1.0, g.get("type", "T1"))
-    files_with_fragments = len(set(path.values()))
+            links[k] = (sim, p["type"], p["score"])
     st = r.get("stats", {})
     return links, {"fragments": len(r["fragments"]), "pairs": len(r["pairs"]),
-                   "identical_groups": len(r.get("identical_groups", [])), "files_parsed": st.get("files_parsed"),
-                   "files_with_fragments": files_with_fragments, "granularity": r.get("config", {}).get("granularity")}
+                   "identical_groups": len(r.get("identical_groups", [])), "group_pairs": len(r.get("group_pairs", [])),
+                   "files_parsed": st.get("files_parsed"), "files_with_fragments": len(set(path.values())),
+                   "granularity": r.get("config", {}).get("granularity"), "decision": r.get("config", {}).get("decision")}
 
 
 # ----------------------------------------------------------------------------------------- scoring
@@ -264,11 +260,15 @@ def evaluate_version(ver: dict, workdir: Path, tw_args: list[str], granularity_o
         p["copydetect"] = {"sim_a": round(s[0], 4), "sim_b": round(s[1], 4), "score": round(max(s[0], s[1]), 4),
                            "overlap_tokens": s[2]}
 
-    # twinspect: the file-granularity run (or its function-granularity fallback), and in the fallback case
-    # also the default --min-lines 6, which leaves out the 1-5-line methods (constructors, getters)
-    configs = [("twinspect", ["--granularity", "file"] if granularity_ok else ["--min-lines", "1"])]
-    if not granularity_ok:
-        configs.append(("twinspect --min-lines 6 (default)", []))
+    # twinspect: the file-granularity run (or its function-granularity fallback), and for comparison
+    # function granularity with --min-lines 1 (every method; when file granularity exists) or with the
+    # default --min-lines 6, which leaves out the 1-5-line methods (constructors, getters; in the fallback)
+    if granularity_ok:
+        configs = [("twinspect --granularity file", ["--granularity", "file"]),
+                   ("twinspect, functions, --min-lines 1", ["--granularity", "function", "--min-lines", "1"])]
+    else:
+        configs = [("twinspect, functions, --min-lines 1", ["--min-lines", "1"]),
+                   ("twinspect, functions, --min-lines 6 (default)", [])]
     tw_info = {}
     for k, (label, extra) in enumerate(configs):
         cmd = [twinspect_bin(), "clones", str(folder), "--format", "json"] + extra + tw_args
@@ -284,9 +284,10 @@ def evaluate_version(ver: dict, workdir: Path, tw_args: list[str], granularity_o
             "seconds", "maxrss_mib", "tree_peak_rss_sum_mib", "tree_cpu_seconds_sampled")}}
         for p in pairs:
             hit = links.get(frozenset((p["file_a"], p["file_b"])))
-            p.setdefault("tw", {})[label] = {"linked": hit is not None,
-                                             "similarity": None if hit is None else round(hit[0], 4),
-                                             "type": None if hit is None else hit[1]}
+            p.setdefault("tw", {})[label] = {
+                "linked": hit is not None, "similarity": None if hit is None or hit[0] < 0 else round(hit[0], 4),
+                "type": None if hit is None else hit[1],
+                "verifier_score": None if hit is None or hit[2] is None else round(float(hit[2]), 4)}
 
     tune = [p for p in pairs if not p["test"]]
     test = [p for p in pairs if p["test"]]
@@ -349,7 +350,11 @@ def render_md(res: dict, old_md: str | None) -> str:
     L.append(f"Machine: {m['cpu']}, {m['nproc']} usable cores (nproc), {m['mem_gib']} GiB RAM; load average "
              f"(1/5/15 min) {res['load_before']} before and {res['load_after']} after (shared machine). "
              f"Python {m['python']}.\n")
-    if not res["granularity_file"]:
+    if res["granularity_file"]:
+        L.append("twinspect ran with `--granularity file` (each file one fragment; a file pair is linked when the two "
+                 "files are reported as a pair); for comparison also at function granularity with `--min-lines 1` "
+                 "(linked when any two of their functions are reported as a pair).\n")
+    else:
         L.append("**`twinspect clones` at this commit does not accept `--granularity`: file granularity was not "
                  "available. twinspect ran at function granularity with `--min-lines 1` (every method a fragment); "
                  "a file pair is linked when any two of their methods are reported as a pair.**\n")
@@ -397,9 +402,11 @@ def render_md(res: dict, old_md: str | None) -> str:
         def q(xs):
             return "none" if not xs else f"min {xs[0]:.3f}, median {xs[len(xs) // 2]:.3f}, max {xs[-1]:.3f}"
         for label in v["twinspect_runs"]:
-            pos = sorted(p["tw"][label]["similarity"] for p in v["pair_list"] if p["tw"][label]["linked"] and p["label"] == 1)
-            neg = sorted(p["tw"][label]["similarity"] for p in v["pair_list"] if p["tw"][label]["linked"] and p["label"] == 0)
-            L.append(f"{label}: similarity of the linked labelled pairs (best fragment pair) — plagiarised {len(pos)} "
+            pos = sorted(p["tw"][label]["similarity"] for p in v["pair_list"]
+                         if p["tw"][label]["similarity"] is not None and p["label"] == 1)
+            neg = sorted(p["tw"][label]["similarity"] for p in v["pair_list"]
+                         if p["tw"][label]["similarity"] is not None and p["label"] == 0)
+            L.append(f"{label}: cosine similarity of the linked labelled pairs (best fragment pair) — plagiarised {len(pos)} "
                      f"({q(pos)}); unrelated {len(neg)} ({q(neg)}). Each pair's value is in the JSON (`pair_list`).\n")
     by_eye = None
     if old_md and BY_EYE_START in old_md and BY_EYE_END in old_md:
@@ -434,7 +441,7 @@ def main(argv: list[str] | None = None) -> None:
         ap.error(f"--data {data} does not exist (git clone https://github.com/FahadEbrahim/SCPD_FSE)")
     workdir = Path(tempfile.mkdtemp(prefix="twinspect-plag-")) if args.keep is None else args.keep.resolve()
     workdir.mkdir(parents=True, exist_ok=True)
-    tw_env, measured_code = twinspect_env(workdir, args.working_tree)
+    tw_env, measured_code, commit = twinspect_env(workdir, args.working_tree)
     gran = cli_accepts("--granularity", tw_env)
     if not gran:
         print("NOTE: `twinspect clones` does not accept --granularity at this commit: file granularity is not "
@@ -457,7 +464,7 @@ def main(argv: list[str] | None = None) -> None:
     if not evaluated:
         sys.exit(f"no ConPlag CSV found under {data}")
     res = {
-        "twinspect_commit": git_commit(args.working_tree), "measured_code": measured_code, "date": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "twinspect_commit": commit, "measured_code": measured_code, "date": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
         "argv": sys.argv[1:] if argv is None else argv, "machine": machine_info(), "load_before": load_before,
         "load_after": [round(x, 2) for x in os.getloadavg()],
         "versions": {"twinspect": tool_version([twinspect_bin()], tw_env), "copydetect": cd_version},

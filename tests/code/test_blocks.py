@@ -442,9 +442,12 @@ def test_occurrences_are_capped_per_window(tmp_path):
     for rel, text, lang in texts:
         _, st = extract_file(text, rel, lang, min_lines=6, granularity="block", stats=stats)
         files.append(st)
-    pairs = match_runs(files, min_lines=6, max_occurrences=3, stats=stats)
+    pairs = match_runs(files, min_lines=6, max_occurrences=3, hubs=1, stats=stats)
     assert stats.block_keys_capped > 0
-    assert {a.file for a, _ in pairs} | {b.file for _, b in pairs} == {0, 1, 2}
+    # all pairs among the first 3 occurrences, then each later one with the first only
+    assert sorted({(a.file, b.file) for a, b in pairs}) == [(0, 1), (0, 2), (0, 3), (0, 4), (1, 2)]
+    pairs = match_runs(files, min_lines=6, max_occurrences=3, hubs=2)
+    assert sorted({(a.file, b.file) for a, b in pairs}) == [(0, 1), (0, 2), (0, 3), (0, 4), (1, 2), (1, 3), (1, 4)]
     # without the cap, every copy is paired with every other (the function bodies are T2-equal, so
     # the whole functions pair and no block is reported)
     all_pairs = match_runs(files, min_lines=6)
@@ -507,3 +510,89 @@ def test_worker_processes_give_the_same_blocks(tmp_path, monkeypatch):
 
 def test_module_constants_are_public():
     assert blocks.MAX_OCCURRENCES_PER_KEY >= 2 and blocks.default_min_tokens(6) == 12
+
+
+def test_identical_parts_of_tables_are_blocks_matched_with_their_literals():
+    shared = "".join(f"    0x{i:04x}: 0x{(i * 7) % 256:04x},  # entry {i}\n" for i in range(40, 52))
+    a = "MAP = {\n    0x0001: 0x0002,\n    0x0003: 0x0004,\n" + shared + "    0x0100: 0x0200,\n}\n"
+    b = "OTHER = {\n    0x0009: 0x0008,\n" + shared + "    0x0300: 0x0400,\n    0x0500: 0x0600,\n}\n"
+    # the same shape, other values: no block (the elements are compared with their literals)
+    c = "MAP = {\n" + "".join(f"    0x{i:04x}: 0x{(i * 5) % 256:04x},\n" for i in range(40, 56)) + "}\n"
+    fs = find_blocks([("a.py", a, "python"), ("b.py", b, "python"), ("c.py", c, "python")], min_lines=6)
+    assert spans(fs) == [("a.py", "<module>[lines 4-15]", 4, 15), ("b.py", "<module>[lines 3-14]", 3, 14)]
+    # the copy may end with a key whose value differs (a dict entry is two elements)
+    e = "OTHER = {\n    0x0009: 0x0008,\n" + shared + "    0x0100: 0x0999,\n}\n"
+    fs = find_blocks([("a.py", a, "python"), ("e.py", e, "python")], min_lines=6)
+    assert spans(fs) == [("a.py", "<module>[lines 4-16]", 4, 16), ("e.py", "<module>[lines 3-15]", 3, 15)]
+    # a whole table copied with the code after it: one run of statements (not again its elements)
+    code = "\nfor key in MAP:\n    check(key)\n    record(key, MAP[key])\n"
+    fs = find_blocks([("a.py", a + code, "python"), ("d.py", "x = 1\n" + a + code, "python")], min_lines=6)
+    assert spans(fs) == [("a.py", "<module>[lines 1-21]", 1, 21), ("d.py", "<module>[lines 2-22]", 2, 22)]
+
+
+def test_runs_span_imports_and_definitions_of_a_module():
+    codec = textwrap.dedent('''\
+        """Codec {name}."""
+
+        import codecs
+
+        class Codec(codecs.Codec):
+            def encode(self, input, errors="strict"):
+                return codecs.charmap_encode(input, errors, encoding_map)
+
+        class IncrementalEncoder(codecs.IncrementalEncoder):
+            def encode(self, input, final=False):
+                return codecs.charmap_encode(input, self.errors, encoding_map)[0]
+
+        def getregentry():
+            return codecs.CodecInfo(name="{name}", encode=Codec().encode)
+        ''')
+    fs = find_blocks(
+        [("cp1.py", codec.format(name="cp1"), "python"), ("cp2.py", codec.format(name="cp2"), "python")], min_lines=6
+    )
+    assert spans(fs) == [("cp1.py", "<module>[lines 3-14]", 3, 14), ("cp2.py", "<module>[lines 3-14]", 3, 14)]
+    # an import and one function: the function fragment already, no block
+    func = "import os\n\n\ndef {name}(a, b):\n    s = a + b\n    d = a - b\n    p = s * d\n    q = p - a\n" \
+        "    return q\n"
+    fs = find_blocks(
+        [("f.py", func.format(name="f"), "python"), ("g.py", func.format(name="g"), "python")], min_lines=5
+    )
+    assert fs == []
+
+
+def test_two_copies_inside_one_function():
+    src = textwrap.dedent('''\
+        def walk(self, pathname, flag):
+            if flag:
+                for name in listdir(pathname):
+                    path = join(pathname, name)
+                    if self.debug:
+                        print("skip", path)
+                        continue
+                    fname, arcname = self.codename(path, name)
+                    self.write(fname, arcname)
+            else:
+                print("top level", pathname)
+                for name in sorted(listdir(pathname)):
+                    path = join(pathname, name)
+                    if self.debug:
+                        print("skip", path)
+                        continue
+                    fname, arcname = self.codename(path, name)
+                    self.write(fname, arcname)
+        ''')
+    fs = find_blocks([("w.py", src, "python")], min_lines=5)
+    assert spans(fs) == [("w.py", "walk[lines 4-9]", 4, 9), ("w.py", "walk[lines 13-18]", 13, 18)]
+
+
+def test_a_copy_runs_from_the_end_of_one_table_into_the_next_statements():
+    # the last entries of a map, the map's end, and the start of the next table: one run, as jscpd's
+    # token windows find it (a data statement is its head, its elements and its tail)
+    tail = "".join(f"    0x{i:04x}: 0x{i + 7:04x},\n" for i in range(200, 206))
+    rows = "".join(f"    '\\x{i:02x}'\n" for i in range(14))
+    a = "m.update({\n    0x0001: 0x0002,\n" + tail + "})\n\ntable = (\n" + rows + ")\n"
+    b = "m.update({\n    0x0009: 0x0003,\n    0x0004: 0x0005,\n" + tail + "})\n\ntable = (\n" + rows \
+        + "    '\\xff'\n)\n"
+    fs = find_blocks([("a.py", a, "python"), ("b.py", b, "python")], min_lines=6)
+    assert spans(fs) == [("a.py", "<module>[lines 3-25]", 3, 25), ("b.py", "<module>[lines 4-26]", 4, 26)]
+    assert fs[0].text.startswith("    0x00c8: 0x00cf,") and fs[0].text.endswith("'\\x0d'")

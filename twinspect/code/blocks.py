@@ -14,11 +14,20 @@ module-level and class-level code; jscpd (Rabin–Karp windows over tokens) and 
    and literals abstracted, comments and layout ignored, Python's ``<INDENT>``/``<DEDENT>`` taken
    relative to the statement's first line; the file is lexed once, see :class:`_StatementTokens`).
    Comments, Python docstrings and Java ``case`` labels are not statements
-   (:data:`TRANSPARENT_TYPES`). Imports, ``package``, ``#include``/``#define``, parse-error nodes
-   (:data:`SEPARATOR_TYPES`) and *data* statements (tables, long literal lists: at least
-   :data:`DATA_MIN_TOKENS` tokens, more than half of them repeating the pattern before them,
-   :func:`repeated_tokens`) end a sequence: after T2 abstraction they are alike in almost every
-   file without being copied code.
+   (:data:`TRANSPARENT_TYPES`); parse-error nodes (:data:`SEPARATOR_TYPES`) end a sequence. A class
+   or function definition is a statement of its enclosing sequence like any other, so a run may span
+   several definitions (methods of a class, the classes of a module). Two kinds of statements are
+   hashed on their T1 tokens (names and literals kept) instead, because after T2 abstraction they
+   are alike in almost every file without being copied code: imports, ``package``,
+   ``#include``/``#define`` (:data:`IMPORT_TYPES`), and *data* statements (tables, long literal
+   lists: at least :data:`DATA_MIN_TOKENS` tokens, more than half of them repeating the pattern
+   before them, :func:`repeated_tokens`). A data statement stands in its sequence as several
+   statements: its tokens before the first element of its largest literal collection
+   (:data:`COLLECTION_TYPES`: a dict, list, tuple, set, adjacent strings, an initializer list), each
+   element (a dict entry gives two, its key and its value), and its tokens after the last element.
+   So a copied part of a table is found, also when it runs on into the statements after the table
+   (jscpd reports windows of a 256-entry codec map, and from the end of one table into the next),
+   while two tables of the same shape and other values are not.
 2. Globally (:func:`match_runs`, in the main process), as jscpd's Rabin–Karp detector does with
    token windows: for each statement position the shortest window of consecutive statements holding
    at least ``min_tokens`` T2 tokens is hashed; two positions with the same window are a seed,
@@ -34,20 +43,24 @@ module-level and class-level code; jscpd (Rabin–Karp windows over tokens) and 
 3. :func:`block_fragments` turns the kept pairs into :class:`~twinspect.code.fragments.Fragment`
    records, one per distinct run: a pair whose two runs lie inside the two runs of a larger pair is
    left out (a copied ``if`` is not reported again as its copied body), as are runs made of a single
-   function definition (already a function fragment; when two functions are T2-equal, their
-   bodies are contained in that pair of definitions, so the bodies are not repeated as blocks
-   either) and runs whose line span equals a function fragment's.
+   function definition, imports aside (already a function fragment; when two functions are T2-equal,
+   their bodies are contained in that pair of definitions, so the bodies are not repeated as blocks
+   either), runs made only of imports (in :func:`match_runs`) and runs whose line span equals a
+   function fragment's.
 
 ``min_tokens`` defaults to ``MIN_TOKENS_PER_LINE * min_lines`` (:func:`default_min_tokens`), as
 jscpd asks for both ``minTokens`` and ``minLines``.
 
 Bounds: a window shared by more than :data:`MAX_OCCURRENCES_PER_KEY` positions (a statement
-sequence pasted in hundreds of places, or an idiom such as a getter followed by a setter) is paired
-among its first :data:`MAX_OCCURRENCES_PER_KEY` occurrences in scan order only, so it gives at most
-``MAX_OCCURRENCES_PER_KEY * (MAX_OCCURRENCES_PER_KEY - 1) / 2`` pairs and its later occurrences no
-block; :attr:`ScanStats.block_keys_capped <twinspect.code.files.ScanStats.block_keys_capped>` counts
-such windows. Two runs in the same sequence never overlap (the match is cut where the second run
-starts).
+sequence pasted in hundreds of places, such as the preamble of the ``encodings`` codec modules, or an
+idiom such as a getter followed by a setter) is paired among its first
+:data:`MAX_OCCURRENCES_PER_KEY` occurrences in scan order, and each later occurrence only with the
+first :data:`HUB_OCCURRENCES` (so every copy gets its block, the pipeline pairs the identical
+fragments, and a window gives ``O(MAX_OCCURRENCES_PER_KEY ** 2 + HUB_OCCURRENCES * occurrences)``
+pairs); :attr:`ScanStats.block_keys_capped <twinspect.code.files.ScanStats.block_keys_capped>` counts
+such windows. Two copies in the same file, the same function or the same statement sequence are
+paired like any others; two runs in the same sequence never overlap (the match is cut where the
+second run starts).
 """
 
 from __future__ import annotations
@@ -110,9 +123,18 @@ SEQUENCE_TYPES: dict[str, tuple[str, ...]] = {
 
 #: Children that end a statement sequence (the run before and the run after are separate).
 SEPARATOR_TYPES: dict[str, frozenset[str]] = {
-    "python": frozenset({"import_statement", "import_from_statement", "future_import_statement", "ERROR"}),
-    "java": frozenset({"import_declaration", "package_declaration", "module_declaration", "ERROR"}),
-    "c": frozenset({"preproc_include", "preproc_def", "preproc_function_def", "preproc_call", "ERROR"}),
+    "python": frozenset({"ERROR"}),
+    "java": frozenset({"ERROR"}),
+    "c": frozenset({"ERROR"}),
+    "cpp": frozenset({"ERROR"}),
+}
+
+#: Import-like statements: compared on their T1 tokens (names kept; after T2 abstraction every
+#: ``import x`` is alike), and a run made only of them is not a block.
+IMPORT_TYPES: dict[str, frozenset[str]] = {
+    "python": frozenset({"import_statement", "import_from_statement", "future_import_statement"}),
+    "java": frozenset({"import_declaration", "package_declaration", "module_declaration"}),
+    "c": frozenset({"preproc_include", "preproc_def", "preproc_function_def", "preproc_call"}),
     "cpp": frozenset(
         {
             "preproc_include",
@@ -121,9 +143,16 @@ SEPARATOR_TYPES: dict[str, frozenset[str]] = {
             "preproc_call",
             "using_declaration",
             "namespace_alias_definition",
-            "ERROR",
         }
     ),
+}
+
+#: Literal collections whose elements a *data* statement is split into (the largest one inside it).
+COLLECTION_TYPES: dict[str, frozenset[str]] = {
+    "python": frozenset({"dictionary", "list", "tuple", "set", "concatenated_string"}),
+    "java": frozenset({"array_initializer"}),
+    "c": frozenset({"initializer_list"}),
+    "cpp": frozenset({"initializer_list"}),
 }
 
 #: Children that are not statements and do not end a sequence (Python docstrings are found apart).
@@ -145,12 +174,17 @@ DEFINITION_TYPES: dict[str, frozenset[str]] = {
 #: A window key with more occurrences than this is paired among its first occurrences only.
 MAX_OCCURRENCES_PER_KEY = 50
 
+#: Each occurrence of a window past the first :data:`MAX_OCCURRENCES_PER_KEY` is still paired with
+#: the window's first this many occurrences (so every copy gets a block, in O(occurrences) pairs).
+HUB_OCCURRENCES = 1
+
 #: Default ``min_tokens`` is this many T2 tokens per required code line (see :func:`default_min_tokens`).
 MIN_TOKENS_PER_LINE = 2
 
 #: A statement of at least this many T2 tokens, more than half of them repeated
-#: (:func:`repeated_tokens`), is *data* (a table, an ``__all__`` list) and ends a sequence: after
-#: abstraction every table of the same length is the same.
+#: (:func:`repeated_tokens`), is *data* (a table, an ``__all__`` list): it is compared on its T1
+#: tokens, since after abstraction every table of the same length is the same, and split into its
+#: elements (see the module docstring).
 DATA_MIN_TOKENS = 16
 
 #: Longest repeated token pattern :func:`repeated_tokens` looks for.
@@ -175,12 +209,14 @@ class StatementSequence:
     Attributes:
         scope: qualified name of the innermost enclosing function or class (as fragment names are
             qualified: ``Class.method``, ``A::f``), ``""`` at top level.
-        hashes: per statement, a 64-bit BLAKE2b hash of its space-joined T2 tokens.
-        tokens: per statement, its number of T2 tokens.
+        hashes: per statement, a 64-bit BLAKE2b hash of its space-joined T2 tokens (T1 tokens for an
+            import, and for the parts of a data statement, which count as statements here).
+        tokens: per statement, its number of tokens.
         start_byte, end_byte: per statement, its byte range in the UTF-8 (surrogatepass) source.
         start_line, end_line: per statement, its 1-based inclusive line span.
         is_def: per statement, whether it is a function definition (:data:`DEFINITION_TYPES`, also
             behind Python decorators or a C++ ``template <...>``).
+        is_import: per statement, whether it is import-like (:data:`IMPORT_TYPES`); empty = none is.
     """
 
     scope: str
@@ -191,6 +227,7 @@ class StatementSequence:
     start_line: tuple[int, ...]
     end_line: tuple[int, ...]
     is_def: tuple[bool, ...]
+    is_import: tuple[bool, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,6 +319,7 @@ class _StatementTokens:
 
     def __init__(self, code_src: bytes, language: str, uncounted: Sequence[tuple[int, int]] = ()):
         code = code_src.decode("utf-8", _CODEC)
+        self.t1: tuple[str, ...] = ()
         self.t2: tuple[str, ...] = ()
         self.pos: list[int] | None = None
         self._eq: list[bytes] = []
@@ -322,7 +360,7 @@ class _StatementTokens:
                 line += tok.count("\n")
             pos.append(q)
             at = prev_end = q + len(tok)
-        self.t2, self.pos = t2, pos
+        self.t1, self.t2, self.pos = t1, t2, pos
         self.code_lines = array("l", [0])
         self.code_lines.extend(itertools.accumulate(starts[1:]))
 
@@ -374,6 +412,26 @@ def _is_definition(node, defs: frozenset[str]) -> bool:
     if node.type in ("decorated_definition", "template_declaration"):
         return any(c.type in defs for c in node.named_children)
     return False
+
+
+def _elements(node, collections: frozenset[str], transparent: frozenset[str]) -> list[tree_sitter.Node]:
+    """Elements of the literal collection (:data:`COLLECTION_TYPES`) with the most elements inside
+    ``node`` (a data statement), comments left out, a Python dict entry as its key and its value;
+    ``[]`` when there is no collection with two or more elements."""
+    best: list[tree_sitter.Node] = []
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if n.type in collections:
+            elements = [c for c in n.named_children if c.type not in transparent]
+            if len(elements) > len(best):
+                best = elements
+        stack.extend(n.named_children)
+    if len(best) < 2:
+        return []
+    # a dict entry is two elements, its key and its value: a copied part of a table may begin or end
+    # with a key whose value differs (as jscpd's token windows do)
+    return [part for e in best for part in (e.named_children if e.type == "pair" else (e,))]
 
 
 def _end_line(node) -> int:
@@ -475,40 +533,78 @@ def collect_statements(
     toks = _StatementTokens(code_src, language, docstrings) if segments else None
     if toks is None or toks.pos is None:
         segments = []
+    imports = IMPORT_TYPES[language]
+    collections = COLLECTION_TYPES[language]
     sequences: list[StatementSequence] = []
+    newlines: list[int] = []
+
+    def line_of(offset: int) -> int:  # 1-based line of a byte offset
+        if not newlines:
+            newlines.extend(m.start() for m in re.finditer(b"\n", code_src))
+            newlines.append(len(code_src) + 1)
+        return bisect.bisect_left(newlines, offset) + 1
+
+    # (start_byte, end_byte, start_line, end_line, hash, tokens, is_def, is_import) per statement
+    Entry = tuple[int, int, int, int, int, int, bool, bool]
+
+    def emit(node, run: list[Entry]) -> None:
+        """Add ``run`` as a sequence if it can hold a block."""
+        if not run or sum(r[5] for r in run) < min_tokens:
+            return
+        assert toks is not None
+        lines = toks.code_lines
+        if lines[min(run[-1][3], len(lines) - 1)] - lines[run[0][2] - 1] < min_lines:
+            return
+        sequences.append(
+            StatementSequence(
+                scope=_scope_of(node, names),
+                hashes=tuple(r[4] for r in run),
+                tokens=tuple(r[5] for r in run),
+                start_byte=tuple(r[0] for r in run),
+                end_byte=tuple(r[1] for r in run),
+                start_line=tuple(r[2] for r in run),
+                end_line=tuple(r[3] for r in run),
+                is_def=tuple(r[6] for r in run),
+                is_import=tuple(r[7] for r in run) if any(r[7] for r in run) else (),
+            )
+        )
+
+    def t1_entry(start: int, end: int, is_import: bool = False) -> Entry:
+        assert toks is not None
+        ta, tb = toks.span(start, end)
+        return (start, end, line_of(start), line_of(end - 1), _statement_hash(toks.t1[ta:tb]), tb - ta, False,
+                is_import)
+
     for node, stmts in segments:
         assert toks is not None
-        scope: str | None = None
-        hashed: list[tuple[tree_sitter.Node, int, int]] = []
-        for s in [*stmts, None]:
-            if s is not None:
-                a, b = toks.span(s.start_byte, s.end_byte)
-                if not toks.is_data(a, b):
-                    hashed.append((s, _statement_hash(toks.t2[a:b]), b - a))
+        hashed: list[Entry] = []
+        for s in stmts:
+            a, b = toks.span(s.start_byte, s.end_byte)
+            if s.type in imports:  # compared with its names kept
+                hashed.append(t1_entry(s.start_byte, s.end_byte, True))
+                continue
+            if toks.is_data(a, b):
+                # compared with its literals kept (a table is copied when its values are), element
+                # by element: the tokens before the first element, each element, those after the last
+                elements = _elements(s, collections, transparent)
+                if not elements:
+                    hashed.append(t1_entry(s.start_byte, s.end_byte))
                     continue
-            # end of the segment, or a data statement: it ends the run of statements before it
-            run, hashed = hashed, []
-            if not run or sum(n for _, _, n in run) < min_tokens:
+                head = elements[0].start_byte
+                while head > s.start_byte and code_src[head - 1] in b" \t\r\n\\":
+                    head -= 1
+                if head > s.start_byte:
+                    hashed.append(t1_entry(s.start_byte, head))
+                hashed.extend(t1_entry(e.start_byte, e.end_byte) for e in elements)
+                tail = elements[-1].end_byte
+                while tail < s.end_byte and code_src[tail] in b" \t\r\n\\":
+                    tail += 1
+                if tail < s.end_byte:
+                    hashed.append(t1_entry(tail, s.end_byte))
                 continue
-            start_lines = [r[0].start_point.row + 1 for r in run]
-            end_lines = [_end_line(r[0]) for r in run]
-            lines = toks.code_lines
-            if lines[min(end_lines[-1], len(lines) - 1)] - lines[start_lines[0] - 1] < min_lines:
-                continue
-            if scope is None:
-                scope = _scope_of(node, names)
-            sequences.append(
-                StatementSequence(
-                    scope=scope,
-                    hashes=tuple(h for _, h, _ in run),
-                    tokens=tuple(n for _, _, n in run),
-                    start_byte=tuple(r[0].start_byte for r in run),
-                    end_byte=tuple(r[0].end_byte for r in run),
-                    start_line=tuple(start_lines),
-                    end_line=tuple(end_lines),
-                    is_def=tuple(_is_definition(r[0], defs) for r in run),
-                )
-            )
+            hashed.append((s.start_byte, s.end_byte, s.start_point.row + 1, _end_line(s),
+                           _statement_hash(toks.t2[a:b]), b - a, _is_definition(s, defs), False))
+        emit(node, hashed)
     return FileStatements(
         rel=rel,
         language=language,
@@ -542,6 +638,7 @@ def match_runs(
     min_lines: int = 6,
     min_tokens: int | None = None,
     max_occurrences: int = MAX_OCCURRENCES_PER_KEY,
+    hubs: int = HUB_OCCURRENCES,
     stats: ScanStats | None = None,
 ) -> list[tuple[Run, Run]]:
     """Maximal pairs of T2-equal statement runs across all files (step 2 of the module docstring).
@@ -557,7 +654,9 @@ def match_runs(
         min_tokens: both runs must hold at least this many T2 tokens; None =
             :func:`default_min_tokens`.
         max_occurrences: a window with more occurrences is paired among its first
-            ``max_occurrences`` only (counted in ``stats.block_keys_capped``).
+            ``max_occurrences`` only (counted in ``stats.block_keys_capped``), its later occurrences
+            with its first ``hubs`` only.
+        hubs: see ``max_occurrences`` (at least 1).
         stats: counters to update (``block_keys_capped``).
 
     Returns:
@@ -567,6 +666,7 @@ def match_runs(
     """
     min_tokens = default_min_tokens(min_lines) if min_tokens is None else max(1, int(min_tokens))
     max_occurrences = max(2, int(max_occurrences))
+    hubs = max(1, min(int(hubs), max_occurrences))
     seqs = [(fi, si, seq) for fi, f in enumerate(files) for si, seq in enumerate(f.sequences)]
     groups: dict[int, list[tuple[int, int, int]]] = {}
     for g, (_, _, seq) in enumerate(seqs):
@@ -583,18 +683,24 @@ def match_runs(
             total -= toks[i]
 
     paired: list[list[tuple[int, int, int]]] = []
-    eligible: set[tuple[int, int]] = set()
+    rank: dict[tuple[int, int], int] = {}  # position -> its index among its window's occurrences
     capped = 0
     for occ in groups.values():
         if len(occ) < 2:
             continue
         if len(occ) > max_occurrences:
             capped += 1
-            occ = occ[:max_occurrences]
         paired.append(occ)
-        eligible.update((g, i) for g, i, _ in occ)
+        rank.update(((g, i), r) for r, (g, i, _) in enumerate(occ))
     if stats is not None:
         stats.block_keys_capped += capped
+
+    def checked(p1: tuple[int, int], p2: tuple[int, int]) -> bool:
+        """Whether the two positions (of one window) are paired below."""
+        r1, r2 = rank.get(p1), rank.get(p2)
+        if r1 is None or r2 is None:
+            return False
+        return max(r1, r2) < max_occurrences or min(r1, r2) < hubs
 
     out: list[tuple[Run, Run]] = []
     seen: set[tuple[int, int, int, int, int]] = set()
@@ -602,12 +708,13 @@ def match_runs(
         for x, (g1, i1, j1) in enumerate(occ):
             fi1, si1, s1 = seqs[g1]
             h1 = s1.hashes
-            for g2, i2, j2 in occ[x + 1:]:
+            later = occ[x + 1:] if x < hubs else occ[x + 1:max_occurrences]
+            for g2, i2, j2 in later:
                 fi2, si2, s2 = seqs[g2]
                 h2 = s2.hashes
                 if j1 - i1 != j2 - i2 or h1[i1:j1] != h2[i2:j2]:
                     continue  # window-hash collision
-                if i1 and i2 and h1[i1 - 1] == h2[i2 - 1] and (g1, i1 - 1) in eligible and (g2, i2 - 1) in eligible:
+                if i1 and i2 and h1[i1 - 1] == h2[i2 - 1] and checked((g1, i1 - 1), (g2, i2 - 1)):
                     continue  # the pair one statement to the left gives this maximal run
                 a0, b0 = i1, i2
                 while a0 and b0 and h1[a0 - 1] == h2[b0 - 1]:
@@ -631,11 +738,19 @@ def match_runs(
                     continue
                 if 2 * _repeated_statement_tokens(h1, s1.tokens, a0, a1) >= total:
                     continue
+                if s1.is_import and all(s1.is_import[a0:a1]):
+                    continue  # only imports
                 if _run_code_lines(files[fi1], s1, a0, a1 - 1) < min_lines \
                         or _run_code_lines(files[fi2], s2, b0, b1 - 1) < min_lines:
                     continue
                 out.append((Run(fi1, si1, a0, a1 - 1), Run(fi2, si2, b0, b1 - 1)))
     return out
+
+
+def _single_definition(seq: StatementSequence, first: int, last: int) -> bool:
+    """Whether statements ``first..last`` are one function definition, imports aside."""
+    rest = [k for k in range(first, last + 1) if not (seq.is_import and seq.is_import[k])]
+    return len(rest) == 1 and seq.is_def[rest[0]]
 
 
 def _span(files: Sequence[FileStatements], run: Run) -> tuple[int, int, int]:
@@ -703,8 +818,8 @@ def block_fragments(
     for k, (a, b) in enumerate(pairs):
         if k in contained:
             continue
-        if a.first == a.last and files[a.file].sequences[a.seq].is_def[a.first]:
-            continue  # one function definition: a function fragment already
+        if _single_definition(files[a.file].sequences[a.seq], a.first, a.last):
+            continue  # one function definition (and imports): a function fragment already
         for run in (a, b):
             taken.setdefault(_span(files, run), run)
     function_spans = {(f.path, f.start_line, f.end_line) for f in functions}

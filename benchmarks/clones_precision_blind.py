@@ -21,9 +21,11 @@ in the earlier precision study), e.g.::
 
     mkdir -p /tmp/prec2 && cd /tmp/prec2
     pip download --no-deps --no-binary :all: click==8.1.7 msgpack==1.0.8 PyYAML==6.0.1
-    pip download --no-deps jinja2==3.1.4 marshmallow==3.21.2        # wheels: Python sources
+    pip download --no-deps jinja2==3.1.4 marshmallow==3.21.2 rich==13.7.1 httpx==0.27.0 attrs==23.2.0
     for f in *.tar.gz; do tar xzf $f; done; for w in *.whl; do mkdir "${w%%-py3*}"; (cd "${w%%-py3*}" && python -m zipfile -e ../$w .); done
-    cd - && .venv/bin/python benchmarks/clones_precision_blind.py sample --src /tmp/prec2
+    # Java: src/main of google/gson at 9835b6f and apache/commons-io at d83aeb6 (git archive), as gson/ and commons-io/
+    # stdlib-3.11/: the stdlib subset (asyncio, email, json, http, xml, ...) listed in the sample's paths
+    cd - && .venv/bin/python benchmarks/clones_precision_blind.py sample --src /tmp/prec2 --per-band 6 --mt3 14
 """
 
 from __future__ import annotations

@@ -11,7 +11,10 @@ from twinspect.code.fragments import Fragment, extract_fragments, mine
 from twinspect.code.normalize import (
     DEDENT,
     INDENT,
+    abstract_lines,
     abstract_tokens,
+    lex,
+    token_ids,
     lcs_length,
     strip_comments,
     t1_key,
@@ -27,6 +30,31 @@ def one(src: str, language: str) -> Fragment:
 
 
 # --------------------------------------------------------------------------------------- tokens
+
+
+def _per_line(code: str, language: str) -> list[tuple[str, ...]]:
+    return [tuple(t for t in lex(ln.strip(), language)[1] if t not in (INDENT, DEDENT)) if ln.strip() else ()
+            for ln in code.split("\n")]
+
+
+@pytest.mark.parametrize("language, code", [
+    ("python", 'def f(a, b):\n    """Doc of f.\n\n    Returns a+b.\n    """\n    x = a + \\\n        b\n    return (x,\n            1)\n'),
+    ("python", "def g():\n    s = '''one\n two''' + 'x'\n    return s\n"),
+    ("java", 'String f() {\n  String t = """\n    text block\n    """;\n  return t + "a";\n}\n'),
+    ("c", "int f(int a) {\n  return a +\n    1; /* c */\n}\n"),
+    ("cpp", 'auto s = R"x(raw\nstring)x";\nint y = 2;\n'),
+])
+def test_abstract_lines_equal_lexing_each_line_alone(language, code):
+    got = abstract_lines(code, language)
+    assert len(got) == code.count("\n") + 1
+    assert got == _per_line(code, language)
+
+
+def test_token_ids_map_equal_tokens_to_equal_ids():
+    ids, lengths, vocab = token_ids([["b", "a", "b"], [], ["c", "a"]])
+    assert lengths.tolist() == [3, 0, 2] and vocab == ["a", "b", "c"]
+    assert [vocab[i] for i in ids.tolist()] == ["b", "a", "b", "c", "a"]
+
 
 
 def test_python_tokens_strings_are_single_tokens():

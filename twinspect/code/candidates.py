@@ -202,6 +202,8 @@ def overlap_pairs(
     import numpy as np
     import scipy.sparse as sp
 
+    from twinspect.code.normalize import token_ids
+
     if not 0.0 < theta <= 1.0:
         raise InputError(f"the token-overlap threshold must be in (0, 1], got {theta}")
     if cap < 1:
@@ -211,14 +213,11 @@ def overlap_pairs(
     if n < 2:
         return Candidates(out)
     # SourcererCC's multiset items, vectorised: the k-th occurrence of token t in a bag is item (t, k)
-    tok_ids: dict[str, int] = {}
-    sizes = np.asarray([len(token_lists[r]) for r in reps], dtype=np.int64)
-    toks = np.fromiter((tok_ids.setdefault(t, len(tok_ids)) for r in reps for t in token_lists[r]),
-                       dtype=np.int64, count=int(sizes.sum()))
+    toks, sizes, tok_vocab = token_ids([token_lists[r] for r in reps])
     indptr = np.concatenate([[0], np.cumsum(sizes)])
     rows = np.repeat(np.arange(n), sizes)
     order = np.lexsort((np.arange(len(toks)), toks, rows))  # by row, then token, then position
-    key = rows[order] * (len(tok_ids) + 1) + toks[order]
+    key = rows[order] * (len(tok_vocab) + 1) + toks[order]
     first = np.r_[0, np.flatnonzero(np.diff(key)) + 1] if len(key) else np.zeros(0, dtype=np.int64)
     occurrence = np.empty(len(toks), dtype=np.int64)
     occurrence[order] = np.arange(len(key)) - np.repeat(first, np.diff(np.r_[first, len(key)]))
@@ -240,32 +239,40 @@ def overlap_pairs(
     if not len(take):
         return Candidates(out)
     prefix = sp.csr_matrix((np.ones(len(take), dtype=np.float32), (rows[take], flat[take])), shape=(n, nitems))
-    prefix_t = prefix.T.tocsr()
+    # SourcererCC's size order: with rows sorted by size, the partners b > a that can pass the size
+    # filter (|a| ≥ theta·|b|) form a contiguous column range, so each chunk is multiplied by a slice
+    srt = np.argsort(sizes, kind="stable")
+    prefix, bags = prefix[srt], bags[srt]
+    s_sizes, s_need = sizes[srt], need[srt]
+    prefix_t = prefix.T.tocsc()  # (items, n): column slices are cheap
     rep_arr = np.asarray(reps, dtype=np.int64)
     path_ids: dict[str, int] = {}
-    rep_path = np.asarray([path_ids.setdefault(frags[r].path, len(path_ids)) for r in reps], dtype=np.int64)
-    rep_start = np.asarray([frags[r].start_line for r in reps], dtype=np.int64)
-    rep_end = np.asarray([frags[r].end_line for r in reps], dtype=np.int64)
+    rep_path = np.asarray([path_ids.setdefault(frags[r].path, len(path_ids)) for r in reps], dtype=np.int64)[srt]
+    rep_start = np.asarray([frags[r].start_line for r in reps], dtype=np.int64)[srt]
+    rep_end = np.asarray([frags[r].end_line for r in reps], dtype=np.int64)[srt]
     found_a, found_b, found_s = [], [], []
     with progress("token-overlap index", total=n, quiet=quiet) as bar:
         for lo in range(0, n, _PREFIX_CHUNK):
             hi = min(n, lo + _PREFIX_CHUNK)
-            cand = (prefix[lo:hi] @ prefix_t).tocoo()
+            upper = int(np.searchsorted(s_sizes, s_sizes[hi - 1] / theta + 1e-9, side="right"))
+            cand = (prefix[lo:hi] @ prefix_t[:, lo:upper]).tocoo()
             a = cand.row.astype(np.int64) + lo
-            b = cand.col.astype(np.int64)
+            b = cand.col.astype(np.int64) + lo
             shared = cand.data
-            # extended prefix filter (see the module doc), then the size filter: |A ∩ B| ≤ min(|A|, |B|), so min/max must reach theta; no overlapping pair
-            small, large = np.minimum(sizes[a], sizes[b]), np.maximum(sizes[a], sizes[b])
-            keep = (a < b) & (shared >= np.minimum(need[a], need[b]) - 0.5) & (small >= theta * large - 1e-9)
-            keep &= ~((rep_path[a] == rep_path[b]) & (rep_start[a] <= rep_end[b]) & (rep_start[b] <= rep_end[a]))
+            # extended prefix filter (see the module doc), then the size filter: |A ∩ B| ≤ min(|A|, |B|),
+            # so min/max must reach theta (sizes ascend, so |a| ≤ |b|); no overlapping pair
+            keep = (a < b) & (shared >= np.minimum(s_need[a], s_need[b]) - 0.5)
+            keep &= s_sizes[a] >= theta * s_sizes[b] - 1e-9
+            a, b = a[keep], b[keep]
+            keep = ~((rep_path[a] == rep_path[b]) & (rep_start[a] <= rep_end[b]) & (rep_start[b] <= rep_end[a]))
             a, b = a[keep], b[keep]
             for v0 in range(0, len(a), _VERIFY_CHUNK):
                 pa, pb = a[v0:v0 + _VERIFY_CHUNK], b[v0:v0 + _VERIFY_CHUNK]
                 inter = np.asarray(bags[pa].multiply(bags[pb]).sum(axis=1)).ravel()
-                sim = inter / np.maximum(sizes[pa], sizes[pb])
+                sim = inter / np.maximum(s_sizes[pa], s_sizes[pb])
                 ok = sim >= theta - 1e-9
-                found_a.append(pa[ok])
-                found_b.append(pb[ok])
+                found_a.append(srt[pa[ok]])
+                found_b.append(srt[pb[ok]])
                 found_s.append(sim[ok])
             bar.advance(hi - lo)
     if not found_a:
@@ -273,8 +280,9 @@ def overlap_pairs(
     fa, fb, fs = np.concatenate(found_a), np.concatenate(found_b), np.concatenate(found_s)
     # the cap: a pair stays when it is among the `cap` most overlapping partners of either side
     ends = np.concatenate([fa, fb])
+    partners = np.concatenate([fb, fa])
     sims = np.concatenate([fs, fs])
-    order = np.lexsort((-sims, ends))
+    order = np.lexsort((partners, -sims, ends))  # ties broken by partner id: independent of search order
     sorted_ends = ends[order]
     group_start = np.searchsorted(sorted_ends, sorted_ends, side="left")
     rank = np.empty(len(ends), dtype=np.int64)

@@ -46,6 +46,8 @@ from rapidfuzz.distance import LCSseq
 from twinspect.code.comments import strip_comments_text
 
 if TYPE_CHECKING:  # type-only: fragments imports this module lazily, never the reverse at run time
+    import numpy as np
+
     from twinspect.code.fragments import Fragment
 
 ID = "ID"
@@ -234,6 +236,68 @@ def lex(code: str, language: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return t1, t2
 
 
+_LINE_MARK = "\x01"  # inserted after every newline: a one-character operator token that ends a line
+
+
+def abstract_lines(code: str, language: str) -> list[tuple[str, ...]]:
+    """The T2-abstracted tokens of each source line, every line tokenised as if on its own.
+
+    The code is tokenised once; a fragment holding a token that spans lines (a multi-line string,
+    a Java text block, a C++ raw string) is tokenised line by line instead, so that the result is
+    always that of lexing each stripped line separately (inside a docstring, its words are tokens).
+    Python's indentation tokens are not part of a line.
+
+    Args:
+        code: source text with comments removed.
+        language: one of ``"python"``, ``"java"``, ``"c"``, ``"cpp"``.
+
+    Returns:
+        One tuple of abstracted tokens per line of ``code`` (``code.count("\\n") + 1`` tuples;
+        blank lines give empty tuples).
+
+    Raises:
+        KeyError: unknown language.
+    """
+    marked = code.replace("\n", "\n" + _LINE_MARK)
+    if language == "cpp" and 'R"' in code:
+        raw = [m.group() for m in _REGEX["cpp"].finditer(marked)]
+    else:
+        raw = _FAST[language].findall(marked)
+    memo = _ABSTRACT[language]
+    lines: list[tuple[str, ...]] = []
+    cur: list[str] = []
+    spans: list[tuple[int, int]] = []  # lines covered by a token that spans lines
+    for tok in raw:
+        if tok == _LINE_MARK:
+            lines.append(tuple(cur))
+            cur = []
+        elif tok[0] == "\n":
+            continue
+        elif tok == "\\\n":  # a Python continuation: on its own line it is a lone backslash
+            cur.append("\\")
+        elif _LINE_MARK in tok:
+            k = tok.count(_LINE_MARK)
+            spans.append((len(lines), len(lines) + k))
+            lines.extend([()] * k)
+            cur = []
+        else:
+            cur.append(memo[tok])
+    lines.append(tuple(cur))
+    if spans:  # lines a multi-line token touches are lexed each on its own
+        source = code.split("\n")
+        for lo, hi in spans:
+            for i in range(lo, hi + 1):
+                lines[i] = _line_tokens(source[i].strip(), language)
+    return lines
+
+
+@functools.lru_cache(maxsize=TOKEN_CACHE_SIZE)
+def _line_tokens(line: str, language: str) -> tuple[str, ...]:
+    if not line:
+        return ()
+    return tuple(t for t in lex(line, language)[1] if t != INDENT and t != DEDENT)
+
+
 @functools.lru_cache(maxsize=TOKEN_CACHE_SIZE)
 def _lex_cached(code: str, language: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return lex(code, language)
@@ -267,6 +331,30 @@ def prime_tokens(fragment: Fragment, t1: Sequence[str]) -> None:
         _primed.clear()
     t1 = tuple(map(sys.intern, t1))
     _primed[(strip_comments(fragment), language)] = (t1, tuple(map(_ABSTRACT[language].__getitem__, t1)))
+
+
+def token_ids(lists: Sequence[Sequence[str]]) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Integer ids of the tokens of many token lists (equal tokens, equal ids).
+
+    Ids follow the sorted order of the distinct tokens, so they do not depend on list order.
+
+    Args:
+        lists: N token lists.
+
+    Returns:
+        ``(ids, lengths, vocab)``: int64 (T,) ids of all tokens in order, int64 (N,) per-list
+        lengths, and the sorted distinct tokens.
+    """
+    import itertools
+
+    import numpy as np
+
+    lengths = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
+    vocab = sorted(set(itertools.chain.from_iterable(lists)))
+    index = {t: i for i, t in enumerate(vocab)}
+    ids = np.fromiter(map(index.__getitem__, itertools.chain.from_iterable(lists)), dtype=np.int64,
+                      count=int(lengths.sum()))
+    return ids, lengths, vocab
 
 
 def strip_comments(fragment: Fragment) -> str:

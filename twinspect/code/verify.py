@@ -42,7 +42,6 @@ how they were obtained; :func:`load_verifier` reads and checks it.
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -100,23 +99,32 @@ class PairFeatures:
         import numpy as np
 
         from twinspect.code.encoders.lexical import LexicalEncoder
+        from twinspect.code.normalize import token_ids
 
         if self._strings is not None:
             return
-        vocab: dict[str, int] = {}
+        n = len(self.fragments)
         # one character per abstracted token: rapidfuzz's LCS then runs on plain strings
-        self._strings = ["".join(chr(0x100 + vocab.setdefault(t, len(vocab))) for t in toks) for toks in self._abstract]
-        self._sizes = np.asarray([len(s) for s in self._strings], dtype=np.float64)
-        line_vocab: dict[str, int] = {}
-        self._lines = ["".join(chr(0x100 + line_vocab.setdefault(ln, len(line_vocab))) for ln in normalized_lines(f))
-                       for f in self.fragments]
+        abs_ids, abs_len, abs_vocab = token_ids(self._abstract)
+        self._strings = _as_strings(abs_ids, abs_len)
+        self._sizes = abs_len.astype(np.float64)
+        line_ids, line_len, _ = token_ids([normalized_lines(f) for f in self.fragments])
+        self._lines = _as_strings(line_ids, line_len)
         enc = LexicalEncoder(dim=1 << 20, ngram_range=(1, 3), identifier_weight=0.0)
         self._tfidf = enc.encode_sparse(self.fragments).tocsr()
-        self._bags = _count_matrix(self._plain)
-        self._trigrams = _count_matrix(
-            [[f"{t[i]} {t[i + 1]} {t[i + 2]}" for i in range(len(t) - 2)] for t in self._abstract]
-        )
-        self._idents = _tfidf_rows(_count_matrix([[t for t in toks if _is_identifier(t)] for toks in self._plain]))
+        plain_ids, plain_len, plain_vocab = token_ids(self._plain)
+        rows = np.repeat(np.arange(n), plain_len)
+        self._bags = _counts(rows, plain_ids, n, len(plain_vocab))
+        ident = np.fromiter(map(_is_identifier, plain_vocab), dtype=bool, count=len(plain_vocab))
+        keep = ident[plain_ids] if len(plain_ids) else np.zeros(0, dtype=bool)
+        self._idents = _tfidf_rows(_counts(rows[keep], plain_ids[keep], n, len(plain_vocab)))
+        # abstracted token trigrams, coded as base-V integers (V = abstract vocabulary size)
+        arows = np.repeat(np.arange(n), abs_len)
+        v = max(1, len(abs_vocab))
+        valid = arows[:-2] == arows[2:] if len(abs_ids) > 2 else np.zeros(0, dtype=bool)
+        code = (abs_ids[:-2] * v + abs_ids[1:-1]) * v + abs_ids[2:] if len(abs_ids) > 2 else np.zeros(0, np.int64)
+        tri, col = np.unique(code[valid], return_inverse=True)
+        self._trigrams = _counts(arows[:-2][valid] if len(abs_ids) > 2 else arows[:0], col.ravel(), n, len(tri))
 
     def compute(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """Features of the pairs ``(a[i], b[i])``.
@@ -169,9 +177,10 @@ _BRACES = frozenset(("{", "}", "};", "} ;", "( ) ;", ") ;"))
 def normalized_lines(fragment: Fragment) -> list[str]:
     """The fragment's non-blank code lines, each as its abstracted tokens joined by spaces.
 
-    Lines of only braces (``{``, ``}``, ``};``) are dropped (where a brace goes is layout). Each line
-    is tokenised on its own (:func:`twinspect.code.normalize.lex`), so a string spanning lines is
-    cut at the line ends; Python's indentation tokens are not part of a line.
+    Lines of only braces (``{``, ``}``, ``};``) are dropped (where a brace goes is layout). The
+    fragment is tokenised once (:func:`twinspect.code.normalize.abstract_lines`): a token belongs
+    to the line it starts on, so a string spanning lines is part of its first line; Python's
+    indentation tokens are not part of a line.
 
     Args:
         fragment: a fragment (its ``code``, comments blanked, is read).
@@ -179,34 +188,44 @@ def normalized_lines(fragment: Fragment) -> list[str]:
     Returns:
         The normalised lines in order.
     """
+    from twinspect.code.normalize import abstract_lines
+
     out = []
-    for raw in fragment.code.split("\n"):
-        key = _line_key(raw.strip(), fragment.language)
-        if key:
-            out.append(key)
+    for toks in abstract_lines(fragment.code, fragment.language):
+        if toks:
+            key = " ".join(toks)
+            if key not in _BRACES:
+                out.append(key)
     return out
 
 
-@functools.lru_cache(maxsize=1 << 18)
-def _line_key(line: str, language: str) -> str:
-    from twinspect.code.normalize import lex
-
-    if not line:
-        return ""
-    key = " ".join(t for t in lex(line, language)[1] if t not in _LAYOUT)
-    return "" if key in _BRACES else key
+# characters used for token ids: from U+0100 up, skipping the surrogate block (not encodable)
+_FIRST_CHAR, _SURROGATES, _LAST_CHAR = 0x100, (0xD800, 0xE000), 0x10FFFF
+_CHAR_SPAN = _LAST_CHAR + 1 - _FIRST_CHAR - (_SURROGATES[1] - _SURROGATES[0])
 
 
-def _count_matrix(lists: Sequence[Sequence[str]]) -> sp.csr_matrix:
-    """Sparse (N, V) token-count matrix of token lists (V = distinct tokens)."""
+def _as_strings(ids: np.ndarray, lengths: np.ndarray) -> list[str]:
+    """One string per list, one character per id (so rapidfuzz compares plain strings).
+
+    Ids beyond the ~1.1 M usable code points wrap around (two distinct tokens then compare equal;
+    only a corpus with over a million distinct normalised lines gets there).
+    """
+    import numpy as np
+
+    c = ids % _CHAR_SPAN + _FIRST_CHAR
+    c = np.where(c >= _SURROGATES[0], c + (_SURROGATES[1] - _SURROGATES[0]), c)
+    text = c.astype("<u4").tobytes().decode("utf-32-le")
+    ends = np.cumsum(lengths).tolist()
+    starts = [0, *ends[:-1]]
+    return [text[s:e] for s, e in zip(starts, ends)]
+
+
+def _counts(rows: np.ndarray, cols: np.ndarray, n: int, ncols: int) -> sp.csr_matrix:
+    """Sparse (n, ncols) float32 count matrix of (row, column) occurrences."""
     import numpy as np
     import scipy.sparse as sp
 
-    vocab: dict[str, int] = {}
-    cols = [vocab.setdefault(t, len(vocab)) for toks in lists for t in toks]
-    rows = np.repeat(np.arange(len(lists)), [len(t) for t in lists])
-    m = sp.csr_matrix((np.ones(len(cols), dtype=np.float32), (rows, np.asarray(cols, dtype=np.int64))),
-                      shape=(len(lists), max(1, len(vocab))))
+    m = sp.csr_matrix((np.ones(len(cols), dtype=np.float32), (rows, cols)), shape=(n, max(1, ncols)))
     m.sum_duplicates()
     return m
 
@@ -283,24 +302,22 @@ class Verifier:
         import numpy as np
 
         x = np.asarray(x, dtype=np.float64)
+        cols = np.ascontiguousarray(x.T)
         raw = np.full(len(x), float(self.baseline))
-        rows = np.arange(len(x))
         for t in self.trees:
-            feat = np.asarray(t["feature"], dtype=np.int64)
-            thr = np.asarray(t["threshold"], dtype=np.float64)
-            left = np.asarray(t["left"], dtype=np.int64)
-            right = np.asarray(t["right"], dtype=np.int64)
-            leaf = np.asarray(t["leaf"], dtype=bool)
-            value = np.asarray(t["value"], dtype=np.float64)
-            node = np.zeros(len(x), dtype=np.int64)
-            for _ in range(len(feat)):
-                active = ~leaf[node]
-                if not active.any():
-                    break
-                go_left = x[rows, feat[node]] <= thr[node]
-                nxt = np.where(go_left, left[node], right[node])
-                node = np.where(active, nxt, node)
-            raw += value[node]
+            feat, thr, left, right, leaf, value = (t["feature"], t["threshold"], t["left"], t["right"],
+                                                   t["leaf"], t["value"])
+            # every leaf is the AND of the split outcomes on its root path (trees are shallow)
+            go_left = {i: cols[feat[i]] <= thr[i] for i in range(len(feat)) if not leaf[i]}
+            stack: list[tuple[int, np.ndarray | None]] = [(0, None)]
+            while stack:
+                i, mask = stack.pop()
+                if leaf[i]:
+                    raw += value[i] if mask is None else np.where(mask, value[i], 0.0)
+                    continue
+                g = go_left[i]
+                stack.append((left[i], g if mask is None else mask & g))
+                stack.append((right[i], ~g if mask is None else mask & ~g))
         return 1.0 / (1.0 + np.exp(-raw))
 
     def to_json_dict(self) -> dict[str, Any]:

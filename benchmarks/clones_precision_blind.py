@@ -13,6 +13,8 @@ Three steps:
    ``not`` with a one-line reason into ``benchmarks/results/clones_precision_blind_labels.csv``
    (``id,label,reason``). "clone": duplicated logic a maintainer would want to know about; "weak":
    a shared skeleton or boilerplate; "not": unrelated.
+   ``blind --src DIR [--ids P000-P039]`` rebuilds the blind file (or a slice of it) from the
+   committed sample and the source trees.
 3. ``score``: joins labels and sample and prints precision (``clone`` only counts) per type and
    band, writing ``benchmarks/results/clones_precision_blind.md``.
 
@@ -92,6 +94,34 @@ def sample(src: Path, per_band: int, mt3: int, per_exact: int, seed: int, blind:
     print(f"{len(records)} pairs; sample {SAMPLE}; blind file {blind}", file=sys.stderr)
 
 
+def blind(src: Path, out: Path, ids: str | None) -> None:
+    """Rebuild the judge's blind file from the committed sample and the source trees under ``src``.
+
+    The fragments are cut from ``src/<project>/<path>`` by the sample's line ranges, in id order
+    (the ids were shuffled when the sample was drawn). ``ids`` ("P000-P039") restricts the output
+    to a range so the labelling can be split between judges.
+    """
+    from twinspect._io import atomic_write
+
+    recs = [json.loads(line) for line in SAMPLE.read_text(encoding="utf-8").splitlines() if line]
+    lo, hi = (ids.split("-") if ids else ("P000", "P999"))
+    chosen = [r for r in sorted(recs, key=lambda r: r["id"]) if lo <= r["id"] <= hi]
+    with atomic_write(out) as fh:
+        fh.write("# Pairs of code fragments to label (clone / weak / not), one line of reason each\n\n")
+        for rec in chosen:
+            fh.write(f"## {rec['id']}\n\n")
+            for side in ("a", "b"):
+                f = rec[side]
+                path = src / rec["project"] / f["path"]
+                try:
+                    lines = path.read_text(encoding="utf-8").splitlines()[f["start_line"] - 1:f["end_line"]]
+                except OSError as exc:
+                    sys.exit(f"{path}: cannot read ({exc.strerror})")
+                more = f"\n... ({len(lines) - MAX_LINES} more lines)" if len(lines) > MAX_LINES else ""
+                fh.write(f"### {side.upper()}\n```\n" + "\n".join(lines[:MAX_LINES]) + more + "\n```\n\n")
+    print(f"{len(chosen)} pairs; blind file {out}", file=sys.stderr)
+
+
 def score() -> None:
     from twinspect._io import atomic_write
 
@@ -132,10 +162,16 @@ def main() -> None:
     s.add_argument("--per-exact", type=int, default=2)
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--blind", type=Path, default=Path("/tmp/twinspect_blind_pairs.md"))
+    b = sub.add_parser("blind")
+    b.add_argument("--src", type=Path, required=True)
+    b.add_argument("--ids", help="id range, e.g. P000-P039")
+    b.add_argument("--blind", type=Path, default=Path("/tmp/twinspect_blind_pairs.md"))
     sub.add_parser("score")
     args = ap.parse_args()
     if args.cmd == "sample":
         sample(args.src, args.per_band, args.mt3, args.per_exact, args.seed, args.blind)
+    elif args.cmd == "blind":
+        blind(args.src, args.blind, args.ids)
     else:
         score()
 

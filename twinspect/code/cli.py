@@ -134,6 +134,12 @@ TokenOverlapOpt = Annotated[
     typer.Option("--token-overlap", metavar="SIM|none", help="SourcererCC token-overlap similarity down to which "
                  "token-bag candidates are collected; 'none' disables that source."),
 ]
+BaseCodeOpt = Annotated[
+    str,
+    typer.Option("--base-code", metavar="SHARE|none", help="Share of fragments (and at least 10) a source line must "
+                 "occur in to count as base code, set aside when a candidate is verified (as MOSS ignores code "
+                 "shared by many submissions); 'none' disables the rule."),
+]
 MOpt = Annotated[int, typer.Option("--M", help="HNSW graph degree.")]
 EfcOpt = Annotated[int, typer.Option("--ef-construction", help="HNSW build-time candidate list size.")]
 EfsOpt = Annotated[int, typer.Option("--ef-search", help="HNSW query-time candidate list size.")]
@@ -253,6 +259,7 @@ def scan_command(
     max_neighbours: MaxNeighboursOpt = _D.max_neighbours,
     candidate_threshold: CandidateThresholdOpt = _D.candidate_threshold,
     token_overlap: TokenOverlapOpt = _fmt_margin(_D.token_overlap),
+    base_code: BaseCodeOpt = _fmt_margin(_D.base_code),
     top_k: TopKOpt = _D.top_k,
     threshold: ThresholdOpt = _D.threshold,
     class_threshold: ClassThresholdOpt = _D.class_threshold,
@@ -300,6 +307,7 @@ def scan_command(
     )
     config.lexical_min_t3 = _parse_margin(lexical_min_t3, "--lexical-min-t3")
     config.token_overlap = _parse_margin(token_overlap, "--token-overlap")
+    config.base_code = _parse_margin(base_code, "--base-code")
     config.validate()
     report = scan(paths, config, exclude=tuple(exclude or ()), max_file_bytes=max_file_bytes,
                   respect_gitignore=not no_gitignore, language=language, quiet=quiet)

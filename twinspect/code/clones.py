@@ -89,6 +89,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from twinspect.code.basecode import FRACTION as BASE_CODE_FRACTION
 from twinspect.code.clone_types import BANDS, LEXICAL_ENCODERS, TYPES, TypeClassifier
 from twinspect.code.fragments import Fragment
 from twinspect.errors import InputError
@@ -187,6 +188,11 @@ class DetectConfig:
             for a given seed; more threads are faster and may differ in the last neighbours.
         exact_buckets: group T2-identical fragments before the k-NN search (recommended).
         max_bucket_pairs: bucket size up to which all member pairs are reported (see module doc).
+        base_code: with ``decision="verifier"``, the share of fragments (and at least
+            :data:`twinspect.code.basecode.MIN_FRAGMENTS` of them) in which a source line must occur
+            to be *base code* (:mod:`twinspect.code.basecode`, as MOSS ignores passages shared by
+            many submissions); a candidate holding base lines is accepted only when the verifier
+            also accepts it with them set aside. None disables the rule. In [0, 1].
     """
 
     encoder: str = "lexical"
@@ -213,6 +219,7 @@ class DetectConfig:
     threads: int = 1
     exact_buckets: bool = True
     max_bucket_pairs: int = 20
+    base_code: float | None = BASE_CODE_FRACTION
 
     def __post_init__(self) -> None:
         if self.encoder_params is None and self.encoder in DEFAULT_ENCODER_PARAMS:
@@ -263,6 +270,8 @@ class DetectConfig:
             raise InputError(f"--threads must be -1 (all cores) or at least 1, got {self.threads}")
         if self.max_bucket_pairs < 2:
             raise InputError(f"max_bucket_pairs must be at least 2, got {self.max_bucket_pairs}")
+        if self.base_code is not None and not 0.0 <= self.base_code <= 1.0:
+            raise InputError(f"--base-code must be a share of fragments in [0, 1] (or none), got {self.base_code}")
 
     @property
     def effective_class_threshold(self) -> float:
@@ -619,6 +628,64 @@ def _exact_pairs(
     return out
 
 
+def _base_code_veto(
+    frags: Sequence[Fragment],
+    reps: Sequence[int],
+    la: np.ndarray,
+    lb: np.ndarray,
+    x: np.ndarray,
+    scores: np.ndarray,
+    verifier: Any,
+    config: DetectConfig,
+) -> int:
+    """Apply the base-code rule (:mod:`twinspect.code.basecode`) to verified candidates, in place.
+
+    Each accepted candidate (``scores >= verifier.threshold``) one of whose fragments holds base
+    lines is scored again with the base lines blanked, and keeps the lower of its two scores. The
+    sequence and overlap features are recomputed on the reduced fragments; the two TF-IDF features
+    keep their values (their IDF, fitted on all fragments, already discounts frequent tokens).
+
+    Args:
+        frags: all fragments; ``reps`` the bucket representatives the features were computed over.
+        la, lb: int (P,) candidate pairs as positions in ``reps``.
+        x: float32 (P, len(FEATURES)) the candidates' features; ``scores`` float (P,) their scores
+            (lowered in place).
+        verifier: the :class:`~twinspect.code.verify.Verifier` in use.
+        config: its ``base_code`` share (None: nothing is done).
+
+    Returns:
+        The number of accepted candidates that the rule turned down.
+    """
+    import numpy as np
+
+    from twinspect.code.basecode import MIN_FRAGMENTS, base_lines, holds_base_lines, without_base_lines
+    from twinspect.code.verify import FEATURES, PairFeatures
+
+    if config.base_code is None or not len(scores):
+        return 0
+    rep_frags = [frags[r] for r in reps]
+    base = base_lines(rep_frags, min_fragments=MIN_FRAGMENTS, fraction=config.base_code)
+    if not base:
+        return 0
+    accepted = np.flatnonzero(scores >= verifier.threshold)
+    involved = np.unique(np.concatenate([la[accepted], lb[accepted]]))
+    holds = {int(i) for i in involved.tolist() if holds_base_lines(rep_frags[i], base)}
+    sel = np.asarray([k for k in accepted.tolist() if int(la[k]) in holds or int(lb[k]) in holds], dtype=np.int64)
+    if not len(sel):
+        return 0
+    sub = np.unique(np.concatenate([la[sel], lb[sel]]))
+    pos = {int(i): k for k, i in enumerate(sub.tolist())}
+    reduced = PairFeatures([without_base_lines(rep_frags[i], base) if i in holds else rep_frags[i]
+                            for i in sub.tolist()])
+    xr = reduced.compute(np.asarray([pos[int(i)] for i in la[sel].tolist()], dtype=np.int64),
+                         np.asarray([pos[int(i)] for i in lb[sel].tolist()], dtype=np.int64))
+    keep = [FEATURES.index("tfidf"), FEATURES.index("identifier_tfidf")]
+    xr[:, keep] = x[sel][:, keep]
+    again = verifier.score(xr)
+    scores[sel] = np.minimum(scores[sel], again)
+    return int(np.sum(again < verifier.threshold))
+
+
 def _verified_pairs(
     vecs: np.ndarray,
     frags: Sequence[Fragment],
@@ -682,9 +749,11 @@ def _verified_pairs(
     feats = PairFeatures([frags[r] for r in reps], abstract=[clf.abstract_tokens(r) for r in reps],
                          plain=[plain[r] for r in reps])
     with progress("verifying candidates", total=len(cand), quiet=quiet) as bar:
-        x = feats.compute(np.asarray([local[u] for u in pa.tolist()], dtype=np.int64),
-                          np.asarray([local[v] for v in pb.tolist()], dtype=np.int64))
+        la = np.asarray([local[u] for u in pa.tolist()], dtype=np.int64)
+        lb = np.asarray([local[v] for v in pb.tolist()], dtype=np.int64)
+        x = feats.compute(la, lb)
         scores = verifier.score(x) if len(cand) else np.zeros(0)
+        base_rejected = _base_code_veto(frags, reps, la, lb, x, scores, verifier, config)
         bar.advance(len(cand))
 
     out: dict[tuple[int, int], ClonePair] = {}
@@ -722,6 +791,7 @@ def _verified_pairs(
         "verified": len(cand),
         "accepted": accepted,
         "semantic_t4": semantic_t4,
+        "base_code_rejected": base_rejected,
         "group_pairs": group_pairs,
         "verifier": {"threshold": round(verifier.threshold, 6), **verifier.info},
     }

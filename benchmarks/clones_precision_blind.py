@@ -18,6 +18,13 @@ Three steps:
 3. ``score``: joins labels and sample and prints precision (``clone`` only counts) per type and
    band, writing ``benchmarks/results/clones_precision_blind.md``.
 
+The earlier sample (issue 8: ``clones_precision_sample.jsonl``, 203 pairs from flask, requests,
+redis-py, pybind11, ujson, cffi and JPype1, then labelled by the detector's builder) is relabelled
+the same way: ``blind --old --src DIR`` (the seven sdists unpacked under DIR, e.g. ``pip download
+--no-deps --no-binary :all: JPype1==1.5.0 cffi==1.17.1 redis==5.0.8 requests==2.32.3 ujson==5.10.0
+flask==3.0.3 pybind11==2.13.6``) writes it under neutral ids ``Q000``..., the judge writes
+``clones_precision_old_blind_labels.csv``, and ``score --old`` writes ``clones_precision_old_blind.md``.
+
 The projects are downloaded outside the repository (none of them was used to fit the verifier or
 in the earlier precision study), e.g.::
 
@@ -46,6 +53,28 @@ RESULTS = ROOT / "benchmarks" / "results"
 SAMPLE = RESULTS / "clones_precision_blind_sample.jsonl"
 LABELS = RESULTS / "clones_precision_blind_labels.csv"
 REPORT = RESULTS / "clones_precision_blind.md"
+# the earlier (issue 8) sample, labelled then by the detector's builder with types in view; redone blind
+OLD_SAMPLE = RESULTS / "clones_precision_sample.jsonl"
+OLD_LABELS = RESULTS / "clones_precision_old_blind_labels.csv"
+OLD_REPORT = RESULTS / "clones_precision_old_blind.md"
+
+
+def _records(old: bool) -> list[dict]:
+    """The sample's records, each with its judge-facing ``id``.
+
+    The new sample's ids (``P000``...) were shuffled when it was drawn. The old sample's ids name
+    project and draw (``flask-3.0.3#n120``), so the judge sees neutral ``Q000``... ids instead, in an
+    order shuffled with seed 0 (kept in ``orig_id``; recomputed identically by ``score``).
+    """
+    path = OLD_SAMPLE if old else SAMPLE
+    recs = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+    if old:
+        recs.sort(key=lambda r: r["id"])
+        order = list(range(len(recs)))
+        random.Random(0).shuffle(order)
+        for n, i in enumerate(order):
+            recs[i]["orig_id"], recs[i]["id"] = recs[i]["id"], f"Q{n:03d}"
+    return recs
 MAX_LINES = 60
 
 
@@ -94,17 +123,18 @@ def sample(src: Path, per_band: int, mt3: int, per_exact: int, seed: int, blind:
     print(f"{len(records)} pairs; sample {SAMPLE}; blind file {blind}", file=sys.stderr)
 
 
-def blind(src: Path, out: Path, ids: str | None) -> None:
+def blind(src: Path, out: Path, ids: str | None, old: bool = False) -> None:
     """Rebuild the judge's blind file from the committed sample and the source trees under ``src``.
 
     The fragments are cut from ``src/<project>/<path>`` by the sample's line ranges, in id order
     (the ids were shuffled when the sample was drawn). ``ids`` ("P000-P039") restricts the output
-    to a range so the labelling can be split between judges.
+    to a range so the labelling can be split between judges. ``old``: the issue-8 sample, under
+    neutral ``Q`` ids (see :func:`_records`).
     """
     from twinspect._io import atomic_write
 
-    recs = [json.loads(line) for line in SAMPLE.read_text(encoding="utf-8").splitlines() if line]
-    lo, hi = (ids.split("-") if ids else ("P000", "P999"))
+    recs = _records(old)
+    lo, hi = (ids.split("-") if ids else ("Q000", "Q999") if old else ("P000", "P999"))
     chosen = [r for r in sorted(recs, key=lambda r: r["id"]) if lo <= r["id"] <= hi]
     with atomic_write(out) as fh:
         fh.write("# Pairs of code fragments to label (clone / weak / not), one line of reason each\n\n")
@@ -122,11 +152,11 @@ def blind(src: Path, out: Path, ids: str | None) -> None:
     print(f"{len(chosen)} pairs; blind file {out}", file=sys.stderr)
 
 
-def score() -> None:
+def score(old: bool = False) -> None:
     from twinspect._io import atomic_write
 
-    recs = {json.loads(line)["id"]: json.loads(line) for line in SAMPLE.read_text(encoding="utf-8").splitlines() if line}
-    with LABELS.open(encoding="utf-8") as fh:
+    recs = {r["id"]: r for r in _records(old)}
+    with (OLD_LABELS if old else LABELS).open(encoding="utf-8") as fh:
         labels = {row["id"]: row for row in csv.DictReader(fh)}
     missing = sorted(set(recs) - set(labels))
     strata: dict[str, Counter] = defaultdict(Counter)
@@ -145,10 +175,11 @@ def score() -> None:
         n = sum(c.values())
         lines.append(f"| {key} | {n} | {c['clone']} | {c['weak']} | {c['not']} | {100 * c['clone'] / n:.1f} % |")
     by_project = Counter(rec["project"] for rid, rec in recs.items() if rid in labels)
-    text = ("# Blind precision study (issue 15)\n\n" + "\n".join(lines) + "\n\n"
+    title = "the issue-8 sample relabelled blind" if old else "the issue-15 sample"
+    text = (f"# Blind precision study (issue 15): {title}\n\n" + "\n".join(lines) + "\n\n"
             + f"Projects: {dict(sorted(by_project.items()))}. Unlabelled: {len(missing)}.\n")
     print(text)
-    with atomic_write(REPORT) as fh:
+    with atomic_write(OLD_REPORT if old else REPORT) as fh:
         fh.write(text)
 
 
@@ -166,14 +197,16 @@ def main() -> None:
     b.add_argument("--src", type=Path, required=True)
     b.add_argument("--ids", help="id range, e.g. P000-P039")
     b.add_argument("--blind", type=Path, default=Path("/tmp/twinspect_blind_pairs.md"))
-    sub.add_parser("score")
+    b.add_argument("--old", action="store_true", help="the issue-8 sample (neutral Q ids)")
+    sc = sub.add_parser("score")
+    sc.add_argument("--old", action="store_true", help="the issue-8 sample and its blind labels")
     args = ap.parse_args()
     if args.cmd == "sample":
         sample(args.src, args.per_band, args.mt3, args.per_exact, args.seed, args.blind)
     elif args.cmd == "blind":
-        blind(args.src, args.blind, args.ids)
+        blind(args.src, args.blind, args.ids, args.old)
     else:
-        score()
+        score(args.old)
 
 
 if __name__ == "__main__":

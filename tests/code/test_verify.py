@@ -12,7 +12,7 @@ from twinspect.code.embed import embed, write_embeddings
 from twinspect.code.evaluate.bcb import FoundPairs
 from twinspect.code.evaluate.matching import report_view
 from twinspect.code.fragments import extract_fragments
-from twinspect.code.verify import FEATURES, PairFeatures, Verifier, load_verifier, normalized_lines
+from twinspect.code.verify import FEATURES, PairFeatures, Verifier, load_verifier, normalized_lines, verify_pairs
 from twinspect.errors import InputError
 
 BASE = """def total_price(items, tax):
@@ -51,6 +51,33 @@ def test_features_of_identical_edited_and_unrelated_pairs():
     assert x[1, col["lcs_min"]] > 0.85 and x[1, col["identifier_tfidf"]] < 0.9
     assert (x[2] < x[1]).sum() >= 7  # the unrelated pair is less alike on nearly every feature
     assert 0.0 < x[0, col["length"]] < 1.0
+
+
+def test_verify_pairs_decides_as_full_scoring_on_real_code():
+    """The two-stage scorer (bag features only where the monotone bound reaches the threshold)
+    accepts exactly the pairs full scoring accepts, with the same scores, on every pair of the
+    example corpus's Python functions."""
+    from pathlib import Path
+
+    from twinspect.code.fragments import mine
+
+    root = Path(__file__).resolve().parents[2] / "twinspect" / "examples" / "clones" / "python"
+    frags, _ = mine([root], min_lines=3, quiet=True)
+    assert len(frags) >= 8
+    a, b = (np.asarray(t, dtype=np.int64) for t in zip(*[(i, j) for i in range(len(frags)) for j in range(i + 1, len(frags))]))
+    verifier = load_verifier()
+    full_x = PairFeatures(frags).compute(a, b)
+    full = verifier.score(full_x)
+    x, scores = verify_pairs(PairFeatures(frags), verifier, a, b)
+    accepted = full >= verifier.threshold
+    assert accepted.any() and (~accepted).any()
+    assert np.array_equal(scores >= verifier.threshold, accepted)
+    np.testing.assert_allclose(scores[accepted], full[accepted])
+    np.testing.assert_allclose(x[accepted], full_x[accepted])
+    # a rejected pair's score is an upper bound of its real score
+    assert np.all(scores[~accepted] >= full[~accepted] - 1e-12)
+    with pytest.raises(ValueError, match="unknown features"):
+        PairFeatures(frags).compute(a, b, columns=["nope"])
 
 
 def test_normalized_lines_drop_braces_and_abstract_names():

@@ -721,7 +721,7 @@ def _verified_pairs(
     from twinspect.code.candidates import overlap_pairs, range_pairs
     from twinspect.code.clone_types import band_of
     from twinspect.code.normalize import tokens
-    from twinspect.code.verify import PairFeatures, load_verifier
+    from twinspect.code.verify import PairFeatures, load_verifier, verify_pairs
 
     verifier = load_verifier(config.verifier_path)
     cap = config.max_bucket_pairs
@@ -751,8 +751,7 @@ def _verified_pairs(
     with progress("verifying candidates", total=len(cand), quiet=quiet) as bar:
         la = np.asarray([local[u] for u in pa.tolist()], dtype=np.int64)
         lb = np.asarray([local[v] for v in pb.tolist()], dtype=np.int64)
-        x = feats.compute(la, lb)
-        scores = verifier.score(x) if len(cand) else np.zeros(0)
+        x, scores = verify_pairs(feats, verifier, la, lb)
         base_rejected = _base_code_veto(frags, reps, la, lb, x, scores, verifier, config)
         bar.advance(len(cand))
 

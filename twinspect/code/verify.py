@@ -58,6 +58,8 @@ if TYPE_CHECKING:
 #: The verifier's features, in model column order (see the module doc).
 FEATURES = ("lcs_min", "lcs_dice", "tfidf", "token_overlap", "trigram_overlap", "size_ratio",
             "identifier_tfidf", "length", "line_lcs")
+#: Features computed from the token-bag/TF-IDF matrices (costly per pair; see :func:`verify_pairs`).
+SPARSE_FEATURES = ("tfidf", "token_overlap", "trigram_overlap", "identifier_tfidf")
 #: Version of the feature definitions; a model file of another version is refused.
 FEATURE_VERSION = 3
 #: Abstracted-token length at which the ``length`` feature reaches 1 (log scale).
@@ -95,21 +97,24 @@ class PairFeatures:
         self._sizes: np.ndarray | None = None
         self._idents: sp.csr_matrix | None = None
 
-    def _prepare(self) -> None:
+    def _prepare(self, sparse: bool = True) -> None:
+        """Per-fragment representations: sequences (always) and, with ``sparse``, the bag matrices."""
         import numpy as np
 
         from twinspect.code.encoders.lexical import LexicalEncoder
         from twinspect.code.normalize import token_ids
 
-        if self._strings is not None:
+        if self._strings is None:
+            # one character per abstracted token: rapidfuzz's LCS then runs on plain strings
+            abs_ids, abs_len, _ = token_ids(self._abstract)
+            self._strings = _as_strings(abs_ids, abs_len)
+            self._sizes = abs_len.astype(np.float64)
+            line_ids, line_len, _ = token_ids([normalized_lines(f) for f in self.fragments])
+            self._lines = _as_strings(line_ids, line_len)
+        if not sparse or self._tfidf is not None:
             return
         n = len(self.fragments)
-        # one character per abstracted token: rapidfuzz's LCS then runs on plain strings
         abs_ids, abs_len, abs_vocab = token_ids(self._abstract)
-        self._strings = _as_strings(abs_ids, abs_len)
-        self._sizes = abs_len.astype(np.float64)
-        line_ids, line_len, _ = token_ids([normalized_lines(f) for f in self.fragments])
-        self._lines = _as_strings(line_ids, line_len)
         enc = LexicalEncoder(dim=1 << 20, ngram_range=(1, 3), identifier_weight=0.0)
         self._tfidf = enc.encode_sparse(self.fragments).tocsr()
         plain_ids, plain_len, plain_vocab = token_ids(self._plain)
@@ -126,48 +131,95 @@ class PairFeatures:
         tri, col = np.unique(code[valid], return_inverse=True)
         self._trigrams = _counts(arows[:-2][valid] if len(abs_ids) > 2 else arows[:0], col.ravel(), n, len(tri))
 
-    def compute(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    def compute(self, a: np.ndarray, b: np.ndarray, columns: Sequence[str] | None = None) -> np.ndarray:
         """Features of the pairs ``(a[i], b[i])``.
 
         Args:
             a, b: int (P,) fragment indices.
+            columns: compute only these features (names from :data:`FEATURES`; the others are left
+                0); None = all.
 
         Returns:
             float32 (P, len(FEATURES)) in :data:`FEATURES` order.
+
+        Raises:
+            ValueError: an unknown feature name in ``columns``.
         """
         import numpy as np
         from rapidfuzz.distance import LCSseq
 
-        self._prepare()
-        assert self._strings is not None and self._sizes is not None
-        assert self._tfidf is not None and self._bags is not None and self._trigrams is not None
-        assert self._idents is not None and self._lines is not None
+        want = set(FEATURES if columns is None else columns)
+        if want - set(FEATURES):
+            raise ValueError(f"unknown features {sorted(want - set(FEATURES))}; known: {', '.join(FEATURES)}")
+        self._prepare(sparse=bool(want & set(SPARSE_FEATURES)))
+        assert self._strings is not None and self._sizes is not None and self._lines is not None
         a = np.asarray(a, dtype=np.int64)
         b = np.asarray(b, dtype=np.int64)
         out = np.zeros((len(a), len(FEATURES)), dtype=np.float32)
         if not len(a):
             return out
-        strings = self._strings
         sim = LCSseq.similarity
-        lcs = np.fromiter((sim(strings[x], strings[y]) for x, y in zip(a.tolist(), b.tolist())),
-                          dtype=np.float64, count=len(a))
         na, nb = self._sizes[a], self._sizes[b]
         longer = np.maximum(np.maximum(na, nb), 1.0)
-        out[:, 0] = lcs / longer
-        out[:, 1] = 2.0 * lcs / np.maximum(na + nb, 1.0)
+        if want & {"lcs_min", "lcs_dice"}:
+            strings = self._strings
+            lcs = np.fromiter((sim(strings[x], strings[y]) for x, y in zip(a.tolist(), b.tolist())),
+                              dtype=np.float64, count=len(a))
+            out[:, 0] = lcs / longer
+            out[:, 1] = 2.0 * lcs / np.maximum(na + nb, 1.0)
         out[:, 5] = np.minimum(na, nb) / longer
-        lines = self._lines
-        out[:, 8] = np.fromiter(
-            (sim(lines[x], lines[y]) / max(len(lines[x]), len(lines[y]), 1) for x, y in zip(a.tolist(), b.tolist())),
-            dtype=np.float64, count=len(a))
+        if "line_lcs" in want:
+            lines = self._lines
+            out[:, 8] = np.fromiter(
+                (sim(lines[x], lines[y]) / max(len(lines[x]), len(lines[y]), 1) for x, y in zip(a.tolist(), b.tolist())),
+                dtype=np.float64, count=len(a))
         out[:, 7] = np.minimum(np.log1p(np.minimum(na, nb)) / np.log1p(LENGTH_SATURATION), 1.0)
-        for lo in range(0, len(a), _CHUNK):
-            pa, pb = a[lo:lo + _CHUNK], b[lo:lo + _CHUNK]
-            out[lo:lo + _CHUNK, 2] = np.clip(_rowdot(self._tfidf, pa, pb), 0.0, 1.0)
-            out[lo:lo + _CHUNK, 3] = _overlap(self._bags, pa, pb)
-            out[lo:lo + _CHUNK, 4] = _overlap(self._trigrams, pa, pb)
-            out[lo:lo + _CHUNK, 6] = np.clip(_rowdot(self._idents, pa, pb), 0.0, 1.0)
+        if want & set(SPARSE_FEATURES):
+            assert self._tfidf is not None and self._bags is not None and self._trigrams is not None
+            assert self._idents is not None
+            for lo in range(0, len(a), _CHUNK):
+                pa, pb = a[lo:lo + _CHUNK], b[lo:lo + _CHUNK]
+                out[lo:lo + _CHUNK, 2] = np.clip(_rowdot(self._tfidf, pa, pb), 0.0, 1.0)
+                out[lo:lo + _CHUNK, 3] = _overlap(self._bags, pa, pb)
+                out[lo:lo + _CHUNK, 4] = _overlap(self._trigrams, pa, pb)
+                out[lo:lo + _CHUNK, 6] = np.clip(_rowdot(self._idents, pa, pb), 0.0, 1.0)
         return out
+
+
+def verify_pairs(features: PairFeatures, verifier: Verifier, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Score candidate pairs, computing the costly bag features only where they can matter.
+
+    The verifier is monotone in every feature (all in [0, 1]), so the score of a pair with its
+    :data:`SPARSE_FEATURES` set to 1 is an upper bound of its real score. The sequence features
+    (LCS, line LCS, sizes) are computed for every pair first; a pair whose bound is below the
+    threshold is rejected without the bag features (on the standard library 153k candidates, most
+    of them), the others get every feature. Decisions are exactly those of scoring every feature.
+
+    Args:
+        features: the fragments' :class:`PairFeatures`.
+        verifier: the model (must be monotone increasing in every feature, as
+            ``benchmarks/train_verifier.py`` fits it).
+        a, b: int (P,) fragment indices.
+
+    Returns:
+        ``(x, scores)``: float32 (P, len(FEATURES)) features — the bag features left 0 for rejected
+        pairs — and float64 (P,) scores; a rejected pair's score is its upper bound (below the
+        threshold), every other pair's is exact.
+    """
+    import numpy as np
+
+    x = features.compute(a, b, columns=[f for f in FEATURES if f not in SPARSE_FEATURES])
+    if not len(x):
+        return x, np.zeros(0)
+    cols = np.asarray([FEATURES.index(f) for f in SPARSE_FEATURES], dtype=np.int64)
+    bound = x.copy()
+    bound[:, cols] = 1.0
+    scores = verifier.score(bound)
+    keep = np.flatnonzero(scores >= verifier.threshold)
+    if len(keep):
+        x[np.ix_(keep, cols)] = features.compute(np.asarray(a)[keep], np.asarray(b)[keep], columns=SPARSE_FEATURES)[:, cols]
+        scores[keep] = verifier.score(x[keep])
+    return x, scores
 
 
 _LAYOUT = frozenset(("<INDENT>", "<DEDENT>"))

@@ -176,6 +176,29 @@ def copydetect_child(folder: Path, pairs_file: Path, out: Path) -> None:
                                "fingerprinted": len(det.file_data), "scores": scores}))
 
 
+def tiling_child(folder: Path, pairs_file: Path, out: Path) -> None:
+    """Score every labelled pair with twinspect's tiling (the measured code: run with its PYTHONPATH).
+
+    Files are mined and base code found exactly as ``twinspect clones --granularity file`` does; each
+    labelled pair is tiled (no candidate index), so pairs below the shipped threshold get a score too.
+    """
+    from twinspect.code import tiling
+    from twinspect.code.clones import DetectConfig
+    from twinspect.code.fragments import mine
+
+    cfg = DetectConfig(granularity="file")
+    frags, _ = mine([str(folder)], granularity="file", min_lines=cfg.min_lines, quiet=True)
+    frags = sorted(frags, key=lambda f: (f.path, f.start_line, f.end_line, f.name))
+    idx = {Path(f.path).name: k for k, f in enumerate(frags)}
+    labelled = [(a, b) for a, b in json.loads(pairs_file.read_text()) if a in idx and b in idx]
+    base = tiling.program_base_lines(frags, cfg.base_code)
+    tiled, stats = tiling.tile_files(frags, base=base, pairs=[(idx[a], idx[b]) for a, b in labelled])
+    scores = {f"{a}|{b}": [t.avg, t.max, t.coverage, t.len_a, t.len_b] for (a, b), t in zip(labelled, tiled)}
+    out.write_text(json.dumps({"min_match": tiling.MIN_MATCH, "threshold": tiling.THRESHOLD, "measure": tiling.MEASURE,
+                               "candidate_dice": tiling.CANDIDATE_DICE, "files": len(frags), "base_lines": len(base),
+                               "stats": stats, "scores": scores}))
+
+
 def twinspect_links(report: Path) -> tuple[dict, dict]:
     """{frozenset(file names): (best similarity, type, verifier score)} of the file pairs the report links
     (a stated pair between fragments of the two files: listed, identical group, or group pair), and stats."""
@@ -209,9 +232,9 @@ def rates(pairs: list[dict], linked) -> dict:
             "unrelated": len(neg), "unrelated_linked": ln, "unrel_pct": 100 * ln / len(neg) if neg else None}
 
 
-def choose_threshold(pairs: list[dict], max_unrelated: float) -> float:
+def choose_threshold(pairs: list[dict], max_unrelated: float, score=lambda p: p["copydetect"]["score"]) -> float:
     """Lowest score threshold t (pair linked when score > t) linking ≤ max_unrelated of the unrelated pairs."""
-    neg = sorted((p["copydetect"]["score"] for p in pairs if p["label"] == 0), reverse=True)
+    neg = sorted((score(p) for p in pairs if p["label"] == 0), reverse=True)
     allowed = int(max_unrelated * len(neg))  # at most this many negatives may exceed t
     if not neg:
         return 0.0
@@ -260,6 +283,20 @@ def evaluate_version(ver: dict, workdir: Path, tw_args: list[str], granularity_o
         p["copydetect"] = {"sim_a": round(s[0], 4), "sim_b": round(s[1], 4), "score": round(max(s[0], s[1]), 4),
                            "overlap_tokens": s[2]}
 
+    # twinspect's tiling score of every labelled pair (the measured code, in a child process)
+    tl_out = workdir / f"v{v}" / "tiling.json"
+    tl_run = run_measured([sys.executable, __file__, "--_tiling", str(folder), str(pf), str(tl_out)],
+                          workdir / f"v{v}" / "tiling.log", env=tw_env)
+    tl = None
+    if tl_run["exit"] == 0:
+        tl = json.loads(tl_out.read_text())
+        for p in pairs:
+            s = tl["scores"].get(f"{p['file_a']}|{p['file_b']}")
+            p["tiling"] = None if s is None else {"avg": round(s[0], 4), "max": round(s[1], 4), "coverage": s[2],
+                                                  "tokens_a": s[3], "tokens_b": s[4]}
+    else:
+        print(f"NOTE: no tiling module at this commit ({tl_run['output_tail'][-200:]})", file=sys.stderr)
+
     # twinspect: the file-granularity run (or its function-granularity fallback), and for comparison
     # function granularity with --min-lines 1 (every method; when file granularity exists) or with the
     # default --min-lines 6, which leaves out the 1-5-line methods (constructors, getters; in the fallback)
@@ -306,6 +343,13 @@ def evaluate_version(ver: dict, workdir: Path, tw_args: list[str], granularity_o
     if t95 is not None:
         tools[f"copydetect, threshold from tune: ≥ 95 % plagiarised (score > {t95:.4f})"] = \
             lambda p: p["copydetect"]["score"] > t95
+    t_tl = None
+    if tl is not None and tune:
+        def tl_avg(p):
+            return p["tiling"]["avg"] if p.get("tiling") else 0.0
+        t_tl = choose_threshold(tune, max_unrel, tl_avg)
+        tools[f"twinspect tiling avg, this version's tune threshold (avg > {t_tl:.4f}; shipped: ≥ "
+              f"{tl['threshold']})"] = lambda p: tl_avg(p) > t_tl
     table = {tool: {name: rates(sub, fn) for name, sub in subsets.items() if sub} for tool, fn in tools.items()}
     # disguise levels: test's plagiarised pairs
     plag_test = [p for p in test if p["label"] == 1]
@@ -316,6 +360,9 @@ def evaluate_version(ver: dict, workdir: Path, tw_args: list[str], granularity_o
     by_level = {tool: {g: {"pairs": len(ps), "linked": sum(1 for p in ps if fn(p))} for g, ps in groups.items()}
                 for tool, fn in tools.items()}
     aucs = {"copydetect score": auc(pairs, lambda p: p["copydetect"]["score"])}
+    if tl is not None:
+        aucs["twinspect tiling avg (every labelled pair tiled)"] = auc(
+            pairs, lambda p: p["tiling"]["avg"] if p.get("tiling") else 0.0)
     for label, _ in configs:
         aucs[f"{label} similarity (0 when not linked)"] = auc(pairs, lambda p, label=label: p["tw"][label]["similarity"] or 0.0)
     return {
@@ -324,11 +371,14 @@ def evaluate_version(ver: dict, workdir: Path, tw_args: list[str], granularity_o
         "pairs": len(pairs), "label_conflicts": sum(1 for p in pairs if p.get("label_conflict")),
         "test_pairs": len(test), "tune_pairs": len(tune), "copydetect_threshold": t_cd,
         "copydetect_threshold_95": t95,
+        "tiling": None if tl is None else {k: tl[k] for k in ("min_match", "threshold", "measure", "candidate_dice",
+                                                                "files", "base_lines")} | {"tune_threshold": t_tl},
         "copydetect_version": cd["version"], "copydetect_fingerprinted": cd["fingerprinted"],
         "copydetect_run": {k: cd_run[k] for k in ("seconds", "maxrss_mib", "tree_peak_rss_sum_mib",
                                                   "tree_cpu_seconds_sampled")}, "twinspect_runs": tw_info,
         "rates": table, "by_level": by_level, "auc": aucs,
-        "pair_list": [{k: p[k] for k in ("a", "b", "label", "splits", "levels", "notes", "copydetect", "tw")}
+        "pair_list": [{k: p.get(k) for k in ("a", "b", "label", "splits", "levels", "notes", "copydetect", "tiling",
+                                             "tw")}
                       for p in pairs],
     }
 
@@ -423,6 +473,9 @@ def render_md(res: dict, old_md: str | None) -> str:
 def main(argv: list[str] | None = None) -> None:
     if argv is None and len(sys.argv) == 5 and sys.argv[1] == "--_copydetect":
         copydetect_child(Path(sys.argv[2]), Path(sys.argv[3]), Path(sys.argv[4]))
+        return
+    if argv is None and len(sys.argv) == 5 and sys.argv[1] == "--_tiling":
+        tiling_child(Path(sys.argv[2]), Path(sys.argv[3]), Path(sys.argv[4]))
         return
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", type=Path, required=True,

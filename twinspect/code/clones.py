@@ -113,7 +113,7 @@ INDEXES = ("exact", "hnsw")
 DEFAULT_LEXICAL_MIN_T3 = 0.5
 LINKAGES = ("pairs", "single", "average", "complete", "none")
 #: Values of :attr:`DetectConfig.decision`.
-DECISIONS = ("verifier", "cosine")
+DECISIONS = ("verifier", "cosine", "tiling")
 #: Values of :attr:`DetectConfig.stock_t4`.
 STOCK_T4 = ("drop", "keep")
 _SEARCH_CHUNK = 1024  # queries per index.search call (progress granularity, bounded memory)
@@ -138,6 +138,9 @@ class DetectConfig:
             by the calibrated verifier of :mod:`twinspect.code.verify` (LCS alignment, token-bag
             overlaps, TF-IDF cosine, size ratio). ``"cosine"``: the earlier SSCD rule — the
             ``top_k`` nearest neighbours at cosine ≥ ``threshold``, with ``pair_margin``.
+            ``"tiling"``: JPlag's Greedy String Tiling of whole token sequences
+            (:mod:`twinspect.code.tiling`); at ``granularity="file"`` the default ``"verifier"``
+            means ``"tiling"`` too (programs are compared as JPlag compares them).
         max_neighbours: with ``decision="verifier"``, the most candidates kept per fragment and
             source (a fragment that hits it is counted in ``stats["capped"]``). ≥ 1.
         token_overlap: with ``decision="verifier"``, the SourcererCC overlap similarity down to
@@ -965,6 +968,10 @@ def detect(
                                                          fragments[i].end_line, fragments[i].name))
     frags = [fragments[i] for i in order]
     n = len(frags)
+    if config.decision == "tiling" or (config.granularity == "file" and config.decision == "verifier"):
+        from twinspect.code.tiling import detect_tiling  # whole programs: JPlag's Greedy String Tiling
+
+        return detect_tiling(frags, config, quiet=quiet)
     if vectors is not None:
         vectors = np.asarray(vectors, dtype=np.float32)
         if vectors.ndim != 2 or vectors.shape[0] != n:

@@ -54,6 +54,8 @@ SAMPLE = RESULTS / "clones_precision_blind_sample.jsonl"
 LABELS = RESULTS / "clones_precision_blind_labels.csv"
 REPORT = RESULTS / "clones_precision_blind.md"
 # the earlier (issue 8) sample, labelled then by the detector's builder with types in view; redone blind
+# a second judge's blind labels of an id range of the new sample (inter-judge agreement)
+SECOND = RESULTS / "clones_precision_blind_labels_judge2.csv"
 OLD_SAMPLE = RESULTS / "clones_precision_sample.jsonl"
 OLD_LABELS = RESULTS / "clones_precision_old_blind_labels.csv"
 OLD_REPORT = RESULTS / "clones_precision_old_blind.md"
@@ -178,6 +180,23 @@ def score(old: bool = False) -> None:
     title = "the issue-8 sample relabelled blind" if old else "the issue-15 sample"
     text = (f"# Blind precision study (issue 15): {title}\n\n" + "\n".join(lines) + "\n\n"
             + f"Projects: {dict(sorted(by_project.items()))}. Unlabelled: {len(missing)}.\n")
+    if not old and SECOND.is_file():
+        with SECOND.open(encoding="utf-8") as fh:
+            second = {row["id"]: row["label"].strip() for row in csv.DictReader(fh)}
+        both = sorted(set(second) & set(labels))
+        if both:
+            first = [labels[i]["label"].strip() for i in both]
+            other = [second[i] for i in both]
+            po = sum(x == y for x, y in zip(first, other)) / len(both)
+            ca = [x == "clone" for x in first]
+            cb = [y == "clone" for y in other]
+            pb = sum(x == y for x, y in zip(ca, cb)) / len(both)
+            pa_, pb_ = sum(ca) / len(both), sum(cb) / len(both)
+            pe = pa_ * pb_ + (1 - pa_) * (1 - pb_)
+            kappa = (pb - pe) / (1 - pe) if pe < 1 else float("nan")
+            text += (f"\nInter-judge agreement ({SECOND.name}: a second blind judge on {both[0]}–{both[-1]}, "
+                     f"{len(both)} pairs): same label {100 * po:.1f} %; clone vs not-clone {100 * pb:.1f} %, "
+                     f"Cohen's κ {kappa:.2f}; clones {sum(ca)} (first judge) vs {sum(cb)} (second).\n")
     print(text)
     with atomic_write(OLD_REPORT if old else REPORT) as fh:
         fh.write(text)

@@ -17,7 +17,15 @@ What it measures
       with the default ``--min-lines 6``, stated in the results. A pair of files is linked when the
       report states a pair between fragments of the two files (a listed pair, two members of one
       ``identical_groups`` entry, or a cross pair of a ``group_pairs`` entry); the pair's similarity
-      is the highest such pair's cosine. Nothing of twinspect is tuned here.
+      is the highest such pair's similarity. At file granularity twinspect compares whole programs with
+      JPlag's Greedy String Tiling (``twinspect/code/tiling.py``): the reported similarity is the tiling's
+      ``avg`` (``2·coverage / (|A| + |B|)``), and a pair is linked at ``avg ≥ tiling.THRESHOLD``, a
+      constant chosen once on version 2's *tune* split (the same rule as copydetect's: ≤ 5 % of the
+      unrelated tune pairs) and shipped. Nothing of twinspect is tuned by this script.
+    * twinspect's tiling score of *every* labelled pair (a child process running the measured code tiles
+      each labelled pair directly, without the candidate index), so that the threshold rule can be
+      applied per version as for copydetect (reported as "this version's tune threshold") and a
+      ROC-AUC computed; the shipped constant is named next to it.
 
     Reported per tool: % of plagiarised pairs linked, % of unrelated (non-plagiarised) labelled pairs
     linked, on all unique pairs, on the test split and on the tune split, and on the test split's
@@ -31,7 +39,8 @@ What it measures
 Splits
     The data set's train/validation/test CSVs share pairs (116 of the 137 test rows of version 2 are
     also train or validation rows). Pairs are deduplicated; *test* = the pairs of ``test.csv``, *tune* =
-    every other labelled pair. Only copydetect's threshold is chosen, on *tune*.
+    every other labelled pair. Thresholds are chosen on *tune* only: copydetect's here, twinspect's
+    tiling threshold once (version 2) and shipped as a constant.
 
 Data
     The ConPlag CSVs as published in https://github.com/FahadEbrahim/SCPD_FSE, folder ``dataset/``:
@@ -403,15 +412,18 @@ def render_md(res: dict, old_md: str | None) -> str:
     if res["granularity_file"]:
         L.append("twinspect ran with `--granularity file` (each file one fragment; a file pair is linked when the two "
                  "files are reported as a pair); for comparison also at function granularity with `--min-lines 1` "
-                 "(linked when any two of their functions are reported as a pair).\n")
+                 "(linked when any two of their functions are reported as a pair). Where the measured code has "
+                 "`twinspect/code/tiling.py`, file granularity is JPlag's Greedy String Tiling, and every labelled "
+                 "pair is also tiled on its own to get its score (rows \"twinspect tiling avg\").\n")
     else:
         L.append("**`twinspect clones` at this commit does not accept `--granularity`: file granularity was not "
                  "available. twinspect ran at function granularity with `--min-lines 1` (every method a fragment); "
                  "a file pair is linked when any two of their methods are reported as a pair.**\n")
     L.append("Data: ConPlag as published in FahadEbrahim/SCPD_FSE `dataset/` (version 1 raw submissions, version 2 "
              "template-free). Pairs are deduplicated across the CSVs; *test* = pairs of `test.csv` (the only split "
-             "whose notes give disguise levels), *tune* = all other pairs. Only copydetect's threshold is chosen, "
-             f"on *tune*: the lowest that links ≤ {res['max_unrelated'] * 100:.0f} % of tune's unrelated pairs. "
+             "whose notes give disguise levels), *tune* = all other pairs. Thresholds are chosen on *tune* only, "
+             f"as the lowest that links ≤ {res['max_unrelated'] * 100:.0f} % of tune's unrelated pairs: copydetect's "
+             "here, per version; twinspect's tiling threshold once, on version 2, shipped as a constant. "
              "\"Unrelated\" = labelled non-plagiarised: two solutions of the same problem, so they share a lot by "
              "construction.\n")
     for v in res["versions_evaluated"]:
@@ -428,6 +440,12 @@ def render_md(res: dict, old_md: str | None) -> str:
                      f"{t['stats']['identical_groups']} identical groups; {t['seconds']:.1f} s, {t['maxrss_mib']:.0f} MiB "
                      f"peak RSS (wait4; {t['tree_peak_rss_sum_mib']:.0f} MiB summed over its process tree, parse "
                      "workers included)")
+        if v.get("tiling"):
+            tg = v["tiling"]
+            L.append(f"- tiling: min match {tg['min_match']} tokens, measure {tg['measure']}, shipped threshold "
+                     f"{tg['threshold']}, candidate window Dice ≥ {tg['candidate_dice']}; {tg['base_lines']} base-code "
+                     f"lines; this version's tune threshold (≤ {res['max_unrelated'] * 100:.0f} % unrelated): "
+                     f"avg > {tg['tune_threshold']:.4f}")
         L.append("")
         L.append("| tool | subset | plagiarised linked | % | unrelated linked | % | target met (≥ 95 % / ≤ 5 %) |")
         L.append("|---|---|---|---|---|---|---|")
@@ -456,7 +474,8 @@ def render_md(res: dict, old_md: str | None) -> str:
                          if p["tw"][label]["similarity"] is not None and p["label"] == 1)
             neg = sorted(p["tw"][label]["similarity"] for p in v["pair_list"]
                          if p["tw"][label]["similarity"] is not None and p["label"] == 0)
-            L.append(f"{label}: cosine similarity of the linked labelled pairs (best fragment pair) — plagiarised {len(pos)} "
+            what = "tiling avg similarity" if v.get("tiling") and "file" in label else "cosine similarity"
+            L.append(f"{label}: {what} of the linked labelled pairs (best fragment pair) — plagiarised {len(pos)} "
                      f"({q(pos)}); unrelated {len(neg)} ({q(neg)}). Each pair's value is in the JSON (`pair_list`).\n")
     by_eye = None
     if old_md and BY_EYE_START in old_md and BY_EYE_END in old_md:

@@ -117,13 +117,14 @@ GranularityOpt = Annotated[
     str,
     typer.Option("--granularity", "-g", help="Fragments: function (functions and methods), block (also copied runs "
                  "of statements inside and outside functions, as jscpd finds them) or file (whole files, as "
-                 "MOSS/JPlag compare programs)."),
+                 "MOSS/JPlag compare programs: JPlag's Greedy String Tiling decides file pairs)."),
 ]
 DecisionOpt = Annotated[
     str,
     typer.Option("--decision", help="verifier (default): every embedding neighbour above --candidate-threshold and "
                  "every token-overlap candidate is decided by the calibrated clone verifier; cosine: the earlier "
-                 "SSCD rule (--top-k neighbours at --threshold, --pair-margin)."),
+                 "SSCD rule (--top-k neighbours at --threshold, --pair-margin); tiling: JPlag's Greedy String "
+                 "Tiling of whole token sequences (what verifier means at --granularity file)."),
 ]
 MaxNeighboursOpt = Annotated[int, typer.Option("--max-neighbours", help="Most candidates kept per fragment and "
                                                "source (counted in stats.capped when hit).")]

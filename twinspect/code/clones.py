@@ -825,7 +825,10 @@ def pair_classes(
     """
     import numpy as np
 
-    reported = {(p.a, p.b) for p in pairs} | {(p.b, p.a) for p in pairs}
+    partners: dict[int, set[int]] = {}
+    for p in pairs:
+        partners.setdefault(p.a, set()).add(p.b)
+        partners.setdefault(p.b, set()).add(p.a)
     group: dict[int, int] = {}
     members: dict[int, list[int]] = {}
     rank = {"T1": 0, "T2": 1}  # exact clones first: a T1/T2 partner is never crowded out by a T3
@@ -838,20 +841,25 @@ def pair_classes(
         if ga == gb:
             continue
         ma, mb = np.asarray(members[ga]), np.asarray(members[gb])
-        sims = vecs[ma] @ vecs[mb].T
         ua, ia = np.unique(bucket_of[ma], return_inverse=True)
         ub, ib = np.unique(bucket_of[mb], return_inverse=True)
-        best = np.full((len(ua), len(ub)), -2.0)
-        np.maximum.at(best, (ia[:, None], ib[None, :]), sims)
-        best[ua[:, None] == ub[None, :]] = 1.0  # one bucket on both sides: T2-identical
-        if threshold is not None and not np.all(best >= threshold - 1e-6):
-            continue
+        same = ua[:, None] == ub[None, :]  # one bucket on both sides: T2-identical
+        if threshold is not None:
+            sims = vecs[ma] @ vecs[mb].T
+            best = np.full((len(ua), len(ub)), -2.0)
+            np.maximum.at(best, (ia[:, None], ib[None, :]), sims)
+            best[same] = 1.0
+            if not np.all(best >= threshold - 1e-6):
+                continue
         # and each such bucket pair holds a *reported* pair (a margin-suppressed near-miss does not
-        # join two groups): every pair a class implies is then reported or a T2 twin of one
-        linked = ua[:, None] == ub[None, :]
+        # join two groups): every pair a class implies is then reported or a T2 twin of one. Only
+        # the members' reported partners are looked at, so the cost follows the pairs, not |a|·|b|.
+        linked = same.copy()
+        pos_b = {y: j for y, j in zip(mb.tolist(), ib.tolist())}
         for x, i in zip(ma.tolist(), ia.tolist()):
-            for y, j in zip(mb.tolist(), ib.tolist()):
-                if not linked[i, j] and (x, y) in reported:
+            for y in partners.get(x, ()):
+                j = pos_b.get(y)
+                if j is not None:
                     linked[i, j] = True
         if not linked.all():
             continue

@@ -100,8 +100,9 @@ def test_tree_ensemble_scores_by_hand():
     assert np.allclose(v.score(x), 1 / (1 + np.exp(-raw)))
 
 
-def test_shipped_model_is_monotone_in_every_feature():
-    v = load_verifier()
+@pytest.mark.parametrize("name", [None, "strict"])
+def test_shipped_model_is_monotone_in_every_feature(name):
+    v = load_verifier(name)
     rng = np.random.default_rng(0)
     x = rng.uniform(size=(200, len(FEATURES)))
     base = v.score(x)
@@ -110,6 +111,25 @@ def test_shipped_model_is_monotone_in_every_feature():
         up[:, j] = np.minimum(1.0, up[:, j] + 0.2)
         assert np.all(v.score(up) >= base - 1e-12), FEATURES[j]
     assert 0.0 < v.threshold < 1.0 and "out_of_fold_rates" in v.info
+    if name == "strict":  # fitted with the blind-labelled real code of the tune projects, never the held-out ones
+        assert v.info["real_code_projects"] and v.info["real_code_holdout"]
+        assert not set(v.info["real_code_projects"]) & set(v.info["real_code_holdout"])
+
+
+def test_strict_verifier_reports_a_subset_on_real_code():
+    """On the example corpus the strict model keeps only pairs the default one keeps too, fewer of them."""
+    from pathlib import Path
+
+    from twinspect.code.fragments import mine
+
+    root = Path(__file__).resolve().parents[2] / "twinspect" / "examples" / "clones"
+    frags, _ = mine([root], quiet=True)
+    pairs = {}
+    for name in (None, "strict"):
+        rep = detect(frags, DetectConfig(verifier_path=name), quiet=True)
+        pairs[name] = {(p.a, p.b) for p in rep.pairs if p.type == "T3"}
+        assert rep.stats["verifier"]["threshold"] == pytest.approx(load_verifier(name).threshold, abs=1e-6)
+    assert pairs["strict"] < pairs[None]
 
 
 def test_model_file_errors(tmp_path):

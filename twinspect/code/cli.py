@@ -135,6 +135,12 @@ TokenOverlapOpt = Annotated[
     typer.Option("--token-overlap", metavar="SIM|none", help="SourcererCC token-overlap similarity down to which "
                  "token-bag candidates are collected; 'none' disables that source."),
 ]
+VerifierOpt = Annotated[
+    str,
+    typer.Option("--verifier", metavar="default|strict|FILE", help="Clone verifier model: default (fitted on "
+                 "BigCloneBench: Type-3 recall), strict (also fitted on blind-labelled real code: about 4 in 5 "
+                 "reported pairs are clones, few MT3), or a model file from benchmarks/train_verifier.py."),
+]
 BaseCodeOpt = Annotated[
     str,
     typer.Option("--base-code", metavar="SHARE|none", help="Share of fragments (and at least 10) a source line must "
@@ -261,6 +267,7 @@ def scan_command(
     candidate_threshold: CandidateThresholdOpt = _D.candidate_threshold,
     token_overlap: TokenOverlapOpt = _fmt_margin(_D.token_overlap),
     base_code: BaseCodeOpt = _fmt_margin(_D.base_code),
+    verifier: VerifierOpt = "default",
     top_k: TopKOpt = _D.top_k,
     threshold: ThresholdOpt = _D.threshold,
     class_threshold: ClassThresholdOpt = _D.class_threshold,
@@ -309,6 +316,7 @@ def scan_command(
     config.lexical_min_t3 = _parse_margin(lexical_min_t3, "--lexical-min-t3")
     config.token_overlap = _parse_margin(token_overlap, "--token-overlap")
     config.base_code = _parse_margin(base_code, "--base-code")
+    config.verifier_path = None if verifier == "default" else verifier
     config.validate()
     report = scan(paths, config, exclude=tuple(exclude or ()), max_file_bytes=max_file_bytes,
                   respect_gitignore=not no_gitignore, language=language, quiet=quiet)

@@ -145,7 +145,8 @@ class DetectConfig:
             source (a fragment that hits it is counted in ``stats["capped"]``). ≥ 1.
         token_overlap: with ``decision="verifier"``, the SourcererCC overlap similarity down to
             which token-bag candidates are collected, in (0, 1]; None disables that source.
-        verifier_path: a verifier model file (``benchmarks/train_verifier.py``); None = the one
+        verifier_path: a verifier model file (``benchmarks/train_verifier.py``) or the name of a shipped model
+            (``"strict"``, see :mod:`twinspect.code.verify`); None = the default one
             shipped with twinspect.
         top_k: with ``decision="cosine"``: neighbours retrieved per fragment (SSCD's topN; the
             paper uses 10).

@@ -12,6 +12,7 @@ loaded 2-core machine: 1 thread 0.087 ms per single query and 0.11 ms per image 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -162,13 +163,34 @@ class ONNXClassifier(Classifier):
         return cls(path, **kwargs)
 
 
-#: QLinear* operators: input index of (weight, weight scale, weight zero point) and of (y scale, y zero point).
-_QLINEAR = {
-    "QLinearConv": ((3, 4, 5), (6, 7)),
-    "QLinearMatMul": ((3, 4, 5), (6, 7)),
-    "QLinearAdd": ((3, 4, 5), (6, 7)),
-    "QLinearMul": ((3, 4, 5), (6, 7)),
+#: Quantised operators: input index of (weight, weight scale, weight zero point), of (y scale, y zero
+#: point) and of the int32 bias (None: no bias input); the bias scale is x scale (input 1) × weight scale.
+_QLINEAR: dict[str, tuple[tuple[int, int, int], tuple[int, int], int | None]] = {
+    "QLinearConv": ((3, 4, 5), (6, 7), 8),
+    "QLinearMatMul": ((3, 4, 5), (6, 7), None),
+    "QGemm": ((3, 4, 5), (7, 8), 6),
 }
+
+#: Output (scale, zero point) input indices of the other QLinear* operators (element-wise, pooling).
+_QLINEAR_OUT = {
+    "QLinearAdd": (6, 7),
+    "QLinearMul": (6, 7),
+    "QLinearAveragePool": (3, 4),
+    "QLinearGlobalAveragePool": (3, 4),
+    "QLinearSigmoid": (3, 4),
+    "QLinearLeakyRelu": (3, 4),
+    "QLinearSoftmax": (3, 4),
+    "QLinearConcat": (0, 1),
+}
+
+#: Operators through which a quantised tensor keeps its scale and zero point.
+_QPASS = frozenset(("MaxPool", "Flatten", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Identity", "Relu", "Clip", "Concat", "Slice", "Gather"))
+
+#: Quantisation plumbing: never a layer of its own.
+_QUANT_OPS = frozenset(("QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "Cast", "CastLike"))
+
+#: Integer-arithmetic replacements of float layers (dynamic and static quantisation).
+_INT_OPS = frozenset(("ConvInteger", "MatMulInteger", "QLinearConv", "QLinearMatMul", "QGemm", "MatMulIntegerToFloat", "DynamicQuantizeMatMul"))
 
 #: Which input of an operator is called what (the rest keep their initializer names).
 _ROLES = {
@@ -179,9 +201,13 @@ _ROLES = {
     "BatchNormalization": ("x", "scale", "bias", "mean", "var"),
     "QLinearConv": ("x", "", "", "weight", "", "", "", "", "bias"),
     "QLinearMatMul": ("a", "", "", "weight"),
+    "QGemm": ("a", "", "", "weight", "", "", "bias"),
     "ConvInteger": ("x", "weight"),
     "MatMulInteger": ("a", "weight"),
 }
+
+#: Ops whose parameters follow a producer chain back to an initializer (weight dequantisation, bias reshape).
+_PARAM_PATH = frozenset(("DequantizeLinear", "Reshape", "Cast", "Identity", "Squeeze", "Unsqueeze"))
 
 
 def _onnx_module():
@@ -192,15 +218,181 @@ def _onnx_module():
     return onnx
 
 
+@dataclass
+class _Layer:
+    """One user-level layer of an ONNX graph: an operator plus the quantisation plumbing around it."""
+
+    name: str
+    op: str
+    anchor: Any  # NodeProto
+    nodes: list[Any]  # anchor first, then the absorbed chain
+    value: str  # the tensor holding the layer's output
+
+
+@dataclass
+class _Graph:
+    layers: list[_Layer]
+    const: set[str]  # tensors that do not depend on the inputs
+    aux: set[str]  # const plus runtime quantisation parameters (scales / zero points)
+    qparams: dict[str, tuple[str, str]]  # integer tensor -> (scale, zero point) tensor names
+
+
+def _topological(nodes: Sequence[Any], ready: set[str]) -> list[Any]:
+    """Nodes in a dependency order, graph order among the ready ones (converters do not always keep it)."""
+    done, out, rest = set(ready), [], list(nodes)
+    while rest:
+        nxt = []
+        for node in rest:
+            if all((not i) or i in done for i in node.input):
+                out.append(node)
+                done.update(node.output)
+            else:
+                nxt.append(node)
+        if len(nxt) == len(rest):  # a cycle or an input from nowhere: keep the file's order
+            out.extend(nxt)
+            break
+        rest = nxt
+    return out
+
+
+def _layer_name(anchor: Any, k: int, chain: Sequence[Any]) -> str:
+    """The anchor's name with ONNX Runtime's quantiser suffixes removed, so that a quantised layer is
+    named like the float layer it replaces: ``<name>_quant`` (dynamic and QOperator quantisation) and
+    ``<gemm>_MatMul`` (a Gemm split into MatMul + ``<gemm>_Add``)."""
+    name = anchor.name or f"{k}:{anchor.op_type}"
+    if anchor.op_type in _INT_OPS and name.endswith("_quant"):
+        name = name[: -len("_quant")]
+    if name.endswith("_MatMul") and any(n.op_type == "Add" and n.name == name[: -len("_MatMul")] + "_Add" for n in chain):
+        name = name[: -len("_MatMul")]
+    return name
+
+
+def analyse_graph(graph: Any) -> _Graph:
+    """Split an ONNX graph into the layers a user would name.
+
+    A layer is every operator that computes on the input data and is not plumbing (reshapes, casts,
+    ``QuantizeLinear``/``DequantizeLinear``/``DynamicQuantizeLinear``, shape arithmetic) nor
+    arithmetic on parameters only (bias reshapes, products of quantisation scales). Its output is
+    followed through the quantisation plumbing that a quantiser put after it — a ``Cast``, a
+    ``QuantizeLinear`` → ``DequantizeLinear`` pair, a lone ``DequantizeLinear``, and, after an integer
+    operator (``ConvInteger``/``MatMulInteger``/``QLinear*``), the ``Mul`` by the scales and the
+    bias ``Add`` of dynamic quantisation — so the layer's value is the float tensor that the original
+    float layer computed.
+
+    Args:
+        graph: an ``onnx.GraphProto``.
+
+    Returns:
+        The layers in execution order with the constant / auxiliary tensor sets and the integer
+        tensors' quantisation parameters.
+    """
+    inits = {t.name for t in graph.initializer}
+    inputs = {i.name for i in graph.input if i.name not in inits}
+    nodes = _topological(list(graph.node), inits | inputs)
+    const: set[str] = set(inits)
+    aux: set[str] = set(inits)
+    qparams: dict[str, tuple[str, str]] = {}
+    consumers: dict[str, list[Any]] = {}
+    for node in nodes:
+        for i in node.input:
+            if i:
+                consumers.setdefault(i, []).append(node)
+        ins = [i for i in node.input if i]
+        if node.op_type == "Constant" or (ins and all(i in const for i in ins)):
+            const.update(node.output)
+            aux.update(node.output)
+        elif ins and all(i in aux for i in ins):
+            aux.update(node.output)
+        if node.op_type == "DynamicQuantizeLinear":
+            aux.update(o for o in node.output[1:] if o)
+        # quantisation parameters of integer tensors
+        out0 = node.output[0] if node.output else ""
+        if node.op_type == "QuantizeLinear" and len(node.input) > 1:
+            qparams[out0] = (node.input[1], node.input[2] if len(node.input) > 2 else "")
+        elif node.op_type == "DynamicQuantizeLinear" and len(node.output) > 2:
+            qparams[out0] = (node.output[1], node.output[2])
+        elif node.op_type in _QLINEAR or node.op_type in _QLINEAR_OUT:
+            si, zi = _QLINEAR[node.op_type][1] if node.op_type in _QLINEAR else _QLINEAR_OUT[node.op_type]
+            if len(node.input) > si:
+                qparams[out0] = (node.input[si], node.input[zi] if len(node.input) > zi else "")
+        elif node.op_type in _QPASS and node.input and node.input[0] in qparams:
+            qparams[out0] = qparams[node.input[0]]
+    graph_outputs = {o.name for o in graph.output}
+
+    def sole_consumer(v: str) -> Any:
+        cs = consumers.get(v, [])
+        return cs[0] if len(cs) == 1 and v not in graph_outputs else None
+
+    def other_input(node: Any, v: str) -> str:
+        rest = [i for i in node.input if i and i != v]
+        return rest[0] if len(rest) == 1 else ""
+
+    layers: list[_Layer] = []
+    taken: set[int] = set()
+    for k, node in enumerate(nodes):
+        if id(node) in taken or not node.output or not node.output[0]:
+            continue
+        op = node.op_type
+        if op in _QUANT_OPS or op.lower() in PLUMBING_OPS or op == "Constant" or node.output[0] in aux:
+            continue
+        chain = [node]
+        v = node.output[0]
+        integer = op in _INT_OPS
+        stage = 0  # after an integer op: 0 = scale Mul allowed, 1 = bias Add allowed, 2 = done
+        while True:
+            c = sole_consumer(v)
+            if c is None or id(c) in taken:
+                break
+            if c.op_type in ("Cast", "CastLike", "DequantizeLinear") and c.input[0] == v:
+                chain.append(c)
+                v = c.output[0]
+                continue
+            if c.op_type == "QuantizeLinear" and c.input[0] == v:
+                d = sole_consumer(c.output[0])
+                if d is not None and d.op_type == "DequantizeLinear":
+                    chain += [c, d]
+                    v = d.output[0]
+                    continue
+                break
+            if integer and c.op_type == "Mul" and stage == 0 and other_input(c, v) in aux:
+                chain.append(c)
+                v, stage = c.output[0], 1
+                continue
+            if (integer or op == "MatMul") and c.op_type == "Add" and stage < 2 and other_input(c, v) in const:
+                chain.append(c)
+                v, stage = c.output[0], 2
+                continue
+            break
+        taken.update(id(n) for n in chain)
+        layers.append(_Layer(_layer_name(node, k, chain), op, node, chain, v))
+    seen: dict[str, int] = {}
+    for lay in layers:  # unique names
+        c = seen.get(lay.name, 0)
+        seen[lay.name] = c + 1
+        if c:
+            lay.name = f"{lay.name}:{c}"
+    return _Graph(layers, const, aux, qparams)
+
+
 class ONNXModel(LoadedModel):
     """An ONNX graph (format ``onnx``) run by ONNX Runtime (``onnxruntime``) or by ONNX's own numpy
     reference evaluator (``onnx-reference``).
 
-    Weights are the graph's initializers grouped by the node that consumes them (after following
-    ``DequantizeLinear``), dequantised for QDQ graphs, ``QLinearConv``/``QLinearMatMul`` and dynamic
-    ``ConvInteger``/``MatMulInteger`` (scale found as ``<name>_scale``, ORT's naming). Activations:
-    the graph is copied with every non-plumbing node output added as a graph output and run once by
-    the same runtime; integer outputs of ``QLinear*`` nodes are dequantised with their output scale.
+    Layers (for weights and activations alike) are those of :func:`analyse_graph`: the operators a
+    user would name, with the quantisation plumbing around them folded in, named after the float
+    layer they replace (ONNX Runtime's ``_quant`` suffix removed), so that a float model and its
+    ``quantize_dynamic`` / ``quantize_static`` (QDQ or QOperator) or float16 copy list the same layer
+    names where the quantiser kept the layer.
+
+    Weights: each layer's parameters (initializers reached through ``DequantizeLinear``/``Reshape``/
+    ``Cast``), dequantised for QDQ graphs, ``QLinearConv``/``QLinearMatMul``/``QGemm`` (int32 bias with
+    scale x-scale × w-scale) and dynamic ``ConvInteger``/``MatMulInteger`` (scale found as
+    ``<name>_scale``, ORT's naming); scales and zero points are not weights. float16 weights come out
+    as float32.
+
+    Activations: the graph is copied with each layer's value added as a graph output and run once by
+    the same runtime; integer values (QOperator graphs) are dequantised with their scale and zero
+    point (propagated through pooling and reshapes), all returned as float32.
 
     Args:
         path: ``.onnx`` file.
@@ -233,7 +425,7 @@ class ONNXModel(LoadedModel):
         self._sess = session
         self._ref: Any = None
         self._act_runner: Any = None
-        self._act_names: list[tuple[str, str]] | None = None
+        self._graph: _Graph | None = None
         if session is None:
             self._runner()  # fail at load, not at the first call
 
@@ -288,6 +480,11 @@ class ONNXModel(LoadedModel):
         except Exception as exc:  # noqa: BLE001
             raise ModelError(f"{self.runtime} failed on inputs {[np.shape(x) for x in xs]} ({exc})", self.path) from exc
 
+    def _analysis(self) -> _Graph:
+        if self._graph is None:
+            self._graph = analyse_graph(self.proto.graph)
+        return self._graph
+
     def _array(self, name: str) -> np.ndarray | None:
         onnx = _onnx_module()
         t = self._inits.get(name)
@@ -300,100 +497,104 @@ class ONNXModel(LoadedModel):
                         return onnx.numpy_helper.to_array(a.t)
         return None
 
+    def _param(self, name: str, producers: dict[str, Any]) -> tuple[np.ndarray | None, str]:
+        """The float value of a constant tensor followed back to its initializer, and that initializer's
+        name; None when the path holds anything but dequantisation, reshapes and casts."""
+        node = producers.get(name)
+        if node is None:
+            return self._array(name), name
+        if node.op_type == "Constant":
+            return self._array(name), name
+        if node.op_type not in _PARAM_PATH:
+            return None, name
+        src = node.input[0]
+        if node.op_type == "DequantizeLinear":
+            q, scale = self._array(src), self._array(node.input[1])
+            zp = self._array(node.input[2]) if len(node.input) > 2 and node.input[2] else 0
+            axis = next((a.i for a in node.attribute if a.name == "axis"), 1)
+            if q is None or scale is None:
+                return None, src
+            return dequantize(q, scale, 0 if zp is None else zp, axis if np.ndim(scale) else None), src
+        return self._param(src, producers)  # a reshape (bias broadcast) or cast: the parameter's own values
+
     def weights(self) -> Weights:
-        graph = self.proto.graph
-        dq: dict[str, np.ndarray] = {}  # DequantizeLinear outputs fed by initializers
-        for node in graph.node:
-            if node.op_type == "DequantizeLinear" and node.input[0] in self._inits:
-                q = self._array(node.input[0])
-                scale = self._array(node.input[1])
-                zp = self._array(node.input[2]) if len(node.input) > 2 and node.input[2] else 0
-                axis = next((a.i for a in node.attribute if a.name == "axis"), 1)
-                if q is not None and scale is not None:
-                    dq[node.output[0]] = dequantize(q, scale, zp, axis if np.ndim(scale) else None)
+        g = self._analysis()
+        producers = {o: node for node in self.proto.graph.node for o in node.output}
         out: Weights = {}
-        used: set[str] = set()
-        for k, node in enumerate(graph.node):
-            if node.op_type in ("DequantizeLinear", "QuantizeLinear", "Constant"):
-                continue
-            roles = _ROLES.get(node.op_type, ())
+        for lay in g.layers:
             params: dict[str, np.ndarray] = {}
+            node = lay.anchor
+            roles = _ROLES.get(node.op_type, ())
             qlin = _QLINEAR.get(node.op_type)
             for j, inp in enumerate(node.input):
-                if not inp or inp in used:
+                if not inp or inp not in g.const:
                     continue
-                if qlin is not None and j in (qlin[0][1], qlin[0][2], *qlin[1], 1, 2):
-                    continue  # scales and zero points
                 arr: np.ndarray | None
-                if inp in dq:
-                    arr = dq[inp]
-                elif inp in self._inits:
-                    arr = self._array(inp)
-                    if arr is None:
-                        continue
-                    if qlin is not None and j == qlin[0][0]:
-                        s = self._array(node.input[qlin[0][1]])
-                        z = self._array(node.input[qlin[0][2]])
-                        if s is None:
+                if qlin is not None:
+                    (wi, wsi, wzi), _, bi = qlin
+                    if j == wi:
+                        q, s = self._array(inp), self._array(node.input[wsi])
+                        z = self._array(node.input[wzi]) if len(node.input) > wzi and node.input[wzi] else None
+                        if q is None or s is None:
                             continue
-                        arr = dequantize(arr, s, 0 if z is None else z, 0 if np.ndim(s) else None)
-                    elif node.op_type == "QLinearConv" and j == 8:  # int32 bias, scale x_scale * w_scale
-                        xs_, ws_ = self._array(node.input[1]), self._array(node.input[4])
-                        if xs_ is None or ws_ is None:
+                        axis = 0 if (node.op_type == "QLinearConv" or (node.op_type == "QGemm" and _attr(node, "transB", 0))) else -1
+                        arr = dequantize(q, s, 0 if z is None else z, axis if np.ndim(s) else None)
+                    elif j == bi:  # int32 bias, scale x_scale * w_scale
+                        q, xs_, ws_ = self._array(inp), self._array(node.input[1]), self._array(node.input[wsi])
+                        if q is None or xs_ is None or ws_ is None:
                             continue
-                        arr = dequantize(arr, np.asarray(xs_, np.float64) * np.asarray(ws_, np.float64), 0, 0)
-                    elif node.op_type in ("ConvInteger", "MatMulInteger") and j == 1:
-                        base = inp[: -len("_quantized")] if inp.endswith("_quantized") else inp
-                        s = self._array(base + "_scale")
-                        zq = self._array(node.input[3]) if len(node.input) > 3 and node.input[3] else None
-                        if s is None:
-                            continue  # scale not findable: not reported rather than reported wrong
-                        axis = (0 if node.op_type == "ConvInteger" else -1) if np.ndim(s) else None
-                        arr = dequantize(arr, s, 0 if zq is None else zq, axis)
-                    elif arr.dtype.kind != "f":
-                        continue  # shapes, indices, axes
+                        arr = dequantize(q, np.asarray(xs_, np.float64) * np.asarray(ws_, np.float64), 0, 0)
+                    else:
+                        continue  # activations, scales and zero points
+                elif node.op_type in ("ConvInteger", "MatMulInteger"):
+                    if j != 1:
+                        continue  # zero points
+                    q = self._array(inp)
+                    base = inp[: -len("_quantized")] if inp.endswith("_quantized") else inp
+                    s = self._array(base + "_scale")
+                    zq = self._array(node.input[3]) if len(node.input) > 3 and node.input[3] else None
+                    if q is None or s is None:
+                        continue  # scale not findable: not reported rather than reported wrong
+                    arr = dequantize(q, s, 0 if zq is None else zq, (0 if node.op_type == "ConvInteger" else -1) if np.ndim(s) else None)
                 else:
-                    continue
-                used.add(inp)
+                    arr, _ = self._param(inp, producers)
+                    if arr is None or arr.dtype.kind != "f":
+                        continue  # shapes, indices, axes
                 role = roles[j] if j < len(roles) and roles[j] else inp
                 params[role] = np.asarray(arr, dtype=np.float32)
+            for c in lay.nodes[1:]:  # a bias Add folded into the layer
+                if c.op_type != "Add":
+                    continue
+                for inp in c.input:
+                    if inp in g.const:
+                        arr, _ = self._param(inp, producers)
+                        if arr is not None and arr.dtype.kind == "f":
+                            vec = arr.ndim > 1 and arr.size == max(arr.shape)  # a (1, C, 1, 1) constant: its (C,) values
+                            params["bias" if "bias" not in params else inp] = np.asarray(arr.reshape(-1) if vec else arr, dtype=np.float32)
             if params:
-                out[node.name or f"{k}:{node.op_type}"] = params
+                out[lay.name] = params
         return out
 
     def _canonical(self, layer: str, param: str, w: np.ndarray) -> np.ndarray:
-        op = self._layer_ops().get(layer, "")
-        if w.ndim == 2 and param == "weight" and (op in ("MatMul", "MatMulInteger", "QLinearMatMul") or (op == "Gemm" and not self._gemm_trans_b(layer))):
-            return np.ascontiguousarray(w.T)
+        lay = next((x for x in self._analysis().layers if x.name == layer), None)
+        op = lay.op if lay is not None else ""
+        if w.ndim == 2 and param == "weight":
+            trans_b = bool(_attr(lay.anchor, "transB", 0)) if lay is not None else False
+            if op in ("MatMul", "MatMulInteger", "QLinearMatMul") or (op in ("Gemm", "QGemm") and not trans_b):
+                return np.ascontiguousarray(w.T)
         return w
 
-    def _layer_ops(self) -> dict[str, str]:
-        return {node.name or f"{k}:{node.op_type}": node.op_type for k, node in enumerate(self.proto.graph.node)}
-
-    def _gemm_trans_b(self, layer: str) -> bool:
-        for k, node in enumerate(self.proto.graph.node):
-            if (node.name or f"{k}:{node.op_type}") == layer:
-                return any(a.name == "transB" and a.i == 1 for a in node.attribute)
-        return False
-
-    def _layer_values(self) -> list[tuple[str, str]]:
-        """(layer name, value name) of every non-plumbing node output, in graph order."""
-        if self._act_names is None:
-            res = []
-            outputs = {o.name for o in self.proto.graph.output}
-            for k, node in enumerate(self.proto.graph.node):
-                if node.op_type.lower() in PLUMBING_OPS:
-                    continue
-                for j, o in enumerate(node.output):
-                    if not o:
-                        continue
-                    base = node.name or f"{k}:{node.op_type}"
-                    res.append((base if j == 0 else f"{base}:{j}", o))
-            self._act_names = [(n, v) for n, v in res if v not in self._inits] or [(v, v) for v in outputs]
-        return self._act_names
-
     def layer_names(self) -> list[str]:
-        return [n for n, _ in self._layer_values()]
+        g = self._analysis()
+        if g.layers:
+            return [lay.name for lay in g.layers]
+        return [o.name for o in self.proto.graph.output]
+
+    def _values(self) -> dict[str, str]:
+        g = self._analysis()
+        if g.layers:
+            return {lay.name: lay.value for lay in g.layers}
+        return {o.name: o.name for o in self.proto.graph.output}
 
     def _activation_runner(self):
         if self._act_runner is None:
@@ -401,7 +602,7 @@ class ONNXModel(LoadedModel):
             proto = onnx.ModelProto()
             proto.CopyFrom(self.proto)
             have = {o.name for o in proto.graph.output}
-            for _, v in self._layer_values():
+            for v in self._values().values():
                 if v not in have:
                     proto.graph.output.append(onnx.ValueInfoProto(name=v))
                     have.add(v)
@@ -413,8 +614,8 @@ class ONNXModel(LoadedModel):
 
     def _activations(self, xs: Sequence[np.ndarray], layers: list[str]) -> dict[str, np.ndarray]:
         run = self._activation_runner()
-        names = dict(self._layer_values())
-        producers = {o: node for node in self.proto.graph.node for o in node.output}
+        names = self._values()
+        qparams = self._analysis().qparams
         values = [names[k] for k in layers]
         try:
             outs = run(values, self._feed(xs))
@@ -423,14 +624,15 @@ class ONNXModel(LoadedModel):
         res = {}
         for k, v, a in zip(layers, values, outs):
             a = np.asarray(a)
-            node = producers.get(v)
-            if a.dtype.kind in "iu" and node is not None:
-                q = _QLINEAR.get(node.op_type)
-                idx = q[1] if q else ((1, 2) if node.op_type == "QuantizeLinear" else None)
-                if idx is not None and len(node.input) > idx[1]:
-                    s = self._array(node.input[idx[0]])
-                    z = self._array(node.input[idx[1]])
-                    if s is not None:
-                        a = dequantize(a, s, 0 if z is None else z)
+            if a.dtype.kind in "iu" and v in qparams:
+                sn, zn = qparams[v]
+                s = self._array(sn)
+                z = self._array(zn) if zn else None
+                if s is not None:
+                    a = dequantize(a, s, 0 if z is None else z, 1 if np.ndim(s) else None)
             res[k] = a.astype(np.float32, copy=False)
         return res
+
+
+def _attr(node: Any, name: str, default: int) -> int:
+    return next((int(a.i) for a in node.attribute if a.name == name), default)

@@ -161,6 +161,52 @@ def _nan_to_none(v: float | None) -> float | None:
     return v if math.isfinite(v) else None
 
 
+def _reason(what: str, exc: BaseException) -> str:
+    """One line for a ``skipped`` entry: what failed and why (the exception's first line)."""
+    msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return f"{what}: {msg}"
+
+
+def _prepare_grams(st: _ModelState, x: np.ndarray) -> None:
+    """Gram matrices of every layer of one model on ``x`` (pixel scale), into ``st``.
+
+    A layer whose activations cannot enter CKA (no input axis, NaN/inf) is listed in
+    ``st.info["cka_layers_skipped"]`` with the reason; layers constant over the inputs (CKA undefined)
+    in ``st.info["cka_constant_layers"]``. When no layer is left, ``st.grams_reason`` says why.
+    """
+    try:
+        acts = st.clf.activations(x)
+    except NotSupportedError as exc:
+        st.grams_reason = exc.reason
+        return
+    except Exception as exc:  # noqa: BLE001 - one model's runtime failure must not end the run
+        st.grams_reason = _reason("activations could not be computed", exc)
+        return
+    grams: dict[str, cka_mod.Gram] = {}
+    dropped: list[dict] = []
+    for k, v in acts.items():
+        v = np.asarray(v)
+        if v.ndim < 1 or v.shape[0] != len(x):
+            dropped.append({"layer": k, "reason": f"output of shape {tuple(v.shape)} has no axis of the {len(x)} inputs"})
+            continue
+        try:
+            grams[k] = cka_mod.gram(v)
+        except InputError as exc:
+            dropped.append({"layer": k, "reason": str(exc)})
+    if dropped:
+        st.info["cka_layers_skipped"] = dropped
+    constant = [k for k, g in grams.items() if g.constant]
+    if constant:
+        st.info["cka_constant_layers"] = constant
+    if not grams:
+        st.grams_reason = "the model exposes no usable layer activations" + (f" ({dropped[0]['layer']}: {dropped[0]['reason']})" if dropped else "")
+        return
+    if len(constant) == len(grams):
+        st.grams_reason = "every layer's activations are constant over the inputs (CKA undefined)"
+        return
+    st.grams = grams
+
+
 def _inputs_for(cfg: CompareConfig, metas: list[dict], shapes: list[tuple[int, ...]]) -> tuple[str, dict[tuple[int, ...], np.ndarray]]:
     """The comparison inputs per input shape: ``(data description, {shape: x (N, H, W, C)})``."""
     from twinspect.dl import data as dl_data
@@ -314,8 +360,11 @@ def compare_models(
             if x is None:
                 st.probs_reason = f"the {data_name} inputs do not fit input shape {tuple(st.clf.input_shape)}"
             else:
-                st.probs = st.clf.predict_proba(x)
-                if len(x) >= 4:
+                try:
+                    st.probs = st.clf.predict_proba(x)
+                except Exception as exc:  # noqa: BLE001 - one model's runtime failure must not end the run
+                    st.probs_reason = _reason("outputs could not be computed", exc)
+                if st.probs is not None and len(x) >= 4:
                     lft, rgt = modeldiff.profiling_pairs(len(x), cfg.modeldiff_pairs, seed=cfg.seed)
                     st.ddv = modeldiff.ddv(st.probs, lft, rgt)
             if "weights" in cfg.levels or "reuse" in cfg.levels:
@@ -324,17 +373,10 @@ def compare_models(
                     st.info["params"] = int(sum(a.size for ps in st.weights.values() for a in ps.values()))
                 except NotSupportedError as exc:
                     st.weights_reason = exc.reason
+                except Exception as exc:  # noqa: BLE001
+                    st.weights_reason = _reason("weights could not be read", exc)
             if ("representation" in cfg.levels or "reuse" in cfg.levels) and x is not None:
-                try:
-                    acts = st.clf.activations(x[: cfg.cka_inputs])
-                    st.grams = {k: cka_mod.gram(v) for k, v in acts.items()}
-                    if not st.grams:
-                        st.grams_reason = "the model exposes no layer activations"
-                        st.grams = None
-                except NotSupportedError as exc:
-                    st.grams_reason = exc.reason
-                except InputError as exc:
-                    st.grams_reason = str(exc)
+                _prepare_grams(st, x[: cfg.cka_inputs])
             elif x is None:
                 st.grams_reason = st.probs_reason
             bar.advance()
@@ -350,6 +392,8 @@ def compare_models(
                     st.student = _distill_student(cfg, st, i, dataset)
                 except NotSupportedError as exc:
                     st.student_reason = exc.reason
+                except Exception as exc:  # noqa: BLE001
+                    st.student_reason = _reason("distillation failed", exc)
                 bar.advance()
         timings["distill_s"] = time.perf_counter() - t2
 
@@ -450,13 +494,23 @@ def compare_models(
                             skip("cka", i, j, "different input shapes: no common inputs")
                     else:
                         cm = cka_mod.cka_map(a.grams, b.grams)
-                        score = cka_mod.model_cka(cm)
+                        la, lb = list(a.grams), list(b.grams)
+                        ca = [g.constant for g in a.grams.values()]
+                        cb = [g.constant for g in b.grams.values()]
+                        score: float | None = cka_mod.model_cka(cm, ca, cb)
+                        if score is not None and not math.isfinite(score):
+                            score = None
+                            if "representation" in cfg.levels and i < j:
+                                bad = cka_mod.undefined_cells(cm, la, lb, ca, cb)
+                                why = (f"CKA undefined (non-finite) for {len(bad)} layer pair(s), e.g. {bad[0]}" if bad
+                                       else "every layer of a model is constant over the inputs")
+                                skip("cka", i, j, why)
                         if "representation" in cfg.levels:
                             put("cka", i, j, score)
                             if i < j:
                                 cka_maps[f"{i},{j}"] = {
-                                    "layers_a": list(a.grams),
-                                    "layers_b": list(b.grams),
+                                    "layers_a": la,
+                                    "layers_b": lb,
                                     "matrix": [[_nan_to_none(v) for v in row] for row in cm.tolist()],
                                 }
                         feats["cka"] = score

@@ -81,95 +81,33 @@ import tree_sitter
 from twinspect.code.comments import blank_ranges
 from twinspect.code.files import ScanStats
 from twinspect.code.fragments import Fragment, extract_file
-from twinspect.code.languages import COMMENT_TYPES, canonical_language, get_language
+from twinspect.code.languages import COMMENT_TYPES, REGISTRY, canonical_language, get_language
 from twinspect.code.normalize import DEDENT, INDENT, lex
 
-#: Node types whose statements form a sequence, per language.
-SEQUENCE_TYPES: dict[str, tuple[str, ...]] = {
-    "python": ("module", "block"),
-    "java": (
-        "program",
-        "block",
-        "constructor_body",
-        "class_body",
-        "interface_body",
-        "enum_body_declarations",
-        "annotation_type_body",
-        "switch_block",
-        "switch_block_statement_group",
-    ),
-    "c": (
-        "translation_unit",
-        "compound_statement",
-        "case_statement",
-        "field_declaration_list",
-        "preproc_if",
-        "preproc_ifdef",
-        "preproc_else",
-        "preproc_elif",
-    ),
-    "cpp": (
-        "translation_unit",
-        "compound_statement",
-        "case_statement",
-        "field_declaration_list",
-        "declaration_list",
-        "preproc_if",
-        "preproc_ifdef",
-        "preproc_else",
-        "preproc_elif",
-    ),
-}
+#: Node types whose statements form a sequence, per language (from the language registry).
+SEQUENCE_TYPES: dict[str, tuple[str, ...]] = {n: s.sequence_types for n, s in REGISTRY.items()}
+
+#: Fields of a sequence node whose children are statements too (a JavaScript ``case`` body);
+#: children in any other field (a ``case`` value, a function name) are not statements.
+STATEMENT_FIELDS: dict[str, frozenset[str]] = {n: s.statement_fields for n, s in REGISTRY.items()}
 
 #: Children that end a statement sequence (the run before and the run after are separate).
-SEPARATOR_TYPES: dict[str, frozenset[str]] = {
-    "python": frozenset({"ERROR"}),
-    "java": frozenset({"ERROR"}),
-    "c": frozenset({"ERROR"}),
-    "cpp": frozenset({"ERROR"}),
-}
+SEPARATOR_TYPES: dict[str, frozenset[str]] = {n: frozenset({"ERROR"}) for n in REGISTRY}
 
 #: Import-like statements: compared on their T1 tokens (names kept; after T2 abstraction every
 #: ``import x`` is alike), and a run made only of them is not a block.
-IMPORT_TYPES: dict[str, frozenset[str]] = {
-    "python": frozenset({"import_statement", "import_from_statement", "future_import_statement"}),
-    "java": frozenset({"import_declaration", "package_declaration", "module_declaration"}),
-    "c": frozenset({"preproc_include", "preproc_def", "preproc_function_def", "preproc_call"}),
-    "cpp": frozenset(
-        {
-            "preproc_include",
-            "preproc_def",
-            "preproc_function_def",
-            "preproc_call",
-            "using_declaration",
-            "namespace_alias_definition",
-        }
-    ),
-}
+IMPORT_TYPES: dict[str, frozenset[str]] = {n: s.import_types for n, s in REGISTRY.items()}
 
 #: Literal collections whose elements a *data* statement is split into (the largest one inside it).
-COLLECTION_TYPES: dict[str, frozenset[str]] = {
-    "python": frozenset({"dictionary", "list", "tuple", "set", "concatenated_string"}),
-    "java": frozenset({"array_initializer"}),
-    "c": frozenset({"initializer_list"}),
-    "cpp": frozenset({"initializer_list"}),
-}
+COLLECTION_TYPES: dict[str, frozenset[str]] = {n: s.collection_types for n, s in REGISTRY.items()}
 
 #: Children that are not statements and do not end a sequence (Python docstrings are found apart).
 TRANSPARENT_TYPES: dict[str, frozenset[str]] = {
-    "python": frozenset(COMMENT_TYPES["python"]),
-    "java": frozenset(COMMENT_TYPES["java"]) | {"switch_label"},
-    "c": frozenset(COMMENT_TYPES["c"]),
-    "cpp": frozenset(COMMENT_TYPES["cpp"]),
+    n: frozenset(COMMENT_TYPES[n]) | s.transparent_types for n, s in REGISTRY.items()
 }
 
 #: Statements that are a function definition (a run of exactly one is a function fragment).
-DEFINITION_TYPES: dict[str, frozenset[str]] = {
-    "python": frozenset({"function_definition"}),
-    "java": frozenset({"method_declaration", "constructor_declaration", "compact_constructor_declaration"}),
-    "c": frozenset({"function_definition"}),
-    "cpp": frozenset({"function_definition"}),
-}
+DEFINITION_TYPES: dict[str, frozenset[str]] = {n: frozenset(s.function_types) for n, s in REGISTRY.items()}
 
 #: A window key with more occurrences than this is paired among its first occurrences only.
 MAX_OCCURRENCES_PER_KEY = 50
@@ -489,6 +427,7 @@ def collect_statements(
     separators = SEPARATOR_TYPES[language]
     transparent = TRANSPARENT_TYPES[language]
     defs = DEFINITION_TYPES[language]
+    statement_fields = STATEMENT_FIELDS[language]
     python = language == "python"
     nodes = tree_sitter.QueryCursor(_sequence_query(language)).captures(root).get("seq", [])
     nodes.sort(key=lambda n: (n.start_byte, -n.end_byte))
@@ -500,7 +439,10 @@ def collect_statements(
         current: list[tree_sitter.Node] = []
         first = True
         for i, child in enumerate(node.children):
-            if not child.is_named or node.field_name_for_child(i) is not None:
+            if not child.is_named:
+                continue
+            fname = node.field_name_for_child(i)
+            if fname is not None and fname not in statement_fields:
                 continue
             t = child.type
             if t in transparent:

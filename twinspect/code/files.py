@@ -13,7 +13,12 @@ skipped and the reason. Rules, in the order they are applied:
    Ignore files above the scanned directory, ``.git/info/exclude`` and the global ignore file are
    not read.
 4. Files whose extension maps to no language (see :data:`~twinspect.code.languages.EXTENSIONS`)
-   -> ``"unsupported"``.
+   -> ``"unsupported"``; a file without extension whose ``#!`` line names a parsed language's
+   interpreter (``python3``, ``node``, ``ruby``... :func:`~twinspect.code.languages.shebang_language`)
+   is mined in that language. Files in a source language twinspect does not parse (by extension,
+   :data:`~twinspect.code.languages.UNPARSED_EXTENSIONS`, or by shebang: ``.lua``, ``.sh``, a
+   ``#!/bin/bash`` script...) are also counted per language in :attr:`ScanStats.unsupported_files`
+   and listed in :attr:`ScanStats.unsupported_paths`, so a scan never ignores source code silently.
 5. Files larger than ``max_file_bytes`` (checked with ``stat`` before reading) -> ``"too_large"``;
    files or directories that cannot be listed or stat-ed -> ``"unreadable"``.
 
@@ -35,7 +40,7 @@ from pathlib import Path
 
 import pathspec
 
-from twinspect.code.languages import EXTENSIONS, canonical_language
+from twinspect.code.languages import EXTENSIONS, UNPARSED_EXTENSIONS, canonical_language, shebang_language
 from twinspect.errors import InputError
 
 #: Reasons a file can be skipped, in report order.
@@ -102,6 +107,10 @@ class ScanStats:
             :data:`SKIP_REASONS`.
         skipped_files: ``{"path", "reason"}`` of each file (or unreadable directory) skipped for a
             reason in :data:`LISTED_SKIP_REASONS`; ``path`` is relative to the scan base when known.
+        files_by_language: language -> number of files parsed in it.
+        unsupported_files: language -> number of source files in a language twinspect does not
+            parse (also counted in ``skipped["unsupported"]``).
+        unsupported_paths: ``{"path", "language"}`` of each of those files.
     """
 
     files_seen: int = 0
@@ -116,6 +125,20 @@ class ScanStats:
     block_files_changed: int = 0
     skipped: dict[str, int] = field(default_factory=dict)
     skipped_files: list[dict[str, str]] = field(default_factory=list)
+    files_by_language: dict[str, int] = field(default_factory=dict)
+    unsupported_files: dict[str, int] = field(default_factory=dict)
+    unsupported_paths: list[dict[str, str]] = field(default_factory=list)
+
+    def parsed(self, language: str) -> None:
+        """Count one file parsed as ``language`` (``files_parsed`` and ``files_by_language``)."""
+        self.files_parsed += 1
+        self.files_by_language[language] = self.files_by_language.get(language, 0) + 1
+
+    def unsupported(self, path: str, language: str) -> None:
+        """Count a source file in a language twinspect does not parse (skipped as ``"unsupported"``)."""
+        self.skip("unsupported")
+        self.unsupported_files[language] = self.unsupported_files.get(language, 0) + 1
+        self.unsupported_paths.append({"path": path, "language": language})
 
     def skip(self, reason: str, n: int = 1, path: str | None = None) -> None:
         """Count ``n`` files skipped for ``reason``; list ``path`` in :attr:`skipped_files` when
@@ -127,12 +150,16 @@ class ScanStats:
     def to_dict(self) -> dict:
         """JSON-ready dict of all counters; ``skipped`` keys in :data:`SKIP_REASONS` order,
         ``skipped_files`` sorted by path."""
-        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("skipped", "skipped_files")}
+        lists = ("skipped", "skipped_files", "files_by_language", "unsupported_files", "unsupported_paths")
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in lists}
         order = {r: i for i, r in enumerate(SKIP_REASONS)}
         out["skipped"] = {
             k: self.skipped[k] for k in sorted(self.skipped, key=lambda r: (order.get(r, 99), r))
         }
         out["skipped_files"] = [dict(d) for d in sorted(self.skipped_files, key=lambda d: (d["path"], d["reason"]))]
+        out["files_by_language"] = dict(sorted(self.files_by_language.items(), key=lambda kv: (-kv[1], kv[0])))
+        out["unsupported_files"] = dict(sorted(self.unsupported_files.items(), key=lambda kv: (-kv[1], kv[0])))
+        out["unsupported_paths"] = [dict(d) for d in sorted(self.unsupported_paths, key=lambda d: d["path"])]
         return out
 
     @classmethod
@@ -142,6 +169,9 @@ class ScanStats:
         kwargs = {k: v for k, v in data.items() if k in names}
         kwargs["skipped"] = dict(kwargs.get("skipped") or {})
         kwargs["skipped_files"] = [dict(d) for d in kwargs.get("skipped_files") or []]
+        kwargs["files_by_language"] = dict(kwargs.get("files_by_language") or {})
+        kwargs["unsupported_files"] = dict(kwargs.get("unsupported_files") or {})
+        kwargs["unsupported_paths"] = [dict(d) for d in kwargs.get("unsupported_paths") or []]
         return cls(**kwargs)
 
     def merge(self, other: ScanStats) -> None:
@@ -150,8 +180,12 @@ class ScanStats:
             if f.name == "skipped":
                 for reason, n in other.skipped.items():
                     self.skip(reason, n)
-            elif f.name == "skipped_files":
-                self.skipped_files.extend(dict(d) for d in other.skipped_files)
+            elif f.name in ("skipped_files", "unsupported_paths"):
+                getattr(self, f.name).extend(dict(d) for d in getattr(other, f.name))
+            elif f.name in ("files_by_language", "unsupported_files"):
+                mine = getattr(self, f.name)
+                for key, n in getattr(other, f.name).items():
+                    mine[key] = mine.get(key, 0) + n
             else:
                 setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
 
@@ -254,10 +288,18 @@ class _Walker:
             self._add_file(entry.path, entry)
 
     def _add_file(self, path: str, entry: os.DirEntry | None = None) -> None:
-        lang = EXTENSIONS.get(os.path.splitext(path)[1].lower())
+        ext = os.path.splitext(path)[1].lower()
+        lang = EXTENSIONS.get(ext)
         if lang is None:
-            self.stats.skip("unsupported")
-            return
+            other = UNPARSED_EXTENSIONS.get(ext)
+            if other is None and not ext:
+                lang, other = _script_language(path)
+            if lang is None:
+                if other is not None:
+                    self.stats.unsupported(_posix_rel(path, self.base), other)
+                else:
+                    self.stats.skip("unsupported")
+                return
         if self.language is not None:
             lang = self.language
         rel = _posix_rel(path, self.base)
@@ -278,6 +320,26 @@ class _Walker:
             self.found[rel] = SourceFile(Path(path), rel, lang, st.st_size)
         else:  # the same file reached through two PATH arguments
             self.stats.files_seen -= 1
+
+
+#: Bytes read from a file without extension to look for a ``#!`` line.
+SHEBANG_BYTES = 256
+
+
+def _script_language(path: str) -> tuple[str | None, str | None]:
+    """``(parsed language, unparsed language)`` named by a file's ``#!`` line (see
+    :func:`~twinspect.code.languages.shebang_language`); ``(None, None)`` when it has none or
+    cannot be read."""
+    try:
+        if not stat_mod.S_ISREG(os.stat(path).st_mode):  # never open a FIFO or device
+            return None, None
+        with open(path, "rb") as fh:
+            head = fh.read(SHEBANG_BYTES)
+    except OSError:
+        return None, None
+    if not head.startswith(b"#!"):
+        return None, None
+    return shebang_language(head)
 
 
 def scan_base(paths: Sequence[str | Path]) -> str:

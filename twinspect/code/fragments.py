@@ -35,7 +35,7 @@ class Fragment:
         start_line: first line, 1-based, inclusive.
         end_line: last line, 1-based, inclusive.
         name: function/method name ("" when anonymous), qualified with enclosing classes where known.
-        language: one of ``"python"``, ``"java"``, ``"c"``, ``"cpp"``.
+        language: a name from :data:`~twinspect.code.languages.LANGUAGES` (``"python"``, ``"go"``...).
         text: the source text of the fragment, comments included.
         code: the same text with comments blanked out (line structure kept), filled at extraction
             from the parse tree; "" when not computed (normalisation then strips comments itself).
@@ -231,11 +231,53 @@ def _plain_name(src: bytes, node) -> str:
     return "" if name is None else _text(src, name)
 
 
+#: Name-holding children of grammars without a ``name`` field (Kotlin, Swift's ``init``...).
+_NAME_CHILD_TYPES = ("simple_identifier", "identifier", "type_identifier", "property_identifier", "name", "constant")
+#: Parents that name an anonymous function: ``const f = () => {}``, ``a.b = function () {}``,
+#: ``{key: function () {}}``, ``f := func() {}``, ``$f = function () {}``.
+_NAMING_PARENT_FIELDS = {
+    "variable_declarator": "name",
+    "assignment_expression": "left",
+    "pair": "key",
+    "field_definition": "property",
+    "public_field_definition": "name",
+}
+_ORIGINAL_LANGUAGES = frozenset({"python", "java", "c", "cpp"})
+
+
+def _function_name(src: bytes, node, language: str) -> str:
+    """Name of a function node: its ``name`` field; in the languages added through the registry
+    also a name-like first child, or for an anonymous function the variable, property or key it
+    is assigned to (Go ``f := func() {...}``: the left-hand side)."""
+    name = _plain_name(src, node)
+    if name or language in _ORIGINAL_LANGUAGES:
+        return name
+    child = next((c for c in node.named_children if c.type in _NAME_CHILD_TYPES), None)
+    if child is not None and node.type not in ("arrow_function", "func_literal", "anonymous_function"):
+        return _text(src, child)
+    parent = node.parent
+    if parent is not None and parent.type == "expression_list":  # Go: x := func() {...}
+        parent = parent.parent
+        if parent is not None and parent.type in ("short_var_declaration", "assignment_statement"):
+            left = parent.child_by_field_name("left")
+            return "" if left is None else _WS_RE.sub(" ", _text(src, left))
+        return ""
+    field = _NAMING_PARENT_FIELDS.get(parent.type) if parent is not None else None
+    target = parent.child_by_field_name(field) if field else None
+    if target is None:
+        return ""
+    return _WS_RE.sub(" ", _text(src, target))[:80]
+
+
 def _scope_name(src: bytes, node, language: str) -> str:
     name = node.child_by_field_name("name")
+    if name is None and language not in _ORIGINAL_LANGUAGES:
+        name = node.child_by_field_name("type")  # Rust ``impl Type``
+        if name is None:
+            name = next((c for c in node.named_children if c.type in _NAME_CHILD_TYPES), None)
     if name is None:
         return ""
-    return _WS_RE.sub(" ", _text(src, name)) if language == "cpp" else _text(src, name)
+    return _WS_RE.sub(" ", _text(src, name)) if language in ("cpp", "rust") else _text(src, name)
 
 
 #: Parse-error policies of :func:`extract_fragments`.
@@ -539,7 +581,7 @@ def extract_file(
     if tree is None:  # pragma: no cover
         stats.skip("unparsable", path=rel)
         return [], None
-    stats.files_parsed += 1
+    stats.parsed(language)
     root = tree.root_node
     caps = tree_sitter.QueryCursor(get_query(language)).captures(root)
     comments = caps.get("comment", [])
@@ -584,7 +626,7 @@ def extract_file(
                 names[(start, end, node.type)] = sep.join([n for _, n in stack if n] + ([own] if own else []))
             stack.append((end, own))
             continue
-        own = _c_macro_name(src, node, _c_declarator_name(src, node)) if c_like else _plain_name(src, node)
+        own = _c_macro_name(src, node, _c_declarator_name(src, node)) if c_like else _function_name(src, node, language)
         stack_names = [n for _, n in stack if n]
         if own and stack_names and not (c_like and (sep in own)):
             name = sep.join(stack_names) + sep + own

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import keyword
 import re
 import sys
 from collections.abc import Sequence
@@ -43,6 +42,7 @@ from typing import TYPE_CHECKING
 
 from rapidfuzz.distance import LCSseq
 
+from twinspect.code import languages as LANG
 from twinspect.code.comments import strip_comments_text
 
 if TYPE_CHECKING:  # type-only: fragments imports this module lazily, never the reverse at run time
@@ -55,74 +55,25 @@ LIT = "LIT"
 INDENT = "<INDENT>"
 DEDENT = "<DEDENT>"
 
-PYTHON_KEYWORDS = frozenset(keyword.kwlist)
-
-JAVA_KEYWORDS = frozenset(
-    """abstract assert boolean break byte case catch char class const continue default do double
-    else enum extends final finally float for goto if implements import instanceof int interface
-    long native new package private protected public return short static strictfp super switch
-    synchronized this throw throws transient try void volatile while true false null""".split()
-)
-
-C_KEYWORDS = frozenset(
-    """auto break case char const continue default do double else enum extern float for goto if
-    inline int long register restrict return short signed sizeof static struct switch typedef
-    union unsigned void volatile while _Alignas _Alignof _Atomic _Bool _Complex _Generic
-    _Imaginary _Noreturn _Static_assert _Thread_local alignas alignof bool constexpr false
-    nullptr static_assert thread_local true typeof typeof_unqual""".split()
-)
-
-CPP_KEYWORDS = C_KEYWORDS | frozenset(
-    """and and_eq asm bitand bitor catch char8_t char16_t char32_t class compl concept consteval
-    constinit const_cast co_await co_return co_yield decltype delete dynamic_cast explicit export
-    friend mutable namespace new noexcept not not_eq operator or or_eq private protected public
-    reinterpret_cast requires static_cast template this throw try typeid typename using virtual
-    wchar_t xor xor_eq override final""".split()
-)
-
-KEYWORDS: dict[str, frozenset[str]] = {
-    "python": PYTHON_KEYWORDS,
-    "java": JAVA_KEYWORDS,
-    "c": C_KEYWORDS,
-    "cpp": CPP_KEYWORDS,
-}
+# Keywords and token classes come from the language registry (one row per language).
+PYTHON_KEYWORDS = LANG.PYTHON_KEYWORDS
+JAVA_KEYWORDS = LANG.JAVA_KEYWORDS
+C_KEYWORDS = LANG.C_KEYWORDS
+CPP_KEYWORDS = LANG.CPP_KEYWORDS
+KEYWORDS: dict[str, frozenset[str]] = LANG.KEYWORDS
 
 
-def _ops(*ops: str) -> str:
-    return "|".join(re.escape(o) for o in sorted(ops, key=len, reverse=True))
+def _compose(spec: LANG.LanguageSpec, string: str) -> str:
+    """The token regex of a language: literals, numbers, identifiers, (Python: line continuations
+    and newline runs,) operators, any other non-space non-word character."""
+    layout = r"|(?P<cont>\\\n)|(?P<nl>(?:\n[ \t\f]*)+)" if spec.indentation else ""
+    return (
+        rf"(?P<str>{string})|(?P<num>{spec.number})|(?P<id>{spec.identifier}){layout}"
+        rf"|(?P<op>{spec.operators}|[^\s\w])"
+    )
 
 
-_PY_OPS = _ops("**=", "//=", "<<=", ">>=", "...", "->", ":=", "**", "//", "<<", ">>", "<=", ">=",
-               "==", "!=", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "@=")
-_JAVA_OPS = _ops("<<=", "...", "->", "::", "++", "--", "&&", "||", "==", "!=", "<=", ">=", "+=",
-                 "-=", "*=", "/=", "%=", "&=", "|=", "^=", "<<")
-_C_OPS = _ops("<<=", "...", "->*", "<=>", "->", "::", ".*", "++", "--", "&&", "||", "==", "!=",
-              "<=", ">=", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "<<", "##")
-
-# Numbers: the C "pp-number" shape (also fits Python and Java): a digit or .digit followed by
-# letters, digits, dots, underscores and exponent signs; C++ adds ' digit separators.
-_NUM = r"\.?\d(?:[eEpP][+-]|[\w.])*"
-_NUM_CPP = r"\.?\d(?:[eEpP][+-]|'\w|[\w.])*"
-_ID = r"[^\W\d]\w*"
-_ID_JAVA = r"(?:[^\W\d]|\$)[\w$]*"
-
-_PY_STR = (
-    r"[rRbBuUfFtT]{0,2}(?:'''(?:\\.|[^\\])*?'''|\"\"\"(?:\\.|[^\\])*?\"\"\""
-    r"|'(?:\\.|[^'\\\n])*'|\"(?:\\.|[^\"\\\n])*\")"
-)
-_JAVA_STR = r"\"\"\"(?:\\.|[^\\])*?\"\"\"|\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])+'"
-_C_STR = r"(?:u8|u|U|L)?(?:\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])+')"
-_CPP_STR = r"(?:u8|u|U|L)?R\"(?P<delim>[^()\\\s]{0,16})\((?:.|\n)*?\)(?P=delim)\"|" + _C_STR
-
-_PATTERNS = {
-    "python": (
-        rf"(?P<str>{_PY_STR})|(?P<num>{_NUM})|(?P<id>{_ID})|(?P<cont>\\\n)"
-        rf"|(?P<nl>(?:\n[ \t\f]*)+)|(?P<op>{_PY_OPS}|[^\s\w])"
-    ),
-    "java": rf"(?P<str>{_JAVA_STR})|(?P<num>{_NUM})|(?P<id>{_ID_JAVA})|(?P<op>{_JAVA_OPS}|[^\s\w])",
-    "c": rf"(?P<str>{_C_STR})|(?P<num>{_NUM})|(?P<id>{_ID})|(?P<op>{_C_OPS}|[^\s\w])",
-    "cpp": rf"(?P<str>{_CPP_STR})|(?P<num>{_NUM_CPP})|(?P<id>{_ID})|(?P<op>{_C_OPS}|[^\s\w])",
-}
+_PATTERNS = {name: _compose(s, s.string) for name, s in LANG.REGISTRY.items()}
 _REGEX = {lang: re.compile(p, re.S) for lang, p in _PATTERNS.items()}
 _OPEN = frozenset("([{")
 _CLOSE = frozenset(")]}")
@@ -135,10 +86,11 @@ def _plain(pattern: str) -> str:
     return re.sub(r"\(\?P<\w+>", "(?:", pattern)
 
 
-# findall() versions without capturing groups (C++ raw strings need a back-reference, so C++ code
-# containing R" goes through the slower finditer path).
-_FAST = {lang: re.compile(_plain(p), re.S) for lang, p in _PATTERNS.items() if lang != "cpp"}
-_FAST["cpp"] = re.compile(_plain(_PATTERNS["c"]).replace(_NUM, _NUM_CPP, 1), re.S)
+# findall() versions without capturing groups; a language whose literals need back-references
+# (C++ raw strings, Rust raw strings) uses them only when its ``slow_marker`` occurs in the code
+# (the slower finditer path over :data:`_REGEX`).
+_FAST = {name: re.compile(_plain(_compose(s, s.fast_string or s.string)), re.S) for name, s in LANG.REGISTRY.items()}
+_SLOW_MARKER = {name: s.slow_marker for name, s in LANG.REGISTRY.items() if s.slow_marker}
 
 
 #: Assertion calls keep their name in the T2 view (``assertTrue`` vs ``assertFalse``, JUnit's
@@ -148,17 +100,31 @@ ASSERTION_NAME = re.compile(r"(?:assert|ASSERT_|EXPECT_|expect)[A-Z_]\w*\Z")
 
 
 class _Abstraction(dict):
-    """token -> T2 token memo for one language; literals are classified but not stored."""
+    """token -> T2 token memo for one language; literals are classified but not stored.
 
-    def __init__(self, keywords: frozenset[str]):
+    ``literal``/``identifier`` None: the first/last-character rule of Python, Java, C and C++;
+    otherwise tokens are classified by a full match of the registry's literal and identifier
+    patterns.
+    """
+
+    def __init__(self, keywords: frozenset[str], literal: re.Pattern | None = None,
+                 identifier: re.Pattern | None = None):
         super().__init__()
         self.keywords = keywords
+        self.literal = literal
+        self.identifier = identifier
 
     def __missing__(self, tok: str) -> str:
-        c = tok[0]
-        if c in "\"'" or tok[-1] in "\"'" or c.isdigit() or (c == "." and len(tok) > 1 and tok[1].isdigit()):
-            return LIT
-        if c == "$" or c == "_" or c.isalpha() or (c > "\x7f" and tok.isidentifier()):
+        if self.literal is not None and self.identifier is not None:
+            if self.literal.fullmatch(tok):
+                return LIT
+            is_id = self.identifier.fullmatch(tok) is not None
+        else:
+            c = tok[0]
+            if c in "\"'" or tok[-1] in "\"'" or c.isdigit() or (c == "." and len(tok) > 1 and tok[1].isdigit()):
+                return LIT
+            is_id = c == "$" or c == "_" or c.isalpha() or (c > "\x7f" and tok.isidentifier())
+        if is_id:
             out = tok if tok in self.keywords or ASSERTION_NAME.match(tok) else ID
         else:
             out = tok
@@ -167,7 +133,13 @@ class _Abstraction(dict):
         return out
 
 
-_ABSTRACT = {lang: _Abstraction(kws) for lang, kws in KEYWORDS.items()}
+def _abstraction(s: LANG.LanguageSpec) -> _Abstraction:
+    if s.classify == "prefix":
+        return _Abstraction(s.keywords)
+    return _Abstraction(s.keywords, re.compile(f"(?:{s.string})|(?:{s.number})", re.S), re.compile(s.identifier))
+
+
+_ABSTRACT = {name: _abstraction(s) for name, s in LANG.REGISTRY.items()}
 
 
 def _python_layout(raw: list[str], first_indent: str) -> list[str]:
@@ -223,8 +195,9 @@ def lex(code: str, language: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     Raises:
         KeyError: unknown language (callers validate language names first).
     """
-    if language == "cpp" and 'R"' in code:
-        raw = [m.group() for m in _REGEX["cpp"].finditer(code)]
+    marker = _SLOW_MARKER.get(language)
+    if marker and marker in code:
+        raw = [m.group() for m in _REGEX[language].finditer(code)]
     else:
         raw = _FAST[language].findall(code)
     if language == "python":
@@ -259,8 +232,9 @@ def abstract_lines(code: str, language: str) -> list[tuple[str, ...]]:
         KeyError: unknown language.
     """
     marked = code.replace("\n", "\n" + _LINE_MARK)
-    if language == "cpp" and 'R"' in code:
-        raw = [m.group() for m in _REGEX["cpp"].finditer(marked)]
+    marker = _SLOW_MARKER.get(language)
+    if marker and marker in code:
+        raw = [m.group() for m in _REGEX[language].finditer(marked)]
     else:
         raw = _FAST[language].findall(marked)
     memo = _ABSTRACT[language]

@@ -272,32 +272,53 @@ class TFLiteModel(LoadedModel):
         ops = self._ops(interp)
         produced = {int(i) for op in ops for i in op["outputs"]}
         graph_inputs = {int(d["index"]) for d in self._in_details}
+
+        def constant(i: int, hybrid: bool) -> np.ndarray | None:
+            """A constant tensor's float value (dequantised), or None for data, scratch and index tensors."""
+            if i < 0 or i in produced or i in graph_inputs or i not in details:
+                return None
+            t = details[i]
+            try:
+                arr = np.array(interp.get_tensor(i))
+            except Exception:  # noqa: BLE001 - tensors without data (scratch buffers)
+                return None
+            if arr.size == 0:
+                return None
+            qp = t.get("quantization_parameters") or {}
+            scales = np.asarray(qp.get("scales", []))
+            zps = np.asarray(qp.get("zero_points", [0]))
+            if hybrid and arr.dtype == np.uint8 and scales.size and not np.any(zps):
+                # hybrid (float-activation) kernels read uint8-typed weights as symmetric int8
+                arr = arr.view(np.int8)
+            if arr.dtype.kind in "iu" and scales.size:
+                arr = dequantize(arr, scales, qp.get("zero_points", [0]), qp.get("quantized_dimension", 0))
+            elif arr.dtype.kind != "f":
+                return None  # integer shape/index constants
+            return arr.astype(np.float32)
+
+        # DEQUANTIZE of a constant (float16 weights, or int8 weights of some converters): the value
+        # belongs to the operator that reads it, not to a layer of its own
+        folded: dict[int, tuple[str, np.ndarray]] = {}
+        for op in ops:
+            if op["op_name"] == "DEQUANTIZE" and len(op["inputs"]) == 1 and len(op["outputs"]) == 1:
+                src = int(op["inputs"][0])
+                arr = constant(src, False)
+                if arr is not None:
+                    folded[int(op["outputs"][0])] = (str(details[src]["name"] or f"tensor_{src}"), arr)
         out: Weights = {}
         for op in ops:
+            if op["op_name"] == "DEQUANTIZE" and int(op["outputs"][0]) in folded:
+                continue
             params: dict[str, np.ndarray] = {}
             first = int(op["inputs"][0]) if len(op["inputs"]) else -1
             hybrid = first in details and np.dtype(details[first]["dtype"]).kind == "f"
             for i in (int(i) for i in op["inputs"]):
-                if i < 0 or i in produced or i in graph_inputs or i not in details:
+                if i in folded:
+                    params[folded[i][0]] = folded[i][1]
                     continue
-                t = details[i]
-                try:
-                    arr = np.array(interp.get_tensor(i))
-                except Exception:  # noqa: BLE001 - tensors without data (scratch buffers)
-                    continue
-                if arr.size == 0:
-                    continue
-                qp = t.get("quantization_parameters") or {}
-                scales = np.asarray(qp.get("scales", []))
-                zps = np.asarray(qp.get("zero_points", [0]))
-                if hybrid and arr.dtype == np.uint8 and scales.size and not np.any(zps):
-                    # hybrid (float-activation) kernels read uint8-typed weights as symmetric int8
-                    arr = arr.view(np.int8)
-                if arr.dtype.kind in "iu" and scales.size:
-                    arr = dequantize(arr, scales, qp.get("zero_points", [0]), qp.get("quantized_dimension", 0))
-                elif arr.dtype.kind != "f":
-                    continue  # integer shape/index constants
-                params[str(t["name"] or f"tensor_{i}")] = arr.astype(np.float32)
+                arr = constant(i, hybrid)
+                if arr is not None:
+                    params[str(details[i]["name"] or f"tensor_{i}")] = arr
             if params:
                 outs = [details[int(o)]["name"] for o in op["outputs"] if int(o) in details]
                 layer = f"{op['index']}:{op['op_name'].lower()}" + (f":{outs[0]}" if outs and outs[0] else "")
@@ -336,7 +357,12 @@ class TFLiteModel(LoadedModel):
         details = {int(t["index"]): t for t in interp.get_tensor_details()}
         seen: set[str] = set()
         res = []
-        for op in self._ops(interp):
+        ops = self._ops(interp)
+        readers: dict[int, list[dict]] = {}
+        for op in ops:
+            for i in op["inputs"]:
+                readers.setdefault(int(i), []).append(op)
+        for op in ops:
             if op["op_name"].lower().replace("_", "") in PLUMBING_OPS or op["op_name"] in ("RESHAPE", "QUANTIZE", "DEQUANTIZE"):
                 continue
             for o in op["outputs"]:
@@ -344,6 +370,9 @@ class TFLiteModel(LoadedModel):
                 if t is None:
                     continue
                 nm = str(t["name"] or f"{op['index']}:{op['op_name'].lower()}")
+                rd = readers.get(int(o), [])
+                if len(rd) == 1 and rd[0]["op_name"] == "DEQUANTIZE" and int(rd[0]["outputs"][0]) in details:
+                    nm = str(details[int(rd[0]["outputs"][0])]["name"] or nm)  # named as the float tensor it stands for
                 if nm in seen:
                     nm = f"{nm}#{op['index']}"
                 seen.add(nm)

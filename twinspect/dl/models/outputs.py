@@ -14,14 +14,16 @@
   the *other* classes — Hinton et al.'s "dark knowledge", which distillation transfers to a student
   and which independently trained models share much less (``benchmarks/models_reuse.py``).
 
-The JSD uses :func:`scipy.spatial.distance.jensenshannon` (which returns the square root of the
-divergence; it is squared here).
+The JSD is computed from :func:`scipy.special.rel_entr` as ``(KL(p‖m) + KL(q‖m)) / 2`` with
+``m = (p + q) / 2``, in bits, clipped to [0, 1]: rounding can make the divergence of two almost equal
+vectors a tiny negative number, which :func:`scipy.spatial.distance.jensenshannon` (the square root of
+it) turns into NaN — rows of near-identical outputs were then dropped from the mean.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from scipy.spatial.distance import jensenshannon
+from scipy.special import rel_entr
 
 from twinspect.errors import InputError
 
@@ -33,12 +35,30 @@ def _check(pa: np.ndarray, pb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return pa, pb
 
 
+def js_divergence_rows(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """Jensen–Shannon divergence (base 2) of each row pair of two (N, K) non-negative arrays.
+
+    Args:
+        p, q: (N, K) float arrays; each row is normalised to sum 1 here.
+
+    Returns:
+        float64 (N,) in [0, 1] (rounding below 0 clipped to 0); NaN for a row with zero mass or NaN.
+    """
+    p, q = np.asarray(p, dtype=np.float64), np.asarray(q, dtype=np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p = p / p.sum(axis=-1, keepdims=True)
+        q = q / q.sum(axis=-1, keepdims=True)
+        m = (p + q) / 2.0
+        d = (rel_entr(p, m).sum(axis=-1) + rel_entr(q, m).sum(axis=-1)) / (2.0 * np.log(2.0))
+    return np.where(np.isfinite(d), np.clip(d, 0.0, 1.0), np.nan)
+
+
 def jsd(p: np.ndarray, q: np.ndarray) -> float:
     """Jensen–Shannon divergence (base 2, in [0, 1]) of two discrete distributions (normalised here)."""
     p, q = np.asarray(p, dtype=np.float64), np.asarray(q, dtype=np.float64)
     if p.sum() <= 0 or q.sum() <= 0:
         raise InputError("a distribution with zero mass has no JSD")
-    return float(jensenshannon(p, q, base=2.0) ** 2)
+    return float(js_divergence_rows(p[None], q[None])[0])
 
 
 def label_distribution(labels: np.ndarray, k: int) -> np.ndarray:
@@ -65,8 +85,7 @@ def mean_input_jsd(pa: np.ndarray, pb: np.ndarray) -> float:
     ok = np.all(np.isfinite(pa), 1) & np.all(np.isfinite(pb), 1)
     if not ok.any():
         return float("nan")
-    d = jensenshannon(pa[ok], pb[ok], base=2.0, axis=1) ** 2
-    return float(np.nanmean(d))
+    return float(np.mean(js_divergence_rows(pa[ok], pb[ok])))
 
 
 def class_jaccard(pa: np.ndarray, pb: np.ndarray) -> float:

@@ -245,11 +245,26 @@ _NAMING_PARENT_FIELDS = {
 _ORIGINAL_LANGUAGES = frozenset({"python", "java", "c", "cpp"})
 
 
+def _first_of_type(node, node_type: str):
+    """The first node of ``node_type`` in ``node``'s subtree (pre-order), or None."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if n.type == node_type:
+            return n
+        stack.extend(reversed(n.named_children))
+    return None
+
+
 def _function_name(src: bytes, node, language: str) -> str:
     """Name of a function node: its ``name`` field; in the languages added through the registry
     also a name-like first child, or for an anonymous function the variable, property or key it
     is assigned to (Go ``f := func() {...}``: the left-hand side)."""
     name = _plain_name(src, node)
+    if name and language == "go" and node.type == "method_declaration":
+        receiver = node.child_by_field_name("receiver")  # (c *Cart) -> Cart.Method
+        rtype = _first_of_type(receiver, "type_identifier") if receiver is not None else None
+        return name if rtype is None else _text(src, rtype) + "." + name
     if name or language in _ORIGINAL_LANGUAGES:
         return name
     child = next((c for c in node.named_children if c.type in _NAME_CHILD_TYPES), None)

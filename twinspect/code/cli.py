@@ -59,8 +59,9 @@ PathsArg = Annotated[
 ]
 LanguageOpt = Annotated[
     Optional[str],
-    typer.Option("--language", "-l", help="Parse every source file as this language (python, java, c, cpp) "
-                 "instead of detecting it from the extension."),
+    typer.Option("--language", "-l", help="Parse every source file as this language (python, java, c, cpp, "
+                 "javascript, typescript, tsx, go, rust, csharp, kotlin, swift, ruby, php, scala) instead of "
+                 "detecting it from the extension (or the #! line of a script without one)."),
 ]
 MinLinesOpt = Annotated[int, typer.Option("--min-lines", help="Ignore functions with fewer code lines than this (blank, comment and docstring lines do not count).")]
 EncoderOpt = Annotated[str, typer.Option("--encoder", "-e", help="Fragment encoder: lexical or neural.")]
@@ -326,12 +327,14 @@ def scan_command(
         from rich.text import Text
 
         err = Console(stderr=True)
-        line = skipped_summary(report.stats)
-        if line:
-            err.print(Text(line), highlight=False, soft_wrap=True)
+        for line in (languages_summary(report.stats), skipped_summary(report.stats)):
+            if line:
+                err.print(Text(line), highlight=False, soft_wrap=True)
         if verbose:
             for entry in report.stats.get("skipped_files") or []:
                 err.print(Text(skipped_file_line(entry)), highlight=False, soft_wrap=True)
+            for entry in report.stats.get("unsupported_paths") or []:
+                err.print(Text(f"  not parsed ({entry['language']}): {entry['path']}"), highlight=False, soft_wrap=True)
 
 
 def embed_command(
@@ -376,7 +379,19 @@ def skipped_summary(stats: dict[str, Any]) -> str:
                      + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in skipped.items()) + ")")
     if stats.get("files_decoded_fallback"):
         parts.append(f"decoded {stats['files_decoded_fallback']} non-UTF-8 files as Windows-1252/Latin-1")
+    unsupported = stats.get("unsupported_files") or {}
+    if unsupported:
+        parts.append(f"ignored {sum(unsupported.values())} files in languages twinspect does not parse ("
+                     + ", ".join(f"{k} {v}" for k, v in unsupported.items()) + ")")
     return "; ".join(parts)
+
+
+def languages_summary(stats: dict[str, Any]) -> str:
+    """One line counting the files parsed per language (``parsed 12 files: go 9, rust 3``), or ""."""
+    by_lang = stats.get("files_by_language") or {}
+    if not by_lang:
+        return ""
+    return f"parsed {sum(by_lang.values())} files: " + ", ".join(f"{k} {v}" for k, v in by_lang.items())
 
 
 def skipped_file_line(entry: dict[str, str]) -> str:

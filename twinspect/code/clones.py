@@ -98,12 +98,13 @@ from twinspect.progress import progress
 if TYPE_CHECKING:  # numpy is imported lazily so that `twinspect --help` stays fast
     import numpy as np
 
-ENCODERS = ("lexical", "neural")
+ENCODERS = ("lexical", "neural", "semantic")
 #: Default encoder parameters per encoder (tuned on SSCD/BigCloneBench, benchmarks/README.md §5–6);
 #: used when :attr:`DetectConfig.encoder_params` is left as None.
 DEFAULT_ENCODER_PARAMS: dict[str, dict[str, Any]] = {
     "lexical": {"identifier_weight": 0.3, "identifier_mode": "subtokens"},
     "neural": {},
+    "semantic": {},
 }
 INDEXES = ("exact", "hnsw")
 #: Default :attr:`DetectConfig.lexical_min_t3`: lexical Type-3 pairs below the MT3 band (WT3,
@@ -1147,6 +1148,7 @@ def scan(
         quiet=quiet,
     )
     t_mine = time.perf_counter() - t
+    check_parsed(scan_stats, scan_root(paths))
     report = detect(fragments, config, quiet=quiet)
     report.root = scan_root(paths)
     scan_dict = scan_stats.to_dict() if hasattr(scan_stats, "to_dict") else dict(scan_stats)  # type: ignore[call-overload]
@@ -1156,6 +1158,30 @@ def scan(
     stats["timings"] = timings
     report.stats = stats
     return report
+
+
+def check_parsed(stats: Any, root: str) -> None:
+    """Refuse a scan in which no file was parsed although source files were found.
+
+    Args:
+        stats: the :class:`twinspect.code.files.ScanStats` of the scan.
+        root: the scanned directory, named in the message.
+
+    Raises:
+        InputError: nothing parsed, with source files in languages twinspect does not parse or
+            source files all skipped (too large, binary...): one line saying which.
+    """
+    if stats.files_parsed:
+        return
+    unsupported = stats.unsupported_files
+    if unsupported:
+        langs = ", ".join(f"{k} {v}" for k, v in sorted(unsupported.items(), key=lambda kv: (-kv[1], kv[0])))
+        raise InputError(f"nothing parsed: {sum(unsupported.values())} source files, all in languages twinspect "
+                         f"does not parse ({langs})", root, hint="see twinspect clones --help, --language")
+    skipped = {k: v for k, v in stats.skipped.items() if k not in ("excluded", "gitignored", "unsupported") and v}
+    if stats.files_seen and skipped:
+        why = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in skipped.items())
+        raise InputError(f"nothing parsed: {stats.files_seen} source files, all skipped ({why})", root)
 
 
 def scan_root(paths: Sequence[str | Path]) -> str:

@@ -244,3 +244,25 @@ def test_fit_params_fits_each_set_on_the_pairs_it_scores_and_caps_false_positive
     loose = fit_params(rows, labels, max_fpr=None)
     assert params["no_weights"][0] <= loose["no_weights"][0]
     assert params["full"][0] == loose["full"][0]  # separable set: already within budget
+
+
+def test_per_input_jsd_keeps_near_identical_rows():
+    """Rounding makes the divergence of almost equal rows slightly negative; those rows count as 0,
+    they are not dropped from the mean (scipy's jensenshannon turns them into NaN)."""
+    import warnings
+
+    from scipy.spatial.distance import jensenshannon
+
+    rng = _rng(9)
+    z = rng.normal(size=(200, 10)) * 8
+    p = np.exp(z - z.max(1, keepdims=True))
+    p /= p.sum(1, keepdims=True)
+    q = p * (1 + 1e-9 * rng.normal(size=p.shape))
+    q /= q.sum(1, keepdims=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        assert np.isnan(jensenshannon(p, q, base=2.0, axis=1)).sum() > 20  # the failure mode exists here
+    pa = np.vstack([p, [[1.0] + [0.0] * 9]])
+    pb = np.vstack([q, [[0.0] * 9 + [1.0]]])  # one disjoint row: JSD 1
+    assert mean_input_jsd(pa, pb) == pytest.approx(1.0 / 201, rel=1e-6)
+    assert jsd(p[0], p[0]) == 0.0

@@ -364,6 +364,8 @@ class TorchModel(LoadedModel):
                     p = _getattr_path(v)
                     if p is not None:
                         label = p.rsplit(".", 1)[0] if "." in p else p
+                        while label.endswith("._packed_params"):  # a quantised Linear: named as its module
+                            label = label[: -len("._packed_params")]
                         break
                 label = label or op
                 counts[label] = counts.get(label, 0) + 1

@@ -10,8 +10,12 @@ Per model, once: load (:func:`~twinspect.dl.adapters.load_classifier`), class pr
 comparison inputs, canonical weights, and the Gram matrix of every layer's activations on the first
 ``cka_inputs`` inputs. Per pair: the measures of :data:`MEASURES`. A measure that does not apply to
 a pair (different architectures for weights, different input shapes or class counts for I/O
-measures, a format without activations for CKA) is ``None`` in its matrix and listed in
-``skipped`` with the reason.
+measures, a format without activations for CKA, outputs with NaN/infinity, a runtime failure of one
+model, a CKA that is undefined) is ``None`` in its matrix and listed in ``skipped`` with a one-line
+reason; one model that cannot be measured never ends the all-pairs run. Per model, layers whose
+activations cannot enter CKA are listed in ``models[i]["cka_layers_skipped"]`` (``{"layer",
+"reason"}``) and layers constant over the inputs (CKA undefined, left out of the model score) in
+``models[i]["cka_constant_layers"]``.
 
 The result (:class:`Comparison`) serialises to the JSON contract of issue 9::
 
@@ -364,6 +368,10 @@ def compare_models(
                     st.probs = st.clf.predict_proba(x)
                 except Exception as exc:  # noqa: BLE001 - one model's runtime failure must not end the run
                     st.probs_reason = _reason("outputs could not be computed", exc)
+                if st.probs is not None and not np.all(np.isfinite(st.probs)):
+                    bad = int(np.sum(~np.all(np.isfinite(st.probs), axis=1)))
+                    st.probs_reason = f"the model's outputs contain NaN or infinity on {bad} of {len(x)} inputs"
+                    st.probs = None
                 if st.probs is not None and len(x) >= 4:
                     lft, rgt = modeldiff.profiling_pairs(len(x), cfg.modeldiff_pairs, seed=cfg.seed)
                     st.ddv = modeldiff.ddv(st.probs, lft, rgt)
@@ -371,6 +379,9 @@ def compare_models(
                 try:
                     st.weights = st.clf.loaded.canonical_weights()
                     st.info["params"] = int(sum(a.size for ps in st.weights.values() for a in ps.values()))
+                    bad_w = int(sum(np.sum(~np.isfinite(a)) for ps in st.weights.values() for a in ps.values()))
+                    if bad_w:
+                        st.weights, st.weights_reason = None, f"the weights contain {bad_w} NaN or infinite values"
                 except NotSupportedError as exc:
                     st.weights_reason = exc.reason
                 except Exception as exc:  # noqa: BLE001
@@ -407,6 +418,8 @@ def compare_models(
     def put(name: str, i: int, j: int, v: float | None, symmetric: bool = True) -> None:
         m = mats.setdefault(name, [[None] * n for _ in range(n)])
         m[i][j] = _nan_to_none(v)
+        if v is not None and m[i][j] is None and i < j:  # a measure that came out NaN/inf is reported
+            skipped.append({"measure": name, "a": i, "b": j, "reason": f"{name} is NaN or infinite for this pair"})
         if symmetric:
             m[j][i] = m[i][j]
 

@@ -514,8 +514,8 @@ def compare_models(
                         if score is not None and not math.isfinite(score):
                             score = None
                             if "representation" in cfg.levels and i < j:
-                                bad = cka_mod.undefined_cells(cm, la, lb, ca, cb)
-                                why = (f"CKA undefined (non-finite) for {len(bad)} layer pair(s), e.g. {bad[0]}" if bad
+                                cells = cka_mod.undefined_cells(cm, la, lb, ca, cb)
+                                why = (f"CKA undefined (non-finite) for {len(cells)} layer pair(s), e.g. {cells[0]}" if cells
                                        else "every layer of a model is constant over the inputs")
                                 skip("cka", i, j, why)
                         if "representation" in cfg.levels:

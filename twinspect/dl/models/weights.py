@@ -1,6 +1,6 @@
 """Weight-level similarity of two models of the same architecture (Wu et al., ICPC 2020, §III-B).
 
-Wu, Zhang, Shi, Bian & Lo, "How are Deep Learning Models Similar? An Empirical Study on Clone
+Wu, Qin, Yu, Xie, Ma, Xue, Liu & Zhao, "How are Deep Learning Models Similar? An Empirical Study on Clone
 Analysis of Deep Learning Software" (ICPC 2020) compare models of one architecture by the cosine
 similarity and the Euclidean distance of their weights. Here both are computed per layer and over
 all weights at once, on the arrays of

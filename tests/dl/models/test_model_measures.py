@@ -266,3 +266,16 @@ def test_per_input_jsd_keeps_near_identical_rows():
     pb = np.vstack([q, [[0.0] * 9 + [1.0]]])  # one disjoint row: JSD 1
     assert mean_input_jsd(pa, pb) == pytest.approx(1.0 / 201, rel=1e-6)
     assert jsd(p[0], p[0]) == 0.0
+
+
+def test_same_layer_names_in_another_order_are_paired_by_name(tiny_torch):
+    """A quantiser may emit parallel branches in another valid order; same names pair by name."""
+    from twinspect.dl.adapters import TorchModel
+
+    w = TorchModel(tiny_torch).weights()
+    shuffled = {k: w[k] for k in ["fc", "conv1", "conv2"]}
+    c = compare_weights(w, shuffled)
+    assert c.cosine == pytest.approx(1.0) and c.euclidean == 0.0
+    renamed = {f"x{i}": v for i, v in enumerate(shuffled.values())}  # other names: order decides, shapes differ
+    with pytest.raises(DifferentArchitectures, match="shape"):
+        compare_weights(w, renamed)

@@ -238,20 +238,31 @@ class _Graph:
 
 
 def _topological(nodes: Sequence[Any], ready: set[str]) -> list[Any]:
-    """Nodes in a dependency order, graph order among the ready ones (converters do not always keep it)."""
-    done, out, rest = set(ready), [], list(nodes)
-    while rest:
-        nxt = []
-        for node in rest:
-            if all((not i) or i in done for i in node.input):
-                out.append(node)
-                done.update(node.output)
-            else:
-                nxt.append(node)
-        if len(nxt) == len(rest):  # a cycle or an input from nowhere: keep the file's order
-            out.extend(nxt)
-            break
-        rest = nxt
+    """Nodes in a dependency order that keeps the file's order wherever it is already one.
+
+    ONNX requires nodes sorted topologically, but converters do not always keep it (ORT's float16
+    converter appends its input casts at the end). Each node is emitted after the producers of its
+    inputs (a depth-first walk in file order), so a valid file keeps its order exactly — a quantised
+    copy then lists its layers in the same order as the float model it came from.
+    """
+    producer = {o: k for k, node in enumerate(nodes) for o in node.output if o}
+    done = [False] * len(nodes)
+    out: list[Any] = []
+    for k0 in range(len(nodes)):
+        stack = [(k0, False)]
+        while stack:
+            k, expanded = stack.pop()
+            if done[k]:
+                continue
+            if expanded:
+                done[k] = True
+                out.append(nodes[k])
+                continue
+            stack.append((k, True))
+            for i in reversed(nodes[k].input):
+                j = producer.get(i) if i and i not in ready else None
+                if j is not None and not done[j] and j != k:
+                    stack.append((j, False))
     return out
 
 

@@ -8,7 +8,9 @@ all weights at once, on the arrays of
 PyTorch layout), so a Keras model and its TFLite int8 conversion line up array for array.
 
 Two models have the same architecture when their canonical weight arrays have the same shapes in
-the same order (names may differ between formats).
+the same order (names may differ between formats). When both list the same layer names (a model and
+its quantised or float16 copy in one format), the layers are paired by name instead: a quantiser may
+emit parallel branches (a ResNet shortcut and its main path) in another valid order.
 """
 
 from __future__ import annotations
@@ -68,7 +70,8 @@ def compare_weights(a: Weights, b: Weights) -> WeightComparison:
     """Cosine similarity and Euclidean distance of two models' weights, per array and in total.
 
     Args:
-        a, b: canonical per-layer weights (``LoadedModel.canonical_weights()``).
+        a, b: canonical per-layer weights (``LoadedModel.canonical_weights()``); paired by layer name
+            when both have the same names, else by order.
 
     Returns:
         A :class:`WeightComparison`.
@@ -76,6 +79,8 @@ def compare_weights(a: Weights, b: Weights) -> WeightComparison:
     Raises:
         DifferentArchitectures: different numbers of arrays or shapes (the first mismatch is named).
     """
+    if list(a) != list(b) and set(a) == set(b):
+        b = {k: b[k] for k in a}  # same layer names in another order: pair by name
     fa, fb = flat_arrays(a), flat_arrays(b)
     if not fa or not fb:
         raise DifferentArchitectures("a model has no weights")

@@ -5,7 +5,8 @@ function next to a struct) and a function with a nested function (C++: a lambda,
 fragment; C: none). From it the test derives, by text substitution:
 
 * a *renamed* copy (identifiers renamed, literals changed): a Type-2 clone of the method;
-* an *edited* copy (one statement added): a Type-3 clone, reported by the detector;
+* an *edited* copy (one statement added): a Type-3 clone, reported by the detector, whose copied
+  statements are a block pair at block granularity;
 * a *commented* copy (line and block comments added): the same T1 tokens as the original.
 """
 
@@ -662,3 +663,23 @@ def test_detector_reports_renamed_copy_as_t2_and_edited_copy_as_t3(lang, tmp_pat
     t3 = frozenset({("a", case.method), ("c", case.method)})
     assert pairs.get(t2) == "T2", pairs
     assert pairs.get(t3) == "T3", pairs
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_block_granularity_finds_the_copied_statements_of_the_edited_method(lang, tmp_path):
+    from twinspect.code.fragments import mine
+
+    case = CASES[lang]
+    (tmp_path / ("a" + case.ext)).write_text(_variant(case, "original"), encoding="utf-8")
+    # the edited copy with a different tail: the two methods differ, their leading statements do not
+    edited = _variant(case, "edited").replace(case.extra, case.extra + "\n" + case.extra.replace("count", "total"))
+    (tmp_path / ("c" + case.ext)).write_text(edited, encoding="utf-8")
+    frags, stats = mine([tmp_path], granularity="block", min_lines=6, workers=1)
+    blocks = [f for f in frags if "[lines " in f.name and "count" in f.code]
+    by_file = {f.path: f for f in blocks}
+    assert sorted(by_file) == ["a" + case.ext, "c" + case.ext] and len(blocks) == 2, [f.name for f in frags]
+    a, c = by_file["a" + case.ext], by_file["c" + case.ext]
+    assert a.loc >= 6 and t2_key(a) == t2_key(c)
+    method = _method(_fragments(case, lang), case.method)  # the block lies inside the method
+    assert method.start_line < a.start_line and a.end_line < method.end_line
+    assert stats.block_fragments >= 2

@@ -183,6 +183,12 @@ _QLINEAR_OUT = {
     "QLinearConcat": (0, 1),
 }
 
+#: Element-wise QLinear* operators: (value, scale, zero point) input indices of each operand.
+_QOPERANDS = {
+    "QLinearAdd": ((0, 1, 2), (3, 4, 5)),
+    "QLinearMul": ((0, 1, 2), (3, 4, 5)),
+}
+
 #: Operators through which a quantised tensor keeps its scale and zero point.
 _QPASS = frozenset(("MaxPool", "Flatten", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Identity", "Relu", "Clip", "Concat", "Slice", "Gather"))
 
@@ -271,7 +277,7 @@ def _layer_name(anchor: Any, k: int, chain: Sequence[Any]) -> str:
     named like the float layer it replaces: ``<name>_quant`` (dynamic and QOperator quantisation) and
     ``<gemm>_MatMul`` (a Gemm split into MatMul + ``<gemm>_Add``)."""
     name = anchor.name or f"{k}:{anchor.op_type}"
-    if anchor.op_type in _INT_OPS and name.endswith("_quant"):
+    if (anchor.op_type in _INT_OPS or anchor.op_type.startswith("QLinear")) and name.endswith("_quant"):
         name = name[: -len("_quant")]
     if name.endswith("_MatMul") and any(n.op_type == "Add" and n.name == name[: -len("_MatMul")] + "_Add" for n in chain):
         name = name[: -len("_MatMul")]
@@ -364,6 +370,12 @@ def analyse_graph(graph: Any) -> _Graph:
                     chain += [c, d]
                     v = d.output[0]
                     continue
+                if integer and d is not None and d.op_type == "QLinearAdd" and stage < 2 and len(d.input) > 3:
+                    other = d.input[3] if d.input[0] == c.output[0] else d.input[0]
+                    if other in const:  # requantised for a QOperator bias add (exporters' MatMul + Add)
+                        chain += [c, d]
+                        v, stage = d.output[0], 2
+                        continue
                 break
             if integer and c.op_type == "Mul" and stage == 0 and other_input(c, v) in aux:
                 chain.append(c)
@@ -373,6 +385,12 @@ def analyse_graph(graph: Any) -> _Graph:
                 chain.append(c)
                 v, stage = c.output[0], 2
                 continue
+            if integer and c.op_type == "QLinearAdd" and stage < 2 and len(c.input) > 3:
+                other = c.input[3] if c.input[0] == v else c.input[0]
+                if other in const:  # QOperator bias add after a QLinearMatMul
+                    chain.append(c)
+                    v, stage = c.output[0], 2
+                    continue
             break
         taken.update(id(n) for n in chain)
         layers.append(_Layer(_layer_name(node, k, chain), op, node, chain, v))
@@ -528,6 +546,17 @@ class ONNXModel(LoadedModel):
             return dequantize(q, scale, 0 if zp is None else zp, axis if np.ndim(scale) else None), src
         return self._param(src, producers)  # a reshape (bias broadcast) or cast: the parameter's own values
 
+    def _dequantized_operand(self, node: Any, trip: tuple[int, int, int]) -> np.ndarray | None:
+        """float32 value of a constant quantised operand ``(value, scale, zero point)`` of ``node``."""
+        vi, si, zi = trip
+        if len(node.input) <= si:
+            return None
+        q, s = self._array(node.input[vi]), self._array(node.input[si])
+        z = self._array(node.input[zi]) if len(node.input) > zi and node.input[zi] else None
+        if q is None or s is None:
+            return None
+        return dequantize(q, s, 0 if z is None else z, 0 if np.ndim(s) else None)
+
     def weights(self) -> Weights:
         g = self._analysis()
         producers = {o: node for node in self.proto.graph.node for o in node.output}
@@ -557,6 +586,11 @@ class ONNXModel(LoadedModel):
                         arr = dequantize(q, np.asarray(xs_, np.float64) * np.asarray(ws_, np.float64), 0, 0)
                     else:
                         continue  # activations, scales and zero points
+                elif node.op_type in _QOPERANDS:
+                    trip = next((t for t in _QOPERANDS[node.op_type] if t[0] == j), None)
+                    arr = self._dequantized_operand(node, trip) if trip else None
+                    if arr is None:
+                        continue  # scales and zero points
                 elif node.op_type in ("ConvInteger", "MatMulInteger"):
                     if j != 1:
                         continue  # zero points
@@ -567,6 +601,8 @@ class ONNXModel(LoadedModel):
                     if q is None or s is None:
                         continue  # scale not findable: not reported rather than reported wrong
                     arr = dequantize(q, s, 0 if zq is None else zq, (0 if node.op_type == "ConvInteger" else -1) if np.ndim(s) else None)
+                elif node.op_type.startswith("QLinear") or node.op_type in _INT_OPS:
+                    continue  # other quantised operators: their constants are scales and zero points
                 else:
                     arr, _ = self._param(inp, producers)
                     if arr is None or arr.dtype.kind != "f":
@@ -574,6 +610,13 @@ class ONNXModel(LoadedModel):
                 role = roles[j] if j < len(roles) and roles[j] else inp
                 params[role] = np.asarray(arr, dtype=np.float32)
             for c in lay.nodes[1:]:  # a bias Add folded into the layer
+                if c.op_type == "QLinearAdd":
+                    for trip in _QOPERANDS["QLinearAdd"]:
+                        if len(c.input) > trip[0] and c.input[trip[0]] in g.const:
+                            b = self._dequantized_operand(c, trip)
+                            if b is not None:
+                                params["bias" if "bias" not in params else c.input[trip[0]]] = b.reshape(-1) if b.ndim > 1 and b.size == max(b.shape) else b
+                    continue
                 if c.op_type != "Add":
                     continue
                 for inp in c.input:
@@ -587,6 +630,8 @@ class ONNXModel(LoadedModel):
         return out
 
     def _canonical(self, layer: str, param: str, w: np.ndarray) -> np.ndarray:
+        if param != "weight" and w.ndim > 1 and w.size == max(w.shape):
+            return w.reshape(-1)  # a per-channel constant shaped for broadcasting, e.g. (1, C, 1, 1) -> (C,)
         lay = next((x for x in self._analysis().layers if x.name == layer), None)
         op = lay.op if lay is not None else ""
         if w.ndim == 2 and param == "weight":

@@ -293,8 +293,11 @@ def analyse_graph(graph: Any) -> _Graph:
     followed through the quantisation plumbing that a quantiser put after it — a ``Cast``, a
     ``QuantizeLinear`` → ``DequantizeLinear`` pair, a lone ``DequantizeLinear``, and, after an integer
     operator (``ConvInteger``/``MatMulInteger``/``QLinear*``), the ``Mul`` by the scales and the
-    bias ``Add`` of dynamic quantisation — so the layer's value is the float tensor that the original
-    float layer computed.
+    bias ``Add`` of dynamic quantisation, or the requantised bias ``QLinearAdd`` of QOperator
+    quantisation — so the layer's value is the float tensor that the original float layer computed.
+    Where a static quantiser fused an activation into the layer (``Conv`` + ``Relu`` in QDQ and
+    QOperator graphs), the layer keeps the conv's name and holds the post-activation values, and the
+    float model's separate ``Relu`` layer has no namesake.
 
     Args:
         graph: an ``onnx.GraphProto``.

@@ -130,7 +130,7 @@ def test_lexical_conformance(frags):
 
 
 def test_make_encoder_registry():
-    assert set(ENCODERS) == {"lexical", "neural"}
+    assert set(ENCODERS) == {"lexical", "neural", "semantic"}
     enc = make_encoder("lexical", dim=256, ngram_range=(1, 2))
     assert isinstance(enc, LexicalEncoder) and enc.dim == 256 and enc.ngram_range == (1, 2)
     with pytest.raises(InputError):

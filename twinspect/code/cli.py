@@ -64,7 +64,7 @@ LanguageOpt = Annotated[
                  "detecting it from the extension (or the #! line of a script without one)."),
 ]
 MinLinesOpt = Annotated[int, typer.Option("--min-lines", help="Ignore functions with fewer code lines than this (blank, comment and docstring lines do not count).")]
-EncoderOpt = Annotated[str, typer.Option("--encoder", "-e", help="Fragment encoder: lexical or neural.")]
+EncoderOpt = Annotated[str, typer.Option("--encoder", "-e", help="Fragment encoder: lexical, neural or semantic (clone-trained, shipped).")]
 MaxTokensOpt = Annotated[
     Optional[int], typer.Option("--max-tokens", help="Neural encoder: tokens per fragment (truncation).")
 ]

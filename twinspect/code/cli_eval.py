@@ -102,7 +102,7 @@ def register_eval(clones: typer.Typer) -> None:
                          no_args_is_help=True)
 
     # common detector options
-    enc_opt = typer.Option("lexical", "--encoder", help="lexical or neural.")
+    enc_opt = typer.Option("lexical", "--encoder", "-e", help="lexical, neural or semantic.")
     idx_opt = typer.Option("exact", "--index", help="exact or hnsw.")
     k_opt = typer.Option(None, "--top-k", help="Neighbours per fragment (default: the detector's).")
     thr_opt = typer.Option(None, "--threshold", help="Minimum cosine of a reported pair (default: the detector's).")

@@ -4,6 +4,8 @@
   identifier-blind token n-grams (fast, default; needs :meth:`fit` on the corpus for IDF).
 * ``"neural"`` — :class:`~twinspect.code.encoders.neural.NeuralEncoder`: transformer sentence
   embeddings (SSCD; all-MiniLM-L6-v2 offline by default, or a fine-tuned model directory).
+* ``"semantic"`` — :class:`~twinspect.code.encoders.semantic.SemanticEncoder`: the clone-trained
+  encoder shipped in the package (TF-IDF bags projected by a contrastively trained linear map).
 
 Use :func:`make_encoder` to build one by name, and :func:`encoder_from_state` to rebuild a persisted
 one (``{"name": ..., **state_dict()}``).
@@ -30,8 +32,14 @@ def _neural(**params: Any) -> Encoder:
     return NeuralEncoder(**params)
 
 
+def _semantic(**params: Any) -> Encoder:
+    from twinspect.code.encoders.semantic import SemanticEncoder
+
+    return SemanticEncoder(**params)
+
+
 #: Encoder name -> factory taking the encoder's keyword parameters.
-ENCODERS: dict[str, Callable[..., Encoder]] = {"lexical": _lexical, "neural": _neural}
+ENCODERS: dict[str, Callable[..., Encoder]] = {"lexical": _lexical, "neural": _neural, "semantic": _semantic}
 
 
 def make_encoder(name: str, **params: Any) -> Encoder:
@@ -71,6 +79,10 @@ def encoder_from_state(name: str, state: dict) -> Encoder:
         from twinspect.code.encoders.neural import NeuralEncoder
 
         return NeuralEncoder.from_state(state)
+    if name == "semantic":
+        from twinspect.code.encoders.semantic import SemanticEncoder
+
+        return SemanticEncoder.from_state(state)
     raise InputError(f"unknown encoder {name!r}", hint=f"choose one of {', '.join(ENCODERS)}")
 
 

@@ -21,7 +21,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 from twinspect.dl.adapters import load_model  # noqa: E402
-from twinspect.dl.adapters.metadata import extra_files  # noqa: E402
+from twinspect.dl.adapters.metadata import extra_files, write_metadata  # noqa: E402
 from twinspect.dl.models import CompareConfig, compare_models  # noqa: E402
 
 TS_META = {
@@ -132,6 +132,9 @@ def torch_models(tiny_torch, mnist_train_512, tmp_path_factory):
     for name, m in mods.items():
         torch.jit.save(torch.jit.trace(m, torch.zeros(1, 1, 28, 28)), str(d / f"{name}.pt"), _extra_files=extra_files(TS_META))
         out[name] = d / f"{name}.pt"
+    torch.export.save(torch.export.export(tiny_torch, (torch.zeros(1, 1, 28, 28),)), str(d / "export.pt2"))  # batch 1, as usual
+    write_metadata(d / "export.pt2", TS_META)
+    out["torch-export"] = d / "export.pt2"
     return out
 
 
@@ -261,6 +264,7 @@ CELLS = {
     # every level skipped with its reason; the other layers still enter CKA
     "onnx-nonfinite": ("onnx", "onnx-float", "onnx-nonfinite", {"weights": "NaN or infinite", "representation": 0.9, "io": "NaN or infinity"}),
     "torchscript": ("torch", "onnx-float", "ts-float", COPY),
+    "torch-export": ("torch", "onnx-float", "torch-export", COPY),
     "torchscript-static-int8": ("torch", "ts-float", "ts-static-int8", QUANTISED),
     "torchscript-dynamic-int8": ("torch", "ts-float", "ts-dynamic-int8", QUANTISED),
     # Keras flattens NHWC: same dense weights in another order, so weight cosine < 1 across frameworks;

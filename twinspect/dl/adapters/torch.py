@@ -400,6 +400,17 @@ class TorchModel(LoadedModel):
         return names
 
     def _activations(self, xs: Sequence[np.ndarray], layers: list[str]) -> dict[str, np.ndarray]:
+        n = int(np.shape(xs[0])[0]) if xs else 0
+        try:
+            return self._activations_batch(xs, layers)
+        except Exception:
+            # torch.export programs traced at batch 1 reject other batch sizes: go one by one, as forward does
+            if n <= 1 or not self._is_fx():
+                raise
+        parts = [self._activations_batch([x[i : i + 1] for x in xs], layers) for i in range(n)]
+        return {k: np.concatenate([p[k] for p in parts], axis=0) for k in parts[0]}
+
+    def _activations_batch(self, xs: Sequence[np.ndarray], layers: list[str]) -> dict[str, np.ndarray]:
         torch = self._torch
         tx = [torch.from_numpy(np.ascontiguousarray(x)) for x in xs]
         found: dict[str, np.ndarray] = {}

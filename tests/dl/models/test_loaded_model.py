@@ -222,3 +222,24 @@ def test_quantised_torchscript_weights_are_unpacked_and_dequantised(tiny_torch, 
             step = np.abs(a).reshape(a.shape[0], -1).max(1) / 63.0  # per-channel int8 step (reduced range)
             err = np.abs(a - b).reshape(a.shape[0], -1).max(1)
             assert np.all(err <= step + 1e-7)
+
+
+def test_onnx_weight_behind_a_transpose_belongs_to_its_layer(tmp_path):
+    """A weight reaching its MatMul through a Transpose node is that layer's weight (PyTorch layout),
+    not a layer of its own nor dropped."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = np.random.default_rng(0).normal(size=(6, 4)).astype(np.float32)  # (out, in)
+    g = helper.make_graph(
+        [helper.make_node("Transpose", ["w"], ["wt"], perm=[1, 0], name="tr"), helper.make_node("MatMul", ["x", "wt"], ["y"], name="mm")],
+        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 6])], [numpy_helper.from_array(w, "w")],
+    )
+    p = tmp_path / "tr.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=9), str(p))
+    m = load_model(p)
+    assert m.layer_names() == ["mm"]
+    np.testing.assert_array_equal(m.canonical_weights()["mm"]["weight"], w)
+    x = np.ones((2, 4), np.float32)
+    np.testing.assert_allclose(m.activations(x)["mm"], x @ w.T, rtol=1e-6)

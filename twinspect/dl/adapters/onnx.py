@@ -213,7 +213,7 @@ _ROLES = {
 }
 
 #: Ops whose parameters follow a producer chain back to an initializer (weight dequantisation, bias reshape).
-_PARAM_PATH = frozenset(("DequantizeLinear", "Reshape", "Cast", "Identity", "Squeeze", "Unsqueeze"))
+_PARAM_PATH = frozenset(("DequantizeLinear", "Reshape", "Cast", "Identity", "Squeeze", "Unsqueeze", "Transpose"))
 
 
 def _onnx_module():
@@ -531,7 +531,7 @@ class ONNXModel(LoadedModel):
 
     def _param(self, name: str, producers: dict[str, Any]) -> tuple[np.ndarray | None, str]:
         """The float value of a constant tensor followed back to its initializer, and that initializer's
-        name; None when the path holds anything but dequantisation, reshapes and casts."""
+        name; None when the path holds anything but dequantisation, reshapes, transposes and casts."""
         node = producers.get(name)
         if node is None:
             return self._array(name), name
@@ -547,7 +547,11 @@ class ONNXModel(LoadedModel):
             if q is None or scale is None:
                 return None, src
             return dequantize(q, scale, 0 if zp is None else zp, axis if np.ndim(scale) else None), src
-        return self._param(src, producers)  # a reshape (bias broadcast) or cast: the parameter's own values
+        arr, base = self._param(src, producers)
+        if arr is not None and node.op_type == "Transpose":  # a weight transposed for its consumer
+            perm = next((list(a.ints) for a in node.attribute if a.name == "perm"), None)
+            arr = np.transpose(arr, perm) if perm is None or len(perm) == arr.ndim else arr
+        return arr, base  # a reshape (bias broadcast) or cast: the parameter's own values
 
     def _dequantized_operand(self, node: Any, trip: tuple[int, int, int]) -> np.ndarray | None:
         """float32 value of a constant quantised operand ``(value, scale, zero point)`` of ``node``."""

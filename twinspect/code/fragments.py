@@ -457,7 +457,13 @@ def extract_fragments(
     part of it), Java ``method_declaration``, ``constructor_declaration`` and
     ``compact_constructor_declaration`` (annotations and modifiers are part of the node), C and C++
     ``function_definition`` (in-class methods, out-of-line ``A::f``, operators, template functions;
-    the ``template <...>`` header is not part of the span). Lambdas are never fragments.
+    the ``template <...>`` header is not part of the span). Lambdas are never fragments. The other
+    languages mine the node types of their registry row
+    (:data:`twinspect.code.languages.REGISTRY`: ``function_types``), e.g. Go functions, methods and
+    function literals, Rust ``fn`` items, C# methods, constructors, accessors and local functions,
+    JavaScript/TypeScript functions, methods, function expressions and arrow functions; an anonymous
+    function is named after the variable, property or key it is assigned to, a Go method after its
+    receiver type (``Cart.Total``).
 
     Names are qualified by the enclosing classes and functions: ``Class.method`` and
     ``outer.inner`` (Python, Java), ``A::f`` (C/C++, classes only; in-class methods get their class prefix,

@@ -38,9 +38,11 @@ depend on these pairs: it is carried by the clone classes, built at the lower ``
 (Tuning log: benchmarks/README.md, sections 5–6 — on SSCD the margin 0.02 at threshold 0.7 keeps
 recall at 96 % with ~91 % strict precision.)
 
-**T4 needs semantic evidence.** A pair whose abstracted-token similarity is below the MT3 band
-is typed T4 only when a semantic encoder (``neural``, a fine-tuned model, or caller-given vectors)
-found it; with the lexical encoder it would be weak Type-3 (type T3, band WT3), and by default
+**T4 needs two kinds of evidence.** A pair whose abstracted-token similarity is below the MT3 band
+is typed T4 only when a semantic encoder (``semantic``, the clone-trained encoder shipped with
+twinspect; ``neural``, a fine-tuned model, or caller-given vectors) found it *and* the WL similarity
+of the two control-flow graphs agrees (:mod:`twinspect.code.structural`; thresholds calibrated on the
+BigCloneBench tune half, ``twinspect/code/data/t4_rule.json``, stated in ``stats["t4_rule"]``); with the lexical encoder it would be weak Type-3 (type T3, band WT3), and by default
 (``lexical_min_t3=0.5``) such lexical pairs below the MT3 band are not reported at all
 (``stats["weak_lexical_dropped"]``). With ``lexical_min_t3=0.7`` the MT3 band is dropped too: more
 precise on real code, less recall (see DetectConfig); ``None`` keeps every band. The *stock* neural
@@ -709,8 +711,10 @@ def _verified_pairs(
     (token overlap ≥ ``config.token_overlap``). Each is scored by the verifier
     (:mod:`twinspect.code.verify`); a pair at or above the verifier's threshold is a Type-3 clone
     typed by the band of its LCS similarity (a pair below the MT3 band is weak Type-3, band WT3).
-    With a semantic encoder, a rejected pair below the MT3 band whose cosine reaches
-    ``config.threshold`` is reported as T4. A representative pair stands for its buckets' member
+    With a semantic encoder, a rejected pair below the MT3 band is reported as T4 only when two
+    kinds of evidence agree (:class:`twinspect.code.structural.T4Rule`): its cosine reaches the
+    calibrated threshold of ``-e semantic`` (``config.threshold`` for other semantic encoders) and
+    the WL cosine of the two control-flow graphs reaches the calibrated structural floor. A representative pair stands for its buckets' member
     pairs (T2-identical members have the same abstracted tokens): all of them when the two buckets
     have ≤ ``config.max_bucket_pairs`` members together, else two stars.
 
@@ -718,7 +722,9 @@ def _verified_pairs(
         ``(pairs, edges, counters)``: the clone pairs (exact ones included) sorted by (a, b), the
         embedding candidates ``{(u, v): cosine}`` (for the clustering linkages), and counters
         ``candidate_pairs``, ``candidates_embedding``, ``candidates_token_overlap``,
-        ``capped`` (per source), ``verified``, ``accepted``, ``semantic_t4`` and ``verifier``
+        ``capped`` (per source), ``verified``, ``accepted``, ``semantic_t4``,
+        ``t4_structural_vetoed`` (semantic T4 candidates without structural agreement), ``t4_rule``
+        (the thresholds used and their calibration; None without a semantic encoder) and ``verifier``
         (threshold and how the model was fitted).
     """
     import numpy as np
@@ -729,13 +735,20 @@ def _verified_pairs(
     from twinspect.code.verify import PairFeatures, load_verifier, verify_pairs
 
     verifier = load_verifier(config.verifier_path)
+    t4_rule = t4_semantic = structural = None
+    if semantic:
+        from twinspect.code.structural import StructuralSimilarity, load_t4_rule
+
+        t4_rule = load_t4_rule()
+        t4_semantic = t4_rule.semantic if config.encoder == "semantic" else config.threshold
+        structural = StructuralSimilarity(frags, t4_rule.wl_iterations)
     cap = config.max_bucket_pairs
     reps = [b[0] for b in buckets]
     params: dict[str, Any] = {}
     if config.index == "hnsw":
         params = dict(M=config.M, ef_construction=config.ef_construction, ef_search=config.ef_search,
                       seed=config.seed, num_threads=config.threads)
-    lo_thr = min(config.candidate_threshold, config.threshold) if semantic else config.candidate_threshold
+    lo_thr = min(config.candidate_threshold, t4_semantic) if t4_semantic is not None else config.candidate_threshold
     emb = range_pairs(vecs, reps, frags, threshold=lo_thr, cap=config.max_neighbours, index=config.index,
                       index_params=params, quiet=quiet)
     rep_set = set(reps)
@@ -763,14 +776,19 @@ def _verified_pairs(
     out: dict[tuple[int, int], ClonePair] = {}
     for p in _exact_pairs(vecs, frags, buckets, clf, cap):
         out[(p.a, p.b)] = p
-    accepted = semantic_t4 = 0
+    accepted = semantic_t4 = structural_vetoed = 0
     group_pairs: list[dict[str, Any]] = []
     for (u, v), lcs, score in zip(cand, x[:, 0].tolist(), scores.tolist()):
         ct = band_of(lcs)
         if score >= verifier.threshold:
             accepted += 1
             kind = "T3"
-        elif semantic and ct.band == "WT3" and _cos(vecs, u, v) >= config.threshold:
+        elif (t4_rule is not None and structural is not None and t4_semantic is not None and ct.band == "WT3"
+              and _cos(vecs, u, v) >= t4_semantic):
+            sim = structural(u, v)  # the second, independent kind of evidence
+            if sim is None or sim < t4_rule.structural:
+                structural_vetoed += 1
+                continue
             semantic_t4 += 1
             kind = "T4"
         else:
@@ -795,6 +813,9 @@ def _verified_pairs(
         "verified": len(cand),
         "accepted": accepted,
         "semantic_t4": semantic_t4,
+        "t4_structural_vetoed": structural_vetoed,
+        "t4_rule": None if t4_rule is None else {"semantic": t4_semantic, "structural": t4_rule.structural,
+                                                 "wl_iterations": t4_rule.wl_iterations, **t4_rule.info},
         "base_code_rejected": base_rejected,
         "group_pairs": group_pairs,
         "verifier": {"threshold": round(verifier.threshold, 6), **verifier.info},

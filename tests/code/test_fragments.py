@@ -464,3 +464,24 @@ def test_file_granularity_one_fragment_per_file(tmp_path, monkeypatch):
     monkeypatch.setattr(fragments_mod, "PARALLEL_MIN_FILES", 2)
     par, pstats = mine([tmp_path], min_lines=2, granularity="file", workers=2)
     assert par == fs and pstats == stats
+
+
+def test_callbacks_and_anonymous_functions_are_named_after_their_call_or_variable():
+    js = (
+        "describe('res.render', function () {\n"
+        "  it('should expose app.locals', function (done) {\n"
+        "    request(app).get('/').expect('<p>tobi</p>', done);\n"
+        "  })\n"
+        "})\n"
+        "res.json = function (obj) {\n  return obj;\n};\n"
+        "const handler = async (req) => {\n  return req;\n};\n"
+    )
+    frags = extract_fragments(js, "t.js", "javascript", min_lines=1)
+    assert [(f.name, f.start_line, f.end_line) for f in frags] == [
+        ("describe('res.render')", 1, 5),
+        ("describe('res.render').it('should expose app.locals')", 2, 4),
+        ("res.json", 6, 8),
+        ("handler", 9, 11),
+    ]
+    go = 'package m\n\nfunc TestX(t *testing.T) {\n\tt.Run("empty", func(t *testing.T) {\n\t\tx := 1\n\t\t_ = x\n\t})\n}\n'
+    assert [f.name for f in extract_fragments(go, "x_test.go", "go", min_lines=1)] == ["TestX", 'TestX.t.Run("empty")']

@@ -277,11 +277,29 @@ def _function_name(src: bytes, node, language: str) -> str:
             left = parent.child_by_field_name("left")
             return "" if left is None else _WS_RE.sub(" ", _text(src, left))
         return ""
+    if parent is not None and parent.type in ("arguments", "argument_list"):  # a callback: it('does x', ...)
+        return _callback_name(src, parent)
     field = _NAMING_PARENT_FIELDS.get(parent.type) if parent is not None else None
     target = parent.child_by_field_name(field) if field else None
     if target is None:
         return ""
     return _WS_RE.sub(" ", _text(src, target))[:80]
+
+
+#: Literal node types that name a callback when they are the call's first argument.
+_LABEL_TYPES = frozenset({"string", "template_string", "interpreted_string_literal", "raw_string_literal"})
+
+
+def _callback_name(src: bytes, args) -> str:
+    """Name of a function passed as an argument: the callee, with the call's first argument when it is
+    a string (``it('serves files')``, ``t.Run("empty")``); "" when the call has no callee."""
+    call = args.parent
+    callee = call.child_by_field_name("function") if call is not None else None
+    if callee is None:
+        return ""
+    first = next((c for c in args.named_children if c.type not in ("comment",)), None)
+    label = _text(src, first) if first is not None and first.type in _LABEL_TYPES else ""
+    return _WS_RE.sub(" ", f"{_text(src, callee)}({label})")[:80]
 
 
 def _scope_name(src: bytes, node, language: str) -> str:

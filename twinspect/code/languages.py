@@ -457,7 +457,7 @@ UNPARSED_EXTENSIONS: dict[str, str] = {
     ".sh": "shell", ".bash": "shell", ".zsh": "shell", ".fish": "shell", ".ps1": "powershell",
     ".pl": "perl", ".pm": "perl", ".lua": "lua", ".hs": "haskell", ".ex": "elixir", ".exs": "elixir",
     ".erl": "erlang", ".clj": "clojure", ".cljs": "clojure", ".cljc": "clojure", ".dart": "dart",
-    ".m": "objective-c", ".mm": "objective-c++", ".r": "r", ".jl": "julia", ".groovy": "groovy",
+    ".m": "objective-c/matlab", ".mm": "objective-c++", ".r": "r", ".jl": "julia", ".groovy": "groovy",
     ".gradle": "groovy", ".vue": "vue", ".svelte": "svelte", ".fs": "fsharp", ".fsx": "fsharp",
     ".ml": "ocaml", ".mli": "ocaml", ".zig": "zig", ".nim": "nim", ".f90": "fortran", ".f95": "fortran",
     ".cob": "cobol", ".cbl": "cobol", ".pas": "pascal", ".sql": "sql", ".elm": "elm", ".cu": "cuda",

@@ -35,6 +35,35 @@ in the earlier precision study), e.g.::
     # Java: src/main of google/gson at 9835b6f and apache/commons-io at d83aeb6 (git archive), as gson/ and commons-io/
     # stdlib-3.11/: the stdlib subset (asyncio, email, json, http, xml, ...) listed in the sample's paths
     cd - && .venv/bin/python benchmarks/clones_precision_blind.py sample --src /tmp/prec2 --per-band 6 --mt3 14
+
+Type-4 study (``-e semantic``: the clone-trained encoder and the two-evidence T4 rule). Projects
+outside POJ-104 and BigCloneBench (the encoder's training data), one folder each under
+``/tmp/t4src``::
+
+    mkdir -p /tmp/t4dl /tmp/t4src && cd /tmp/t4dl
+    pip download --no-deps --no-binary :all: requests==2.32.3 flask==3.0.3 click==8.1.7 rich==13.7.1 \
+        httpx==0.27.0 marshmallow==3.21.2 jinja2==3.1.4 attrs==23.2.0 PyYAML==6.0.1
+    cd /tmp/t4src && for f in /tmp/t4dl/*.tar.gz; do tar xzf $f; done   # whole sdists (tests, docs, examples)
+    # git archive of public GitHub repositories:
+    #   gson/         google/gson          9835b6f90192f79cdf5300c528fc6212455fb6c1  path gson/src/main
+    #   commons-io/   apache/commons-io    d83aeb6f4774aee75d857b29fb6cd89132c9a91b  path src/main
+    #   commons-lang/ apache/commons-lang  d15939ef46f0bd4144994df8be95cf5a7f91eb52  path src/main
+    #   hiredis/      redis/hiredis        29ea2791c102fdffff350f1ea6e04d1f71903d0d  whole tree
+    #   libuv/        libuv/libuv          6179e7af87413396d5853a1c3722c8b5749336c8  paths src include
+    #   zlib/         madler/zlib          d201f04c72b0881220f5ba75ca19fd0e19fa848b  whole tree
+    # e.g. mkdir gson && git --git-dir=GSON.git archive 9835b6f gson/src/main | tar -x -C gson
+    cd /work/main && .venv/bin/python benchmarks/clones_precision_blind.py sample-t4 --src /tmp/t4src --per-project 9 --seed 0
+
+``sample-t4`` scans each folder as ``twinspect clones DIR -e semantic`` does, collapses T4 pairs
+repeated across exact-duplicate groups, draws up to ``--per-project`` of them per project and writes
+``clones_precision_t4_sample.jsonl`` (ids ``T000``...) and the blind file ``/tmp/twinspect_t4_blind.md``.
+Drawn at twinspect 91e3cfb/cbdb77e: T4 pairs (distinct) per project — PyYAML 17 (17), attrs 30 (20),
+click 123 (122), commons-io 21 (21), commons-lang 94 (88), flask 88 (87), gson 50 (42), hiredis 23
+(23), httpx 42 (33), jinja2 389 (153), libuv 273 (238), marshmallow 46 (34), requests 6 (3), rich
+22 (22), zlib 5 (5); 9 drawn per project (requests 3, zlib 5): 125 pairs (python 75, java 27, c 23),
+no project above 7.2 %. The judge writes ``clones_precision_t4_labels.csv`` (``id,label,reason``,
+same labels as above) and ``score-t4`` writes ``clones_precision_t4.md`` (precision per project and
+language, ``clone`` only).
 """
 
 from __future__ import annotations
@@ -59,6 +88,11 @@ SECOND = RESULTS / "clones_precision_blind_labels_judge2.csv"
 OLD_SAMPLE = RESULTS / "clones_precision_sample.jsonl"
 OLD_LABELS = RESULTS / "clones_precision_old_blind_labels.csv"
 OLD_REPORT = RESULTS / "clones_precision_old_blind.md"
+# the Type-4 (semantic, ``-e semantic``) study: sample, the judge's labels, report
+T4_SAMPLE = RESULTS / "clones_precision_t4_sample.jsonl"
+T4_LABELS = RESULTS / "clones_precision_t4_labels.csv"
+T4_REPORT = RESULTS / "clones_precision_t4.md"
+T4_BLIND = Path("/tmp/twinspect_t4_blind.md")
 
 
 def _records(old: bool) -> list[dict]:
@@ -202,6 +236,146 @@ def score(old: bool = False) -> None:
         fh.write(text)
 
 
+def _write_blind(out: Path, title: str, entries: list[tuple[str, str, str]]) -> None:
+    """The judge's file: ``(id, code A, code B)`` in the given order, code only (``MAX_LINES`` each)."""
+    from twinspect._io import atomic_write
+
+    with atomic_write(out) as fh:
+        fh.write(title)
+        for rid, a, b in entries:
+            fh.write(f"## {rid}\n\n")
+            for side, text in (("A", a), ("B", b)):
+                lines = text.splitlines()
+                more = f"\n... ({len(lines) - MAX_LINES} more lines)" if len(lines) > MAX_LINES else ""
+                fh.write(f"### {side}\n```\n" + "\n".join(lines[:MAX_LINES]) + more + "\n```\n\n")
+
+
+def sample_t4(src: Path, per_project: int, seed: int, blind_out: Path) -> None:
+    """Draw the Type-4 sample: up to ``per_project`` T4 pairs of each project under ``src``.
+
+    Each project folder is scanned as ``twinspect clones DIR -e semantic`` does (default settings
+    otherwise). A T4 pair between two members of exact-duplicate (T1/T2) groups is listed once per
+    member pair in the report; those copies show the judge the same code again, so the T4 pairs are
+    first collapsed to one per pair of groups (the pair with the lowest fragment ids stands for the
+    rest), and the draw is among these *distinct* T4 pairs, with a generator seeded by ``seed`` and
+    the project's name (adding a project does not change the others' draws). The ids ``T000``...
+    follow one shuffle (seed ``seed``) of the whole sample, and the blind file lists the pairs in
+    id order, code only.
+    """
+    from twinspect._io import atomic_write
+    from twinspect.code.clones import DetectConfig, scan
+
+    records: list[dict] = []
+    texts: list[tuple[str, str]] = []
+    counts: list[str] = []
+    for project in sorted(p for p in src.iterdir() if p.is_dir()):
+        report = scan([project], DetectConfig(encoder="semantic"), quiet=True)
+        parent = list(range(len(report.fragments)))
+
+        def find(i: int) -> int:
+            while parent[i] != i:
+                parent[i] = parent[parent[i]]
+                i = parent[i]
+            return i
+
+        for p in report.pairs:
+            if p.type in ("T1", "T2"):
+                parent[find(p.a)] = find(p.b)
+        for g in report.identical_groups:
+            for m in g["members"][1:]:
+                parent[find(m)] = find(g["members"][0])
+        t4 = [p for p in report.pairs if p.type == "T4"]
+        distinct: dict[tuple[int, int], object] = {}
+        for p in sorted(t4, key=lambda p: (p.a, p.b)):
+            distinct.setdefault(tuple(sorted((find(p.a), find(p.b)))), p)
+        keys = sorted(distinct)
+        rng = random.Random(f"{seed}:{project.name}")
+        drawn = sorted(rng.sample(keys, min(per_project, len(keys))))
+        langs = Counter(report.fragments[i].language for i in range(len(report.fragments)))
+        counts.append(f"{project.name}: {len(report.fragments)} fragments {dict(langs)}, "
+                      f"{len(report.pairs)} pairs, T4 {len(t4)} ({len(keys)} distinct), drawn {len(drawn)}")
+        print(counts[-1], file=sys.stderr)
+        for key in drawn:
+            p = distinct[key]
+            fa, fb = report.fragments[p.a], report.fragments[p.b]
+            records.append({"project": project.name, "type": p.type, "band": p.band,
+                            "similarity": round(p.similarity, 4), "t3_similarity": p.t3_similarity,
+                            "score": p.score, "a": _side(fa), "b": _side(fb),
+                            "project_t4_pairs": len(t4), "project_t4_distinct": len(keys)})
+            texts.append((fa.text, fb.text))
+    order = list(range(len(records)))
+    random.Random(seed).shuffle(order)
+    for n, i in enumerate(order):
+        records[i]["id"] = f"T{n:03d}"
+    with atomic_write(T4_SAMPLE) as fh:
+        for i in order:
+            fh.write(json.dumps(records[i]) + "\n")
+    _write_blind(blind_out, "# Pairs of code fragments to label (clone / weak / not), one line of reason each\n\n",
+                 [(records[i]["id"], *texts[i]) for i in order])
+    by_project = Counter(r["project"] for r in records)
+    top = max(by_project.values(), default=0)
+    print(f"{len(records)} pairs (largest project share {100 * top / max(len(records), 1):.1f} %); "
+          f"sample {T4_SAMPLE}; blind file {blind_out}", file=sys.stderr)
+
+
+def score_t4(labels_path: Path = T4_LABELS, report_path: Path = T4_REPORT) -> None:
+    """Join the judge's T4 labels with the sample: precision (``clone`` only) per project and language.
+
+    Besides the pooled precision of the sample, the overall line gives a project-weighted estimate
+    (each project's precision weighted by its number of distinct T4 pairs), since projects are
+    sampled at different rates.
+    """
+    from twinspect._io import atomic_write
+
+    recs = {r["id"]: r for r in (json.loads(line) for line in T4_SAMPLE.read_text(encoding="utf-8").splitlines() if line)}
+    with labels_path.open(encoding="utf-8") as fh:
+        labels = {row["id"].strip(): row["label"].strip().lower() for row in csv.DictReader(fh)}
+    unknown = sorted(i for i in labels if i not in recs)
+    bad = sorted(i for i, lab in labels.items() if i in recs and lab not in ("clone", "weak", "not"))
+    missing = sorted(set(recs) - set(labels))
+    groups: dict[str, dict[str, Counter]] = {"project": defaultdict(Counter), "language": defaultdict(Counter)}
+    total: Counter = Counter()
+    for rid, rec in recs.items():
+        lab = labels.get(rid)
+        if lab not in ("clone", "weak", "not"):
+            continue
+        la, lb = rec["a"]["language"], rec["b"]["language"]
+        groups["project"][rec["project"]][lab] += 1
+        groups["language"][la if la == lb else f"{la}/{lb}"][lab] += 1
+        total[lab] += 1
+
+    def row(name: str, c: Counter, extra: str = "") -> str:
+        n = sum(c.values())
+        return (f"| {name} | {n} | {c['clone']} | {c['weak']} | {c['not']} | "
+                f"{100 * c['clone'] / n:.1f} % | {100 * (c['clone'] + c['weak']) / n:.1f} % |{extra}")
+
+    distinct = {r["project"]: r["project_t4_distinct"] for r in recs.values()}
+    reported = {r["project"]: r["project_t4_pairs"] for r in recs.values()}
+    head = "| {} | labelled | clone | weak | not | precision (clone) | clone or weak |"
+    text = ("# Blind precision of Type-4 (semantic) clone pairs (`twinspect clones -e semantic`)\n\n"
+            f"Sample `{T4_SAMPLE.name}` ({len(recs)} pairs), labels `{labels_path.name}` judged blind "
+            "(code only). Precision counts `clone` only.\n\n")
+    for kind in ("project", "language"):
+        lines = [head.format(kind) + (" T4 pairs (distinct) |" if kind == "project" else ""),
+                 "|---|---|---|---|---|---|---|" + ("---|" if kind == "project" else "")]
+        for name, c in sorted(groups[kind].items()):
+            extra = f" {reported[name]} ({distinct[name]}) |" if kind == "project" else ""
+            lines.append(row(name, c, extra))
+        if total:
+            lines.append(row("all", total, " |" if kind == "project" else ""))
+        text += "\n".join(lines) + "\n\n"
+    weights = {p: distinct[p] for p in groups["project"]}
+    if weights:
+        est = sum(w * groups["project"][p]["clone"] / sum(groups["project"][p].values())
+                  for p, w in weights.items()) / sum(weights.values())
+        text += (f"Precision weighted by each project's distinct T4 pairs: {100 * est:.1f} % "
+                 f"(pooled sample: {100 * total['clone'] / sum(total.values()):.1f} %).\n")
+    text += f"Unlabelled: {len(missing)}. Ids not in the sample: {len(unknown)}. Other labels: {len(bad)}.\n"
+    print(text)
+    with atomic_write(report_path) as fh:
+        fh.write(text)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -219,8 +393,20 @@ def main() -> None:
     b.add_argument("--old", action="store_true", help="the issue-8 sample (neutral Q ids)")
     sc = sub.add_parser("score")
     sc.add_argument("--old", action="store_true", help="the issue-8 sample and its blind labels")
+    t = sub.add_parser("sample-t4", help="draw the Type-4 (-e semantic) sample and its blind file")
+    t.add_argument("--src", type=Path, required=True)
+    t.add_argument("--per-project", type=int, default=10)
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--blind", type=Path, default=T4_BLIND)
+    st = sub.add_parser("score-t4", help="precision of the Type-4 sample from the judge's labels")
+    st.add_argument("--labels", type=Path, default=T4_LABELS)
+    st.add_argument("--out", type=Path, default=T4_REPORT)
     args = ap.parse_args()
-    if args.cmd == "sample":
+    if args.cmd == "sample-t4":
+        sample_t4(args.src, args.per_project, args.seed, args.blind)
+    elif args.cmd == "score-t4":
+        score_t4(args.labels, args.out)
+    elif args.cmd == "sample":
         sample(args.src, args.per_band, args.mt3, args.per_exact, args.seed, args.blind)
     elif args.cmd == "blind":
         blind(args.src, args.blind, args.ids, args.old)

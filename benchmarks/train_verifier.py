@@ -84,7 +84,7 @@ def cross_project_candidates(src: Path, limit: int, seed: int) -> tuple[list, np
     enc = make_encoder("lexical", **DEFAULT_ENCODER_PARAMS["lexical"])
     enc.fit(frags)
     vecs = enc.encode(frags)
-    cand = set(range_pairs(vecs, reps, frags, threshold=cfg.candidate_threshold, cap=cfg.max_neighbours).pairs)
+    cand = set(range_pairs(vecs, reps, frags, threshold=cfg.candidate_cosine, cap=cfg.max_neighbours).pairs)
     assert cfg.token_overlap is not None
     toks = [tokens(f) for f in frags]
     cand |= set(overlap_pairs(toks, reps, frags, theta=cfg.token_overlap, cap=cfg.max_neighbours).pairs)
@@ -179,7 +179,7 @@ def cross_functionality_candidates(frags, labels, longest: dict[int, int], limit
     enc = make_encoder("lexical", **DEFAULT_ENCODER_PARAMS["lexical"])
     enc.fit(frags)
     vecs = enc.encode(frags)
-    cand = set(range_pairs(vecs, reps, frags, threshold=cfg.candidate_threshold, cap=cfg.max_neighbours).pairs)
+    cand = set(range_pairs(vecs, reps, frags, threshold=cfg.candidate_cosine, cap=cfg.max_neighbours).pairs)
     toks = [tokens(f) for f in frags]
     assert cfg.token_overlap is not None
     cand |= set(overlap_pairs(toks, reps, frags, theta=cfg.token_overlap, cap=cfg.max_neighbours).pairs)

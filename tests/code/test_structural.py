@@ -97,3 +97,21 @@ def test_t4_needs_structural_agreement(frags, tmp_path, monkeypatch):
     again = detect(frags, DetectConfig(threshold=0.9, lexical_min_t3=None), vectors=vecs)
     assert again.stats["t4_structural_vetoed"] == 0
     assert sum(p.type == "T4" for p in again.pairs) > sum(p.type == "T4" for p in report.pairs)
+
+
+def test_cfg_builder_refuses_languages_it_does_not_know(tmp_path):
+    from twinspect.code.similitude.cfg import load_program, program_graph
+    from twinspect.errors import InputError
+
+    with pytest.raises(InputError, match="no control-flow graph builder for go"):
+        program_graph("package m\nfunc f() {}\n", "go")
+    src = tmp_path / "m.go"
+    src.write_text("package m\nfunc f() {}\n", encoding="utf-8")
+    with pytest.raises(InputError, match="m.go"):
+        load_program(src)
+
+
+def test_candidate_threshold_defaults_per_encoder():
+    assert DetectConfig().candidate_threshold == 0.4
+    assert DetectConfig(encoder="semantic").candidate_threshold == 0.8
+    assert DetectConfig(encoder="semantic", candidate_threshold=0.5).candidate_cosine == 0.5

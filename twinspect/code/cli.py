@@ -129,8 +129,9 @@ DecisionOpt = Annotated[
 ]
 MaxNeighboursOpt = Annotated[int, typer.Option("--max-neighbours", help="Most candidates kept per fragment and "
                                                "source (counted in stats.capped when hit).")]
-CandidateThresholdOpt = Annotated[float, typer.Option("--candidate-threshold", help="Embedding cosine down to which "
-                                                      "neighbours become candidates.")]
+CandidateThresholdOpt = Annotated[Optional[float], typer.Option(
+    "--candidate-threshold", help="Embedding cosine down to which neighbours become candidates (default: 0.4; "
+    "0.8 with -e semantic, whose cosines run higher).")]
 TokenOverlapOpt = Annotated[
     str,
     typer.Option("--token-overlap", metavar="SIM|none", help="SourcererCC token-overlap similarity down to which "
@@ -265,7 +266,7 @@ def scan_command(
     index: IndexOpt = _D.index,
     decision: DecisionOpt = _D.decision,
     max_neighbours: MaxNeighboursOpt = _D.max_neighbours,
-    candidate_threshold: CandidateThresholdOpt = _D.candidate_threshold,
+    candidate_threshold: CandidateThresholdOpt = None,
     token_overlap: TokenOverlapOpt = _fmt_margin(_D.token_overlap),
     base_code: BaseCodeOpt = _fmt_margin(_D.base_code),
     verifier: VerifierOpt = "default",

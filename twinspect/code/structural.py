@@ -25,11 +25,10 @@ from pathlib import Path
 from typing import Any
 
 from twinspect.code.fragments import Fragment
+from twinspect.code.similitude.cfg import CFG_LANGUAGES
 
 #: WL depth h of the bags (labels of iterations 0..h).
 WL_ITERATIONS = 2
-#: Languages with a control-flow graph builder.
-CFG_LANGUAGES = frozenset({"c", "cpp", "java", "python"})
 #: The Type-4 rule calibrated by ``benchmarks/calibrate_t4.py``.
 T4_RULE = Path(__file__).parent / "data" / "t4_rule.json"
 

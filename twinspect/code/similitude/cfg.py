@@ -49,6 +49,9 @@ from pathlib import Path
 import tree_sitter
 
 from twinspect.code.languages import FUNCTION_TYPES, get_parser, language_for
+
+#: Languages whose statements this builder knows (the language registry parses more).
+CFG_LANGUAGES = frozenset({"c", "cpp", "java", "python"})
 from twinspect.errors import InputError
 
 ENTRY, EXIT = 0, 1
@@ -689,6 +692,8 @@ def program_graph(source: bytes | str, language: str, path: str = "<string>") ->
     Raises:
         InputError: the text does not parse (tree-sitter ERROR/MISSING node), with the line.
     """
+    if language not in CFG_LANGUAGES:
+        raise InputError(f"no control-flow graph builder for {language} (only C, C++, Java and Python)", path)
     data = source.encode("utf-8") if isinstance(source, str) else source
     tree = get_parser(language).parse(data)
     root = tree.root_node
@@ -760,7 +765,7 @@ def load_program(path: str | Path, language: str | None = None) -> ProgramGraph:
     """
     p = Path(path)
     lang = language_for(p, language)
-    if lang is None:
+    if lang not in CFG_LANGUAGES:  # the registry knows more languages than this CFG builder
         raise InputError("unsupported file type (not C, C++, Java or Python)", p)
     try:
         data = p.read_bytes()

@@ -221,6 +221,95 @@ def read_json(path: str | Path) -> Any:
         raise InputError(f"not valid JSON: {exc}", path) from exc
 
 
+def _probe_directory(directory: Path, named: Path, what: str) -> None:
+    """Create the missing directories of ``directory``, write and delete a file in it, remove what was created.
+
+    Raises:
+        InputError: naming ``named``, when an ancestor is a file or the directory cannot be created
+            or written (permission, read-only or virtual file system such as /proc).
+    """
+    created: list[Path] = []
+    try:
+        missing: list[Path] = []
+        existing = directory
+        while not existing.exists() and existing.parent != existing:
+            missing.append(existing)
+            existing = existing.parent
+        if not existing.is_dir():
+            raise InputError(f"cannot create the {what}: {existing} is not a directory", named)
+        for d in reversed(missing):
+            d.mkdir()
+            created.append(d)
+        fd, probe = tempfile.mkstemp(prefix=".twinspect-probe-", dir=directory)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise InputError(f"cannot write the {what}: {exc.strerror or exc}", named) from None
+    finally:
+        for d in reversed(created):
+            with contextlib.suppress(OSError):
+                d.rmdir()
+
+
+def check_output_file(path: str | Path, what: str = "output file") -> Path:
+    """Fail fast, before any slow work, when a file cannot be written at ``path``; write nothing.
+
+    The missing parent directories are created and a temporary file is written beside ``path``,
+    then both are removed again. The real write later goes through :func:`atomic_write` or
+    :func:`atomic_path`.
+
+    Args:
+        path: the destination file (``-o``).
+        what: how the message names it (``"output file"``, ``"model file"``...).
+
+    Returns:
+        ``path`` as a :class:`Path`.
+
+    Raises:
+        InputError: naming ``path``: it is a directory, an ancestor is a file, or its directory
+            cannot be created or written.
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise InputError(f"is a directory; give a file name for the {what}", path)
+    _probe_directory(path.parent, path, what)
+    return path
+
+
+def check_output_dir(path: str | Path, what: str = "output directory", marker: str | None = None) -> Path:
+    """Fail fast, before any slow work, when ``path`` cannot be (re)written as an output directory.
+
+    The missing directories are created and a temporary file is written in ``path``, then both are
+    removed again: nothing is left behind.
+
+    Args:
+        path: the destination directory (``-o``, ``--plots``).
+        what: how the message names it (``"run directory"``, ``"plots directory"``...).
+        marker: a file that marks a directory this command wrote before (``"repair.json"``); when
+            given, an existing non-empty directory without it is refused, so that an unrelated
+            folder is never written into or replaced.
+
+    Returns:
+        ``path`` as a :class:`Path`.
+
+    Raises:
+        InputError: naming ``path``: it is an existing file, an ancestor is a file, it is an
+            unrelated non-empty directory (with ``marker``), or it cannot be created or written.
+    """
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise InputError(f"exists and is not a directory; give a directory for the {what}", path)
+    try:
+        unrelated = marker is not None and path.is_dir() and not (path / marker).exists() and any(path.iterdir())
+    except OSError as exc:
+        raise InputError(f"cannot read the {what}: {exc.strerror or exc}", path) from None
+    if unrelated:
+        raise InputError(f"exists, is not empty and is not a {what} (no {marker})", path,
+                         hint="choose a new or empty directory")
+    _probe_directory(path, path, what)
+    return path
+
+
 def require_readable(path: str | Path, kind: str = "path") -> Path:
     """Check that ``path`` exists and can be read; return it as a :class:`Path`.
 

@@ -18,7 +18,6 @@ os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 
 from twinspect import __version__
 from twinspect.errors import TwinspectError
@@ -82,6 +81,17 @@ def _setup_logging(argv: list[str]) -> None:
     logger.setLevel(logging.WARNING if quiet else logging.INFO)
 
 
+def print_error(message: str) -> None:
+    """Print a user error as one line on stderr: ``error: MESSAGE``, the message taken literally.
+
+    The one error path of the CLI: paths and values in ``message`` are neither rich markup
+    (``[b]``) nor emoji codes (``config.c:abc:`` stays as typed).
+    """
+    from twinspect.progress import print_plain
+
+    print_plain(message, prefix="error: ", prefix_style="bold red", console=_err)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: run the CLI, map user errors to exit code 2 and Ctrl-C to 130.
 
@@ -93,7 +103,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         typer.main.get_command(app).main(args=args, prog_name="twinspect", standalone_mode=True)
     except TwinspectError as exc:
-        _err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)  # keep [..] in paths/hints
+        print_error(str(exc))
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         _err.print("interrupted")

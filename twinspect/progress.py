@@ -26,6 +26,26 @@ T = TypeVar("T")
 stderr_console = Console(stderr=True)
 
 
+def print_plain(message: str, *, prefix: str = "", prefix_style: str | None = None, console: Console | None = None) -> None:
+    """Print one message on stderr exactly as given: no rich markup, emoji codes or highlighting.
+
+    Paths and values in messages are user text: ``config.c:abc:`` or ``x:up:y`` must not turn into
+    emoji, nor ``[b]`` into bold. Every user-facing line the CLI prints about a file (errors,
+    "wrote FILE" notes) goes through here.
+
+    Args:
+        message: the text (printed literally, soft-wrapped: one logical line stays one line).
+        prefix: printed before ``message`` (e.g. ``"error: "``).
+        prefix_style: rich style of the prefix only (e.g. ``"bold red"``).
+        console: where to print (default: the shared stderr console).
+    """
+    from rich.text import Text
+
+    text = Text(prefix, style=prefix_style or "") if prefix else Text()
+    text.append(message)
+    (console or stderr_console).print(text, highlight=False, soft_wrap=True, emoji=False, markup=False)
+
+
 class _NullTask:
     def advance(self, n: int = 1) -> None:  # noqa: D401 - tiny shim
         pass
@@ -57,9 +77,10 @@ def progress(description: str, total: int | None = None, quiet: bool = False) ->
         quiet: show nothing (scripts, tests).
 
     Yields:
-        A :class:`Tracker`; call ``advance(n)`` after each ``n`` steps.
+        A :class:`Tracker`; call ``advance(n)`` after each ``n`` steps. With ``total=0`` (nothing to
+        do) no bar is shown: an empty ``0/0`` bar would only precede the error or summary line.
     """
-    if quiet:
+    if quiet or total == 0:
         yield Tracker(None, None)
         return
     columns = [

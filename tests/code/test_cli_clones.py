@@ -165,12 +165,111 @@ def test_sarif_and_html_files(capsys, tree, tmp_path):
     assert "total_price" in text and "i &lt; xs.length" in text
 
 
-def test_empty_tree_gives_empty_report(capsys, tmp_path):
-    (tmp_path / "empty").mkdir()
-    code, out, _ = run(capsys, "clones", tmp_path / "empty", "-f", "json", "-q")
-    assert code == 0
-    doc = json.loads(out)
-    assert doc["fragments"] == [] and doc["pairs"] == [] and doc["classes"] == []
+def one_line_error(code: int, out: str, err: str, *needles: str) -> str:
+    """Assert the bad-input contract: exit 2, nothing on stdout, one stderr line holding ``needles``."""
+    assert code == 2, err
+    assert out == "", out
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1, err
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+    return lines[0]
+
+
+@pytest.mark.parametrize("quiet", [["-q"], []])
+def test_empty_tree_is_one_line_exit_2(capsys, tmp_path, quiet):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    report = tmp_path / "r.json"
+    code, out, err = run(capsys, "clones", empty, "-f", "json", "-o", report, *quiet)
+    one_line_error(code, out, err, str(empty), "no source files")
+    assert not report.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["empty"]
+
+
+def test_tree_without_source_files_is_one_line_exit_2(capsys, tmp_path):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "notes.txt").write_text("not code\n")
+    (tmp_path / "docs" / "skip.py").write_text(BASE)
+    code, out, err = run(capsys, "clones", tmp_path / "docs", "-x", "skip.py")
+    one_line_error(code, out, err, "no source files", "excluded 1", "not source code 1")
+
+
+def test_index_of_empty_tree_is_one_line_exit_2(capsys, tmp_path):
+    empty, idx = tmp_path / "empty", tmp_path / "idx"
+    empty.mkdir()
+    code, out, err = run(capsys, "clones", "index", empty, "-o", idx)
+    one_line_error(code, out, err, str(empty), "no source files")
+    assert not idx.exists()
+
+
+def test_index_of_unsupported_tree_is_refused_like_a_scan(capsys, tmp_path):
+    src, idx = tmp_path / "src", tmp_path / "idx"
+    src.mkdir()
+    (src / "a.lua").write_text("function f() return 1 end\n")
+    code, out, err = run(capsys, "clones", "index", src, "-o", idx, "-q")
+    one_line_error(code, out, err, "nothing parsed", "lua 1")
+    assert not idx.exists()
+
+
+@pytest.mark.parametrize("command", [["scan"], ["index", "-o", "{tmp}/idx"]])
+@pytest.mark.parametrize("value", ["-1", "0"])
+def test_max_file_bytes_below_1_is_refused(capsys, tree, tmp_path, monkeypatch, command, value):
+    from twinspect.code import fragments
+
+    def no_mining(*args, **kwargs):
+        raise AssertionError("mined files despite an invalid --max-file-bytes")
+
+    monkeypatch.setattr(fragments, "mine", no_mining)
+    args = [a.replace("{tmp}", str(tmp_path)) for a in command]
+    code, out, err = run(capsys, "clones", args[0], tree, *args[1:], "--max-file-bytes", value)
+    one_line_error(code, out, err, "--max-file-bytes", value)
+    assert not (tmp_path / "idx").exists()
+
+
+@pytest.mark.parametrize("fmt", ["json", "table"])
+def test_unwritable_output_fails_before_the_scan(capsys, tree, monkeypatch, fmt):
+    from twinspect.code import clones
+
+    def no_scan(*args, **kwargs):
+        raise AssertionError("scanned although -o cannot be written")
+
+    monkeypatch.setattr(clones, "scan", no_scan)
+    code, out, err = run(capsys, "clones", tree, "-f", fmt, "-o", "/proc/twinspect-report")
+    one_line_error(code, out, err, "/proc/twinspect-report", "cannot write")
+
+
+def test_output_under_a_file_fails_before_the_scan(capsys, tree, tmp_path, monkeypatch):
+    from twinspect.code import clones
+
+    monkeypatch.setattr(clones, "scan", lambda *a, **k: pytest.fail("scanned"))
+    blocker = tmp_path / "blocker"
+    blocker.write_text("x")
+    code, out, err = run(capsys, "clones", tree, "-f", "json", "-o", blocker / "r.json")
+    one_line_error(code, out, err, str(blocker), "not a directory")
+    assert blocker.read_text() == "x"
+
+
+def test_index_refuses_unwritable_and_unrelated_output(capsys, tree, tmp_path, monkeypatch):
+    from twinspect.code import fragments
+
+    monkeypatch.setattr(fragments, "mine", lambda *a, **k: pytest.fail("mined"))
+    code, out, err = run(capsys, "clones", "index", tree, "-o", "/proc/twinspect-index")
+    one_line_error(code, out, err, "/proc/twinspect-index", "cannot write")
+    unrelated = tmp_path / "mine"
+    unrelated.mkdir()
+    (unrelated / "keep.txt").write_text("keep")
+    code, out, err = run(capsys, "clones", "index", tree, "-o", unrelated)
+    one_line_error(code, out, err, str(unrelated), "not a clone index")
+    assert [p.name for p in unrelated.iterdir()] == ["keep.txt"]
+
+
+@pytest.mark.parametrize("name, shown", [("config.c:abc:", "config.c:abc:"), ("x:up:y", "x:up:y"),
+                                          ("[bold]b[/bold]", "[bold]b[/bold]"), (":smile: a", ":smile: a")])
+def test_error_lines_print_paths_literally(capsys, tmp_path, monkeypatch, name, shown):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run(capsys, "clones", "scan", name)
+    line = one_line_error(code, out, err, "does not exist")
+    assert shown in line
 
 
 @pytest.mark.parametrize(
@@ -184,8 +283,11 @@ def test_empty_tree_gives_empty_report(capsys, tmp_path):
         (["--index", "faiss"], "index"),
         (["--linkage", "ward"], "linkage"),
         (["--pair-margin", "wide"], "--pair-margin"),
-        (["--pair-margin", "-1"], "pair_margin"),
-        (["--class-threshold", "2"], "class_threshold"),
+        (["--pair-margin", "-1"], "--pair-margin must be in [0, 2]"),
+        (["--class-threshold", "2"], "--class-threshold must be"),
+        (["--min-lines", "0"], "--min-lines must be at least 1, got 0"),
+        (["--M", "1"], "--M must be at least 2"),
+        (["--ef-search", "0"], "--ef-construction and --ef-search"),
         (["--model-path", "."], "neural encoder only"),
     ],
 )

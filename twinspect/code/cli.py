@@ -238,6 +238,40 @@ def _check_paths(paths: list[Path]) -> None:
         require_readable(p, "directory" if p.is_dir() else "path")
 
 
+#: DetectConfig fields whose validation messages name them, and the CLI options that set them.
+_FIELD_FLAGS: dict[str, str] = {
+    "top_k": "--top-k", "max_neighbours": "--max-neighbours", "token_overlap": "--token-overlap",
+    "threshold": "--threshold", "class_threshold": "--class-threshold",
+    "candidate_threshold": "--candidate-threshold", "pair_margin": "--pair-margin", "M": "--M",
+    "ef_construction": "--ef-construction", "ef_search": "--ef-search", "min_lines": "--min-lines",
+    "stock_t4": "--stock-t4", "lexical_min_t3": "--lexical-min-t3", "threads": "--threads",
+    "base_code": "--base-code", "max_file_bytes": "--max-file-bytes",
+}
+
+
+def _validate(config: Any) -> None:
+    """``config.validate()``, with the library's field names (``min_lines``) in an error replaced by
+    the CLI options that set them (``--min-lines``).
+
+    Raises:
+        InputError: the first invalid option, named as the user typed it.
+    """
+    import re
+
+    try:
+        config.validate()
+    except InputError as exc:
+        pattern = r"\b(" + "|".join(sorted(_FIELD_FLAGS, key=len, reverse=True)) + r")\b"
+        message = re.sub(pattern, lambda m: _FIELD_FLAGS[m.group(1)], exc.message)
+        message = message.replace("(or None to disable it)", "(or none)")
+        raise InputError(message, exc.path, exc.hint) from None
+
+
+def _check_max_file_bytes(value: int) -> None:
+    if value < 1:
+        raise InputError(f"--max-file-bytes must be at least 1, got {value}")
+
+
 def _build_config(pair_margin: str | float | None = _fmt_margin(_D.pair_margin), **kw: Any):
     """A validated DetectConfig; options given as None keep DetectConfig's defaults.
 
@@ -248,7 +282,7 @@ def _build_config(pair_margin: str | float | None = _fmt_margin(_D.pair_margin),
 
     config = DetectConfig(**{key: value for key, value in kw.items() if value is not None})
     config.pair_margin = _parse_margin(pair_margin)
-    config.validate()
+    _validate(config)
     return config
 
 
@@ -307,7 +341,12 @@ def scan_command(
     if output is not None and output.is_dir():  # fail before the scan, not after it
         raise InputError(f"{output}: is a directory, expected a report file path",
                          hint=f"pass a file, e.g. -o {output / ('report.' + ('txt' if fmt == 'table' else fmt))}")
+    _check_max_file_bytes(max_file_bytes)
     _check_paths(paths)
+    if output is not None:
+        from twinspect._io import check_output_file
+
+        check_output_file(output, "report file")
     config = _build_config(
         encoder=encoder, encoder_params=_encoder_params(encoder, max_tokens, batch_size, model_path, runtime),
         index=index, top_k=top_k, threshold=threshold, class_threshold=class_threshold, linkage=linkage,
@@ -319,7 +358,7 @@ def scan_command(
     config.token_overlap = _parse_margin(token_overlap, "--token-overlap")
     config.base_code = _parse_margin(base_code, "--base-code")
     config.verifier_path = None if verifier == "default" else verifier
-    config.validate()
+    _validate(config)
     report = scan(paths, config, exclude=tuple(exclude or ()), max_file_bytes=max_file_bytes,
                   respect_gitignore=not no_gitignore, language=language, quiet=quiet)
     write_report(report, fmt, output, quiet=quiet, limit=limit, html_max_pairs=html_max_pairs)
@@ -354,21 +393,22 @@ def embed_command(
 ) -> None:
     """Embed fragments and write them to a .npz file: paths, start_lines, end_lines, names, languages and
     float32 vectors (N x d, L2-normalised), the vectors the clone search uses."""
+    from twinspect._io import check_output_file
     from twinspect.code.embed import embed, write_embeddings
 
     _check_paths(paths)
     if output.is_dir():
         raise InputError(f"{output}: is a directory, expected a .npz file path")
+    check_output_file(output, ".npz file")
     frags, vecs = embed(paths, encoder=encoder,
                         encoder_params=_encoder_params(encoder, max_tokens, batch_size, model_path, runtime),
                         granularity=granularity, min_lines=min_lines, exclude=tuple(exclude or ()),
                         language=language, quiet=quiet)
     write_embeddings(output, frags, vecs)
     if not quiet:
-        from rich.console import Console
+        from twinspect.progress import print_plain
 
-        Console(stderr=True).print(f"{len(frags)} fragments, {vecs.shape[1] if len(frags) else 0}-d vectors; wrote {output}",
-                                   highlight=False, soft_wrap=True)
+        print_plain(f"{len(frags)} fragments, {vecs.shape[1] if len(frags) else 0}-d vectors; wrote {output}")
 
 
 def skipped_summary(stats: dict[str, Any]) -> str:
@@ -401,6 +441,22 @@ def skipped_file_line(entry: dict[str, str]) -> str:
     return f"  {entry['reason'].replace('_', ' ')}: {entry['path']}"
 
 
+def _require_sources(paths: list[Path], **discover_options: Any) -> None:
+    """Refuse, before any model is loaded or file parsed, a tree in which discovery finds no source
+    file to parse (the same one-line errors as a scan of that tree: see
+    :func:`twinspect.code.clones.check_parsed`).
+
+    Raises:
+        InputError: an empty tree, or only files twinspect does not parse, or all skipped.
+    """
+    from twinspect.code.clones import check_parsed, scan_root
+    from twinspect.code.files import discover
+
+    files, stats = discover(paths, **discover_options)
+    if not files:
+        check_parsed(stats, scan_root(paths))
+
+
 def index_command(
     paths: PathsArg,
     out_dir: Annotated[Path, typer.Option("--output", "-o", help="Directory of the persisted index.")],
@@ -426,15 +482,19 @@ def index_command(
     """Build (or --update) a persistent clone index of source files, for later `clones query`."""
     import time
 
-    from rich.console import Console
-
+    from twinspect._io import check_output_dir
     from twinspect.code.store import CloneIndex
 
+    _check_max_file_bytes(max_file_bytes)
     _check_paths(paths)
     config = _build_config(
         encoder=encoder, encoder_params=_encoder_params(encoder, max_tokens, batch_size, model_path, runtime),
         index=index, M=M, ef_construction=ef_construction, ef_search=ef_search, min_lines=min_lines, seed=seed,
     )
+    check_output_dir(out_dir, "clone index", marker="manifest.json")
+    if not update:
+        _require_sources(paths, exclude=tuple(exclude or ()), max_file_bytes=max_file_bytes,
+                         respect_gitignore=not no_gitignore, language=language)
     t0 = time.perf_counter()
     if update:
         store = CloneIndex.load(out_dir)
@@ -454,10 +514,9 @@ def index_command(
         )
         verb = "built"
     if not quiet:
-        Console(stderr=True).print(
-            f"index {out_dir} {verb}: {len(store.fragments)} fragments, {time.perf_counter() - t0:.1f} s",
-            highlight=False, soft_wrap=True,
-        )
+        from twinspect.progress import print_plain
+
+        print_plain(f"index {out_dir} {verb}: {len(store.fragments)} fragments, {time.perf_counter() - t0:.1f} s")
 
 
 def query_command(
@@ -488,6 +547,10 @@ def query_command(
     if top_k < 1:
         raise InputError(f"--top-k must be at least 1, got {top_k}")
     require_readable(index_dir, "index directory")
+    if output is not None:
+        from twinspect._io import check_output_file
+
+        check_output_file(output, "output file")
     store = CloneIndex.load(index_dir)
     root = scan_root(store.manifest.get("roots") or []) or None
     frag, _ = resolve_query_fragment(target, language=language, root=root)
@@ -542,10 +605,10 @@ def finetune_command(
     seed: SeedOpt = _D.seed,
 ) -> None:
     """Fine-tune the neural encoder contrastively on labelled clone pairs (use it with --model-path)."""
-    from rich.console import Console
-
+    from twinspect._io import check_output_dir
     from twinspect.code.training_pairs import load_training_pairs
 
+    check_output_dir(out_dir, "model directory")
     pairs = load_training_pairs(pairs_file, root=root, language=language)
     if len(pairs) < 2:
         raise InputError(f"found {len(pairs)} clone pairs; fine-tuning needs at least 2", pairs_file)
@@ -554,8 +617,9 @@ def finetune_command(
     out = finetune(pairs, out_dir, base_model=base_model, epochs=epochs, batch_size=batch_size,
                    max_tokens=max_tokens, lr=lr, seed=seed, quiet=quiet)
     if not quiet:
-        Console(stderr=True).print(f"fine-tuned on {len(pairs)} pairs; model written to {out} "
-                                   f"(use --encoder neural --model-path {out})", highlight=False, soft_wrap=True)
+        from twinspect.progress import print_plain
+
+        print_plain(f"fine-tuned on {len(pairs)} pairs; model written to {out} (use --encoder neural --model-path {out})")
 
 
 def register(app: typer.Typer) -> None:

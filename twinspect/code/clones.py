@@ -85,6 +85,7 @@ Fragment ids are indices into the report's fragment list, sorted by (path, start
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -263,13 +264,13 @@ class DetectConfig:
         if self.linkage not in LINKAGES:
             raise InputError(f"unknown linkage {self.linkage!r}", hint=f"choose one of {', '.join(LINKAGES)}")
         if self.top_k < 1:
-            raise InputError(f"--top-k must be at least 1, got {self.top_k}")
+            raise InputError(f"top_k must be at least 1, got {self.top_k}")
         if self.decision not in DECISIONS:
             raise InputError(f"unknown decision rule {self.decision!r}", hint=f"choose one of {', '.join(DECISIONS)}")
         if self.max_neighbours < 1:
-            raise InputError(f"--max-neighbours must be at least 1, got {self.max_neighbours}")
+            raise InputError(f"max_neighbours must be at least 1, got {self.max_neighbours}")
         if self.token_overlap is not None and not 0.0 < self.token_overlap <= 1.0:
-            raise InputError(f"--token-overlap must be in (0, 1] (or none), got {self.token_overlap}")
+            raise InputError(f"token_overlap must be in (0, 1] (or None to disable it), got {self.token_overlap}")
         for name in ("threshold", "class_threshold", "candidate_threshold"):
             value = getattr(self, name)
             if value is not None and not -1.0 <= value <= 1.0:
@@ -277,11 +278,11 @@ class DetectConfig:
         if self.pair_margin is not None and not 0.0 <= self.pair_margin <= 2.0:
             raise InputError(f"pair_margin must be in [0, 2] (or None to disable it), got {self.pair_margin}")
         if self.M < 2:
-            raise InputError(f"--M must be at least 2, got {self.M}")
+            raise InputError(f"M must be at least 2, got {self.M}")
         if self.ef_construction < 1 or self.ef_search < 1:
-            raise InputError("--ef-construction and --ef-search must be positive")
+            raise InputError(f"ef_construction and ef_search must be at least 1, got {self.ef_construction} and {self.ef_search}")
         if self.min_lines < 1:
-            raise InputError(f"--min-lines must be at least 1, got {self.min_lines}")
+            raise InputError(f"min_lines must be at least 1, got {self.min_lines}")
         from twinspect.code.fragments import check_granularity
 
         check_granularity(self.granularity)
@@ -290,11 +291,11 @@ class DetectConfig:
         if self.lexical_min_t3 is not None and not 0.0 <= self.lexical_min_t3 <= 1.0:
             raise InputError(f"lexical_min_t3 must be a token similarity in [0, 1], got {self.lexical_min_t3}")
         if self.threads == 0 or self.threads < -1:
-            raise InputError(f"--threads must be -1 (all cores) or at least 1, got {self.threads}")
+            raise InputError(f"threads must be -1 (all cores) or at least 1, got {self.threads}")
         if self.max_bucket_pairs < 2:
             raise InputError(f"max_bucket_pairs must be at least 2, got {self.max_bucket_pairs}")
         if self.base_code is not None and not 0.0 <= self.base_code <= 1.0:
-            raise InputError(f"--base-code must be a share of fragments in [0, 1] (or none), got {self.base_code}")
+            raise InputError(f"base_code must be a share of fragments in [0, 1] (or None to disable it), got {self.base_code}")
 
     @property
     def effective_class_threshold(self) -> float:
@@ -1141,7 +1142,7 @@ def identical_groups(buckets: Sequence[Sequence[int]], clf: TypeClassifier, cap:
 
 
 def scan(
-    paths: Sequence[str | Path],
+    paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     config: DetectConfig | None = None,
     *,
     exclude: Sequence[str] = (),
@@ -1153,7 +1154,8 @@ def scan(
     """Mine fragments from files/directories and detect clones among them.
 
     Args:
-        paths: files or directories to scan (fragment paths are relative to the scanned root).
+        paths: one file or directory (a ``str`` or path-like) or a list of them (fragment paths are
+            relative to the scanned root).
         config: detection parameters; ``config.min_lines`` applies to mining.
         exclude: gitignore-style patterns of files to skip.
         max_file_bytes: larger files are skipped (counted in ``stats["skipped"]``).
@@ -1171,11 +1173,13 @@ def scan(
     """
     from twinspect.code.fragments import mine
 
+    items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    path_list: list[str | Path] = [p if isinstance(p, (str, Path)) else os.fspath(p) for p in items]
     config = config or DetectConfig()
     config.validate()
     t = time.perf_counter()
     fragments, scan_stats = mine(
-        list(paths),
+        path_list,
         exclude=tuple(exclude),
         max_file_bytes=max_file_bytes,
         respect_gitignore=respect_gitignore,
@@ -1185,9 +1189,9 @@ def scan(
         quiet=quiet,
     )
     t_mine = time.perf_counter() - t
-    check_parsed(scan_stats, scan_root(paths))
+    check_parsed(scan_stats, scan_root(path_list))
     report = detect(fragments, config, quiet=quiet)
-    report.root = scan_root(paths)
+    report.root = scan_root(path_list)
     scan_dict = scan_stats.to_dict() if hasattr(scan_stats, "to_dict") else dict(scan_stats)  # type: ignore[call-overload]
     stats = {**scan_dict, **report.stats}
     timings = {"mine": round(t_mine, 4), **report.stats["timings"]}
@@ -1198,15 +1202,16 @@ def scan(
 
 
 def check_parsed(stats: Any, root: str) -> None:
-    """Refuse a scan in which no file was parsed although source files were found.
+    """Refuse a scan in which no file was parsed: no source files at all, or none that could be parsed.
 
     Args:
         stats: the :class:`twinspect.code.files.ScanStats` of the scan.
         root: the scanned directory, named in the message.
 
     Raises:
-        InputError: nothing parsed, with source files in languages twinspect does not parse or
-            source files all skipped (too large, binary...): one line saying which.
+        InputError: nothing parsed, with source files in languages twinspect does not parse,
+            source files all skipped (too large, binary...), or no source file at all (an empty
+            tree, or every file excluded, gitignored or not source code): one line saying which.
     """
     if stats.files_parsed:
         return
@@ -1219,6 +1224,11 @@ def check_parsed(stats: Any, root: str) -> None:
     if stats.files_seen and skipped:
         why = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in skipped.items())
         raise InputError(f"nothing parsed: {stats.files_seen} source files, all skipped ({why})", root)
+    if not stats.files_seen:
+        names = {"excluded": "excluded", "gitignored": "gitignored", "unsupported": "not source code"}
+        seen = [f"{names[k]} {stats.skipped[k]}" for k in names if stats.skipped.get(k)]
+        raise InputError("nothing to scan: no source files found" + (f" ({', '.join(seen)})" if seen else ""),
+                         root, hint="give a directory or files with source code")
 
 
 def scan_root(paths: Sequence[str | Path]) -> str:

@@ -394,13 +394,16 @@ def discover(
         ``(files, stats)``: the files sorted by ``rel`` and the updated counters.
 
     Raises:
-        InputError: no PATH given, a PATH does not exist or cannot be read, or ``language`` is unknown.
+        InputError: no PATH given, a PATH does not exist or cannot be read, ``language`` is unknown,
+            or ``max_file_bytes`` is below 1.
     """
     stats = ScanStats() if stats is None else stats
     if isinstance(paths, (str, Path)):
         paths = [paths]
     if not paths:
         raise InputError("no path given", hint="pass at least one file or directory")
+    if max_file_bytes < 1:
+        raise InputError(f"max_file_bytes must be at least 1, got {max_file_bytes}")
     forced = canonical_language(language) if language is not None else None
     roots: list[tuple[str, bool]] = []
     for p in paths:

@@ -54,6 +54,52 @@ def _csv(result) -> str:
     return buf.getvalue()
 
 
+def _check_inputs(models: list[Path], data: Optional[str], preprocess: Optional[str], threshold: float,
+                  distill: Optional[str], calibration: Optional[Path], output: Optional[Path],
+                  plots: Optional[Path]) -> None:
+    """Every check of ``models compare`` that needs no model: values, data, files and output locations.
+
+    Runs before the models are loaded (seconds per model), so that a typo in ``--data`` or an
+    unwritable ``-o``/``--plots`` fails at once and nothing is written.
+
+    Raises:
+        InputError: naming the option or file.
+    """
+    import math
+
+    from twinspect._io import check_output_dir, check_output_file, require_readable
+    from twinspect.errors import InputError
+
+    if not (math.isfinite(threshold) and 0.0 <= threshold <= 1.0):
+        raise InputError(f"--threshold must be a reuse score in [0, 1], got {threshold:g}")
+    if len(models) < 2:
+        raise InputError(f"model comparison needs at least two models, got {len(models)}")
+    for m in models:
+        require_readable(m, "model file")
+    if preprocess is not None:
+        from twinspect.dl.adapters.base import resolve_preprocess
+
+        resolve_preprocess(preprocess)
+    if distill is not None:
+        from twinspect.dl.zoo import ARCHS
+
+        if distill.lower() not in ARCHS:
+            raise InputError(f"unknown --distill student {distill!r}; choose one of {', '.join(ARCHS)}")
+    if calibration is not None:
+        require_readable(calibration, "calibration file")
+    if data is not None and data != "uniform":
+        from twinspect.dl.data import DATASETS, load_images
+
+        if data not in DATASETS and Path(data).suffix.lower() != ".npz" and not Path(data).exists():
+            raise InputError(f"unknown --data {data!r}; use {', '.join(DATASETS)}, uniform or a path to an .npz file")
+
+        load_images(data, "test")  # a bad name or file fails here, not after the models are loaded
+    if output is not None:
+        check_output_file(output, "report file")
+    if plots is not None:
+        check_output_dir(plots, "plots directory")
+
+
 def compare_cmd(
     models: list[Path] = typer.Argument(..., help="Model files (.h5 .keras .tflite .onnx .pt .pt2), two or more."),
     code: Optional[list[Path]] = typer.Option(
@@ -94,10 +140,7 @@ def compare_cmd(
     if fmt not in ("table", "json", "csv"):
         raise InputError(f"unknown --format {fmt!r}; choose table, json or csv")
     lv = tuple(s.strip() for s in levels.split(",") if s.strip())
-    if output is not None and output.exists() and output.is_dir():
-        raise InputError("is a directory; -o needs a file", output)
-    if plots is not None and plots.exists() and not plots.is_dir():
-        raise InputError("--plots needs a directory, not a file", plots)
+    _check_inputs(models, data, preprocess, threshold, distill, calibration, output, plots)
     cfg = CompareConfig(
         data=data, n_inputs=n_inputs, cka_inputs=cka_inputs, preprocess=preprocess, seed=seed,
         distill_student=distill, threshold=threshold, calibration=None if calibration is None else str(calibration),

@@ -68,7 +68,23 @@ def test_csv_output_file_clusters_and_plots(capsys, corpus, tmp_path):
     lines = out_file.read_text().splitlines()
     assert lines[0] == "path,bubble_sort.c,gnome_sort.c,quick_sort.c" and len(lines) == 4
     assert (tmp_path / "plots" / "heatmap.png").stat().st_size > 0
-    assert (tmp_path / "plots" / "pca.png").stat().st_size > 0
+    assert (tmp_path / "plots" / "mds.png").stat().st_size > 0
+    assert not (tmp_path / "plots" / "pca.png").exists()
+    code, _, _ = run(capsys, "similitude", corpus / "sorts", "-f", "csv", "-o", out_file, "--plots",
+                     tmp_path / "plots", "--projection", "pca", "-q")
+    assert code == 0 and (tmp_path / "plots" / "pca.png").stat().st_size > 0
+
+
+def test_lav_reports_iterations_and_runs_in_workers(capsys, corpus):
+    code, out, _ = run(capsys, "similitude", corpus / "sorts", "--measure", "lav", "--workers", "2", "-f", "json", "-q")
+    rep = json.loads(out)
+    d = rep["details"]["lav"]
+    assert code == 0 and d["eps"] == 1e-4 and d["pairs"] == 3 and d["unconverged_pairs"] == 0
+    assert 1 <= d["iterations_mean"] <= d["iterations_max"] < d["max_iter"]
+    code, out1, _ = run(capsys, "similitude", corpus / "sorts", "--measure", "lav", "-j", "1", "-f", "json", "-q")
+    assert json.loads(out1)["matrix"] == rep["matrix"]
+    code, out, _ = run(capsys, "similitude", corpus / "sorts", "--measure", "lav", "-q")
+    assert code == 0 and "LAV iterations to eps 0.0001" in out
 
 
 def test_fewer_than_two_labels_gives_null_silhouette(capsys, corpus):
@@ -102,6 +118,8 @@ def test_program_per_dir(capsys, corpus):
     (["{corpus}", "--measure", "bogus"], "unknown measure"),
     (["{corpus}", "--labels", "{labels}"], "not among the programs"),
     (["{corpus}", "--format", "xml"], "unknown format"),
+    (["{corpus}", "--projection", "tsne"], "unknown projection"),
+    (["{corpus}", "--measure", "lav", "--workers", "0"], "--workers must be at least 1"),
 ])
 def test_bad_input_exits_2_with_one_line(capsys, corpus, tmp_path, args, message):
     labels = tmp_path / "labels.csv"

@@ -35,7 +35,7 @@ def test_symmetric_in_unit_interval(matrices, measure):
     assert s.min() >= 0 and s.max() <= 1
 
 
-@pytest.mark.parametrize("measure", ["twinspect", "normalized-node-sym", "lav"])
+@pytest.mark.parametrize("measure", ["twinspect", "cfg", "normalized-node-sym", "lav"])
 def test_self_similarity_is_one(matrices, measure):
     np.testing.assert_allclose(np.diag(matrices[measure]), 1.0)
 
@@ -105,3 +105,26 @@ def test_renamed_program_scores_one_and_unknown_measure_fails():
     assert s[0, 1] == pytest.approx(1.0) and s[0, 2] < 0.9
     with pytest.raises(InputError, match="unknown measure"):
         similarity_matrix([a], "bogus")
+
+
+def test_cfg_measure_ignores_tokens_and_sees_loop_nesting():
+    from twinspect.code.similitude.structure import depth_labels, loop_depths
+
+    nested = "int f(int n){ int s = 0; for (int i = 0; i < n; i++) { for (int j = 0; j < n; j++) { s += i * j; } } return s; }"
+    renamed = "int g(int m){ int t = 0; for (int a = 0; a < m; a++) { for (int b = 0; b < m; b++) { t += a * b; } } return t; }"
+    sequence = "int f(int n){ int s = 0; for (int i = 0; i < n; i++) { s += i; } for (int j = 0; j < n; j++) { s += j; } return s; }"
+    ga, gb, gc = (program_graph(src, "c") for src in (nested, renamed, sequence))
+    # the inner loop's blocks are at depth 2 in the nest, nothing is deeper than 1 in the sequence
+    assert max(loop_depths(ga.functions[0])) == 2 and max(loop_depths(gc.functions[0])) == 1
+    assert sorted(depth_labels(ga)) == sorted(depth_labels(gb)) != sorted(depth_labels(gc))
+    s = similarity_matrix([ga, gb, gc], "cfg")
+    assert s[0, 1] == pytest.approx(1.0) and s[0, 2] < 0.9
+    np.testing.assert_allclose(np.diag(s), 1.0)
+
+
+def test_cfg_measure_does_not_depend_on_tokens(graphs):
+    import dataclasses
+
+    stripped = [dataclasses.replace(g, tokens=[]) for g in graphs]
+    np.testing.assert_array_equal(similarity_matrix(stripped, "cfg"), similarity_matrix(graphs, "cfg"))
+    assert not np.array_equal(similarity_matrix(stripped, "twinspect"), similarity_matrix(graphs, "twinspect"))

@@ -37,6 +37,8 @@ class SimilitudeResult:
         skipped: ``{"path", "reason"}`` for programs left out (e.g. unparsable files).
         scan: file-discovery counters (:meth:`twinspect.code.files.ScanStats.to_dict`): files not
             considered at all (unsupported extension, too large, binary…) are counted there.
+        details: measure-specific facts, e.g. ``{"lav": LavResult.summary()}`` (ε, iteration cap,
+            mean and largest iterations, pairs that hit the cap).
     """
 
     measure: str
@@ -49,9 +51,10 @@ class SimilitudeResult:
     k: int
     skipped: list[dict] = field(default_factory=list)
     scan: dict = field(default_factory=dict)
+    details: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
-        """The JSON contract: measure, programs, matrix, silhouette, clusters, skipped (+ k)."""
+        """The JSON contract: measure, programs, matrix, silhouette, clusters, skipped (+ k, scan, details)."""
         return {
             "measure": self.measure,
             "programs": [
@@ -65,6 +68,7 @@ class SimilitudeResult:
             "k": self.k,
             "skipped": self.skipped,
             "scan": self.scan,
+            "details": self.details,
         }
 
 
@@ -102,6 +106,7 @@ def analyze(
     clusters: int | None = None,
     language: str | None = None,
     verbose: int = 0,
+    workers: int | None = None,
 ) -> SimilitudeResult:
     """Score every pair of programs under ``paths`` and cluster them.
 
@@ -115,15 +120,20 @@ def analyze(
         clusters: number of agglomerative clusters, or None to choose 2..10 by silhouette.
         language: force a language for every file.
         verbose: > 0 shows progress on stderr.
+        workers: worker processes for LAV (None = :func:`~twinspect.code.similitude.lav.default_workers`);
+            the other measures run in this process.
 
     Returns:
         A :class:`SimilitudeResult`. Files that do not parse are in ``skipped`` and not scored.
 
     Raises:
-        InputError: a missing path, an unknown measure, or a labels CSV naming unknown files.
+        InputError: a missing path, an unknown measure, ``workers < 1``, or a labels CSV naming
+            unknown files.
     """
     if measure not in MEASURES:
         raise InputError(f"unknown measure {measure!r}", hint=f"choose one of: {', '.join(MEASURES)}")
+    if workers is not None and workers < 1:
+        raise InputError(f"--workers must be at least 1, got {workers}")
     label_map = None
     if labels is not None and labels != "dirs":
         label_map = read_labels_csv(labels)
@@ -167,7 +177,14 @@ def analyze(
         labs = [resolved.get(r) for r in rels]
     else:
         labs = [None] * len(rels)
-    matrix = similarity_matrix(graphs, measure, verbose=verbose)
+    details: dict = {}
+    if measure == "lav":
+        from twinspect.code.similitude.lav import lav
+
+        res = lav(graphs, workers=workers, verbose=verbose)
+        matrix, details = res.matrix, {"lav": res.summary()}
+    else:
+        matrix = similarity_matrix(graphs, measure, verbose=verbose)
     sil = silhouette(matrix, labs) if graphs else None
     if clusters is not None:
         cl = agglomerative(matrix, clusters) if graphs else np.zeros(0, dtype=np.int64)
@@ -176,4 +193,4 @@ def analyze(
         cl, k, _ = best_clusters(matrix)
     return SimilitudeResult(measure=measure, graphs=graphs, paths=rels, labels=labs, matrix=matrix,
                             silhouette=sil, clusters=cl, k=k, skipped=skipped,
-                            scan=stats.to_dict())
+                            scan=stats.to_dict(), details=details)

@@ -23,29 +23,35 @@ def similitude_command(
     labels: Annotated[Optional[str], typer.Option(
         "--labels", help="'dirs' (label = parent folder name) or a CSV file of path,label rows.")] = None,
     measure: Annotated[str, typer.Option(
-        "--measure", "-m", help="twinspect, node-sym, normalized-node-sym or lav.")] = "twinspect",
+        "--measure", "-m", help="twinspect, cfg, node-sym, normalized-node-sym or lav.")] = "twinspect",
     fmt: Annotated[str, typer.Option("--format", "-f", help="table, json or csv.")] = "table",
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the report to this file.")] = None,
     plots: Annotated[Optional[Path], typer.Option(
-        "--plots", help="Write heatmap.png and pca.png into this directory.")] = None,
+        "--plots", help="Write heatmap.png and the 2-D projection (mds.png or pca.png) into this directory.")] = None,
+    projection: Annotated[str, typer.Option(
+        "--projection", help="2-D projection of --plots: mds (classical MDS) or pca.")] = "mds",
     clusters: Annotated[Optional[int], typer.Option(
         "--clusters", help="Number of agglomerative clusters (default: chosen by silhouette, 2-10).")] = None,
     program_per_dir: Annotated[bool, typer.Option(
         "--program-per-dir", help="Each directory holding source files is one program.")] = False,
     language: Annotated[Optional[str], typer.Option(
         "--language", "-l", help="Parse every file as this language (python, java, c, cpp).")] = None,
+    workers: Annotated[Optional[int], typer.Option(
+        "--workers", "-j", help="Worker processes for --measure lav (default: the CPUs available, at most 8).")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr.")] = False,
 ) -> None:
     """Whole-program similarity from control-flow graphs, with clusters, silhouette and plots."""
     from twinspect.code.similitude.analysis import analyze
-    from twinspect.code.similitude.report import to_csv, to_json, write_plots, write_text
+    from twinspect.code.similitude.report import PROJECTIONS, to_csv, to_json, write_plots, write_text
 
     if fmt not in _FORMATS:
         raise InputError(f"unknown format {fmt!r}", hint=f"choose one of: {', '.join(_FORMATS)}")
+    if projection not in PROJECTIONS:
+        raise InputError(f"unknown projection {projection!r}", hint=f"choose one of: {', '.join(PROJECTIONS)}")
     result = analyze(paths, measure=measure, labels=labels, program_per_dir=program_per_dir,
-                     clusters=clusters, language=language, verbose=0 if quiet else 1)
+                     clusters=clusters, language=language, verbose=0 if quiet else 1, workers=workers)
     if plots is not None:
-        write_plots(result, plots)
+        write_plots(result, plots, projection=projection)
     if fmt == "json":
         text = to_json(result)
     elif fmt == "csv":
@@ -78,6 +84,11 @@ def _print_table(result) -> None:  # type: ignore[no-untyped-def]
     sil = "n/a (fewer than two labels)" if result.silhouette is None else f"{result.silhouette:.3f}"
     console.print(f"measure {result.measure}; silhouette {sil}; {result.k} clusters; "
                   f"{len(result.skipped)} skipped", highlight=False)
+    if "lav" in result.details:
+        d = result.details["lav"]
+        console.print(f"LAV iterations to eps {d['eps']:g}: mean {d['iterations_mean']:.1f}, max "
+                      f"{d['iterations_max']} (cap {d['max_iter']}; {d['unconverged_pairs']} pairs hit it)",
+                      highlight=False)
     for s in result.skipped:
         console.print(f"skipped {s['path']}: {s['reason']}", highlight=False)
 

@@ -1,9 +1,19 @@
-"""Program similarity measures over CFGs: node-sym, normalized-node-sym, twinspect (default) and LAV.
+"""Program similarity measures over CFGs: twinspect (default), cfg, node-sym, normalized-node-sym, LAV.
 
 Every measure maps N :class:`~twinspect.code.similitude.cfg.ProgramGraph` objects to an (N, N)
-float64 matrix, symmetric with values in [0, 1].
+float64 matrix, symmetric with values in [0, 1]. Which one to use:
 
-``node-sym`` (the seed's node similarity; the seed text does not give its formula, this is ours):
+- ``twinspect`` (default, below): control flow *and* tokens; the best at telling problems apart.
+- ``cfg`` (:mod:`.structure`): control-flow structure only — blocks, edges, statement kinds, loop
+  depth, WL labels over the CFG, no tokens — to answer how far control-flow similarity alone goes.
+- ``node-sym`` / ``normalized-node-sym`` (below): the seed's node-matching measures as we read them.
+- ``lav`` (:mod:`.lav`): Nikolić's neighbour-matching similarity, the seed's baseline, iterated to
+  ε = 1e-4.
+
+``node-sym`` (the seed's node similarity; the seed text gives only its evaluation, so this formula
+is ours, built to have the properties the seed reports: a count of matched equivalent nodes, the
+diagonal the row maximum but not 1, min and max indistinguishable; the authors' exact node
+equivalence is unknown, so values need not match theirs):
 each node ``i`` gets a feature vector ``φ(i)`` = [its statement-kind counts, the summed kind counts
 of its successors, the summed kind counts of its predecessors, one-hot in-degree (0, 1, 2, ≥3),
 one-hot out-degree (0, 1, 2, ≥3)], scaled to unit length, so the node similarity
@@ -46,7 +56,7 @@ import scipy.sparse as sp
 from twinspect.code.similitude.cfg import KINDS, ProgramGraph
 from twinspect.errors import InputError
 
-MEASURES: tuple[str, ...] = ("twinspect", "node-sym", "normalized-node-sym", "lav")
+MEASURES: tuple[str, ...] = ("twinspect", "cfg", "node-sym", "normalized-node-sym", "lav")
 
 _KIND_INDEX = {k: i for i, k in enumerate(("entry", "exit", *KINDS))}
 
@@ -172,7 +182,9 @@ def _bags(graphs: Sequence[ProgramGraph], p: TwinspectParams) -> tuple[list[Coun
     return wl, toks
 
 
-def _tfidf(bags: list[Counter]) -> sp.csr_matrix:
+def tfidf(bags: Sequence[Counter]) -> sp.csr_matrix:
+    """TF-IDF rows of bags (float64 CSR (N, vocabulary)): sublinear tf ``1 + log c``, smoothed idf
+    ``log((1 + N) / (1 + df)) + 1`` over the given bags, each row L2-normalised."""
     vocab: dict[str, int] = {}
     rows, cols, vals = [], [], []
     for r, bag in enumerate(bags):
@@ -196,33 +208,50 @@ def twinspect_features(graphs: Sequence[ProgramGraph], params: TwinspectParams |
     """
     p = params or TwinspectParams()
     wl, toks = _bags(graphs, p)
-    x = sp.hstack([p.w_wl * _tfidf(wl), p.w_tok * _tfidf(toks)]).tocsr()
+    x = sp.hstack([p.w_wl * tfidf(wl), p.w_tok * tfidf(toks)]).tocsr()
+    return project_rows(x, p.svd)
+
+
+def project_rows(x: sp.csr_matrix, svd: int) -> np.ndarray:
+    """Centre rows on their mean, reduce by a truncated SVD (when ``min(x.shape) > svd + 1``), L2-normalise.
+
+    Args:
+        x: (N, D) sparse feature rows.
+        svd: number of SVD components (0 = no reduction).
+
+    Returns:
+        float64 (N, svd) or (N, D) dense unit-length rows (zero rows stay zero).
+    """
     mean = np.asarray(x.mean(0)).ravel()
-    if p.svd and min(x.shape) > p.svd + 1:
+    if svd and min(x.shape) > svd + 1:
         from sklearn.decomposition import TruncatedSVD
 
         # Centre implicitly: SVD of the sparse matrix then subtract the projected mean.
-        svd = TruncatedSVD(n_components=p.svd, random_state=0)
-        z = svd.fit_transform(x) - svd.transform(mean[None, :])
+        model = TruncatedSVD(n_components=svd, random_state=0)
+        z = model.fit_transform(x) - model.transform(mean[None, :])
     else:
         z = x.toarray() - mean[None, :]
     norms = np.linalg.norm(z, axis=1, keepdims=True)
     return z / np.maximum(norms, 1e-12)
 
 
-def twinspect_matrix(graphs: Sequence[ProgramGraph], params: TwinspectParams | None = None) -> np.ndarray:
-    """The default measure's matrix (float64, (N, N), symmetric, in [0, 1], diagonal 1)."""
-    if not graphs:
-        return np.zeros((0, 0))
-    f = twinspect_features(graphs, params)
+def cosine_matrix(f: np.ndarray) -> np.ndarray:
+    """``(1 + F Fᵀ) / 2`` of unit rows, symmetrised, clipped to [0, 1], diagonal 1 (float64 (N, N))."""
     s = (1.0 + f @ f.T) / 2.0
     s = np.clip((s + s.T) / 2.0, 0.0, 1.0)
     np.fill_diagonal(s, 1.0)
     return s
 
 
+def twinspect_matrix(graphs: Sequence[ProgramGraph], params: TwinspectParams | None = None) -> np.ndarray:
+    """The default measure's matrix (float64, (N, N), symmetric, in [0, 1], diagonal 1)."""
+    if not graphs:
+        return np.zeros((0, 0))
+    return cosine_matrix(twinspect_features(graphs, params))
+
+
 def similarity_matrix(graphs: Sequence[ProgramGraph], measure: str = "twinspect", verbose: int = 0,
-                      params: TwinspectParams | None = None) -> np.ndarray:
+                      params: TwinspectParams | None = None, workers: int | None = None) -> np.ndarray:
     """All-pairs similarity of program graphs by a named measure.
 
     Args:
@@ -230,15 +259,20 @@ def similarity_matrix(graphs: Sequence[ProgramGraph], measure: str = "twinspect"
         measure: one of :data:`MEASURES`.
         verbose: > 0 shows progress (LAV) on stderr.
         params: settings of the ``twinspect`` measure (default :class:`TwinspectParams`).
+        workers: worker processes of LAV (None = :func:`~twinspect.code.similitude.lav.default_workers`).
 
     Returns:
         float64 (N, N), symmetric, values in [0, 1].
 
     Raises:
-        InputError: unknown measure name.
+        InputError: unknown measure name, or ``workers < 1`` for LAV.
     """
     if measure == "twinspect":
         return twinspect_matrix(graphs, params)
+    if measure == "cfg":
+        from twinspect.code.similitude.structure import cfg_matrix
+
+        return cfg_matrix(graphs)
     if measure == "node-sym":
         return node_sym_matrix(graphs, verbose=verbose)
     if measure == "normalized-node-sym":
@@ -246,5 +280,5 @@ def similarity_matrix(graphs: Sequence[ProgramGraph], measure: str = "twinspect"
     if measure == "lav":
         from twinspect.code.similitude.lav import lav_matrix
 
-        return lav_matrix(graphs, verbose=verbose)
+        return lav_matrix(graphs, verbose=verbose, workers=workers)
     raise InputError(f"unknown measure {measure!r}", hint=f"choose one of: {', '.join(MEASURES)}")

@@ -1,4 +1,8 @@
-"""Rendering of similitude results: JSON, CSV, terminal table and PNG plots (heatmap, PCA scatter)."""
+"""Rendering of similitude results: JSON, CSV, terminal table and PNG plots (heatmap, 2-D projection).
+
+The 2-D projection is classical MDS by default (:func:`mds_2d`, distances preserved as well as two
+dimensions allow); PCA of the similarity rows (:func:`pca_2d`) is available on request.
+"""
 
 from __future__ import annotations
 
@@ -35,14 +39,21 @@ def write_text(text: str, output: str | Path) -> None:
         fh.write(text)
 
 
-def pca_2d(similarity: np.ndarray) -> np.ndarray:
-    """2-D coordinates of the programs: classical MDS (PCA of the double-centred ``−½ D²``).
+#: 2-D projections of :func:`write_plots` (``--projection``).
+PROJECTIONS: tuple[str, ...] = ("mds", "pca")
+
+
+def mds_2d(similarity: np.ndarray) -> np.ndarray:
+    """2-D coordinates of the programs by classical (Torgerson) MDS of ``D = 1 − similarity``.
+
+    The top two eigenvectors of the double-centred ``B = −½ J D² J`` (``J = I − 1/N``), scaled by
+    the square roots of their eigenvalues.
 
     Args:
         similarity: (N, N) similarity matrix.
 
     Returns:
-        float64 (N, 2) (zeros where fewer than 2 positive components exist).
+        float64 (N, 2) (zeros where fewer than 2 positive eigenvalues exist).
     """
     d = distances(similarity)
     n = d.shape[0]
@@ -59,19 +70,54 @@ def pca_2d(similarity: np.ndarray) -> np.ndarray:
     return out
 
 
-def write_plots(result: SimilitudeResult, directory: str | Path) -> list[Path]:
-    """Write ``heatmap.png`` (the matrix) and ``pca.png`` (2-D scatter coloured by label, else cluster).
+def pca_2d(similarity: np.ndarray) -> np.ndarray:
+    """2-D coordinates by PCA (:class:`sklearn.decomposition.PCA`) of the similarity matrix's rows.
+
+    Each program is the vector of its similarities to all compared programs; the rows are centred
+    and projected on their first two principal components.
+
+    Args:
+        similarity: (N, N) similarity matrix.
+
+    Returns:
+        float64 (N, 2) (zero columns where fewer than 2 components exist).
+    """
+    s = (np.asarray(similarity, dtype=float) + np.asarray(similarity, dtype=float).T) / 2.0
+    n = s.shape[0]
+    out = np.zeros((n, 2))
+    k = min(2, n - 1) if n > 1 else 0
+    if k > 0:
+        from sklearn.decomposition import PCA
+
+        out[:, :k] = PCA(n_components=k, svd_solver="full").fit_transform(s)
+    return out
+
+
+def write_plots(result: SimilitudeResult, directory: str | Path, projection: str = "mds") -> list[Path]:
+    """Write ``heatmap.png`` (the matrix) and ``mds.png`` or ``pca.png`` (2-D scatter coloured by label, else cluster).
+
+    Args:
+        result: the analysis.
+        directory: output directory (created).
+        projection: ``"mds"`` (classical MDS, :func:`mds_2d`) or ``"pca"`` (:func:`pca_2d`).
 
     Raises:
-        InputError: matplotlib is missing or the directory cannot be written.
+        InputError: unknown projection, matplotlib is missing or the directory cannot be written.
     """
+    from twinspect.errors import InputError
     from twinspect.reports.plots import heatmap, scatter
 
+    if projection not in PROJECTIONS:
+        raise InputError(f"unknown projection {projection!r}", hint=f"choose one of: {', '.join(PROJECTIONS)}")
     d = Path(directory)
     names = [Path(p).stem for p in result.paths]
     out = [heatmap(result.matrix, d / "heatmap.png", row_labels=names, col_labels=names,
                    title=f"similitude ({result.measure})", vmin=0.0, vmax=1.0)]
     colour = result.labels if any(lab is not None for lab in result.labels) else [f"cluster {c}" for c in result.clusters]
-    out.append(scatter(pca_2d(result.matrix), d / "pca.png", labels=colour,
-                       title=f"programs, 2-D PCA of 1 − similarity ({result.measure})", xlabel="PC 1", ylabel="PC 2"))
+    if projection == "mds":
+        pts, title, axes = mds_2d(result.matrix), "classical MDS of 1 − similarity", ("MDS 1", "MDS 2")
+    else:
+        pts, title, axes = pca_2d(result.matrix), "PCA of the similarity rows", ("PC 1", "PC 2")
+    out.append(scatter(pts, d / f"{projection}.png", labels=colour, title=f"programs, {title} ({result.measure})",
+                       xlabel=axes[0], ylabel=axes[1]))
     return out

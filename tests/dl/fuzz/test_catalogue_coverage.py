@@ -77,7 +77,7 @@ def test_union_update_and_summary():
     assert total.update(b) == 4
     assert coverage_of([a_spec for a_spec in []]).summary()["layer_type"]["covered"] == 0
     s = total.summary()
-    assert s["layer_type"] == {"covered": 3, "total": len(catalogue.LAYERS), "ratio": 3 / len(catalogue.LAYERS)}
+    assert s["layer_type"] == {"covered": 3, "total": len(catalogue.LAYERS), "ratio": 3 / len(catalogue.LAYERS), "outside": 0}
     assert Coverage.from_json(total.to_json()).params == total.params
 
 

@@ -42,13 +42,50 @@ def test_memo_operator_produces_valid_mutants(op):
             assert m != parent  # every operator changes the spec
             if _valid(m):
                 valid += 1
-                if op in ("NLA", "LResh", "LMerge", "LConn"):  # NLA may put a Reshape before an unseen type
-                    assert len(m["nodes"]) - len(parent["nodes"]) in ((1, 2) if op == "NLA" else (1,))
+                added = len(m["nodes"]) - len(parent["nodes"])
+                if op == "NLA":  # 1-5 layers, each possibly behind a Reshape to reach an unseen type's rank
+                    assert 1 <= added <= 10
+                if op == "LResh":
+                    assert 1 <= added <= 5
+                if op in ("LMerge", "LConn"):
+                    assert added == 1
                 if op == "NaN":
                     assert not np.isfinite(graph.make_inputs(m)).all()
                 if op in ("CShape", "CMode"):
                     assert [n["layer"] for n in m["nodes"]] == [n["layer"] for n in parent["nodes"]]
     assert valid >= 4, f"{op}: only {valid} of 8 mutants build and run"
+
+
+def test_cshape_cmode_and_lresh_touch_one_to_five_layers():
+    # MEMO: NLA, LResh, CShape and CMode apply to 1-5 layers per application
+    parent = _built(seeds.alexnet())
+    counts = {"CShape": set(), "CMode": set(), "LResh": set()}
+    for k in range(60):
+        rng = random.Random(k)
+        for op in counts:
+            m = operators.apply(op, parent, model_coverage(parent), rng)
+            if op == "LResh":
+                n = len(m["nodes"]) - len(parent["nodes"])
+            else:
+                n = sum(a["params"] != b["params"] for a, b in zip(parent["nodes"], m["nodes"]))
+            counts[op].add(n)
+    # CShape/CMode may redraw a value already there (no change) when no unseen value is left
+    assert counts["LResh"] == {1, 2, 3, 4, 5}
+    assert counts["CShape"] <= {0, 1, 2, 3, 4, 5} and {1, 5} <= counts["CShape"]
+    assert counts["CMode"] <= {0, 1, 2, 3, 4, 5} and {1, 5} <= counts["CMode"]
+    assert {operators.layers_per_application(random.Random(k)) for k in range(200)} == {1, 2, 3, 4, 5}
+
+
+def test_conv_keeps_strides_or_dilation_and_depthwise_keeps_both():
+    # Keras rejects strides > 1 with dilation_rate > 1 on Conv2D but accepts both on DepthwiseConv2D
+    conv, depth = [], []
+    for k in range(300):
+        conv.append(operators.random_params("Conv2D", [32, 32, 3], random.Random(k)))
+        depth.append(operators.random_params("DepthwiseConv2D", [32, 32, 3], random.Random(k)))
+    assert not any(p["strides"] > 1 and p["dilation_rate"] > 1 for p in conv)
+    assert any(p["strides"] > 1 for p in conv if p["dilation_rate"] == 1)
+    assert any(p["dilation_rate"] > 1 for p in conv if p["strides"] == 1)
+    assert any(p["strides"] > 1 and p["dilation_rate"] > 1 for p in depth)
 
 
 def test_lconn_targets_unseen_pairs_and_cmode_unseen_values():
@@ -82,9 +119,11 @@ def test_nla_reaches_an_unseen_type_of_another_rank_through_reshape():
     for _ in range(4):
         m = operators.apply("NLA", parent, cov, rng)
         assert m is not None
-        new = [n for n in m["nodes"] if n["name"] not in graph.node_names(parent)]
-        assert [n["layer"] for n in new] == ["Reshape", "Conv3D"]
-        assert len(new[0]["params"]["target_shape"]) == 4 and new[1]["inputs"] == [new[0]["name"]]
+        new = {n["name"]: n for n in m["nodes"] if n["name"] not in graph.node_names(parent)}
+        conv3d = [n for n in new.values() if n["layer"] == "Conv3D"]
+        assert len(conv3d) == 1  # the first step takes the only unseen type; later steps see it covered
+        src = new[conv3d[0]["inputs"][0]]
+        assert src["layer"] == "Reshape" and len(src["params"]["target_shape"]) == 4
         built += _valid(m)
     assert built >= 3
 

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from twinspect.dl.fuzz import oracles, triage
 from twinspect.dl.fuzz.campaign import parse_budget
-from twinspect.dl.fuzz.search import SeedSelector, acceptance
+from twinspect.dl.fuzz.search import SeedSelector, Stats, acceptance
 from twinspect.errors import InputError
 
 
@@ -31,7 +32,7 @@ def test_mh_prefers_fit_seeds_and_random_mode_is_uniform():
             ranked = sel.ranked()
             seed = sel.pick(rng)
             picks[ranked.index(seed)] = picks.get(ranked.index(seed), 0) + 1
-            sel.selected.clear()  # keep fitness fixed to look at the rank distribution
+            sel.seeds.clear()  # keep fitness fixed to look at the rank distribution
         return picks
 
     mh, rnd = counts("mh"), counts("random")
@@ -39,16 +40,48 @@ def test_mh_prefers_fit_seeds_and_random_mode_is_uniform():
     assert max(rnd.values()) < 2 * min(rnd.values())
 
 
-def test_fitness_uses_scores_and_selection_counts():
+def test_fitness_is_eq3_on_a_hand_worked_example():
+    # fitness(s) = (1 + R(s)) / (1 + N(s)): N selections, R of them added coverage
     sel = SeedSelector(("A", "B"))
+    assert sel.p == 0.05  # MEMO's p
     sel.add_model("m0")
-    sel.feedback("m0", "A", True)
-    sel.feedback("m0", "B", False)
-    assert sel.fitness("m0", "A") == pytest.approx(0.5 + 1.0)
-    assert sel.fitness("m0", "B") == pytest.approx(0.5 + 0.0)
-    sel.selected["m0|A"] = 2
-    assert sel.fitness("m0", "A") == pytest.approx(1.5 / 3)
-    assert SeedSelector.from_json(sel.to_json()).fitness("m0", "A") == pytest.approx(0.5)
+    assert sel.fitness("m0", "A") == 1.0  # never selected
+    rng = random.Random(0)
+    for gained in (True, False, False):  # seed (m0, A): 3 selections, 1 gain -> (1 + 1) / (1 + 3)
+        sel.last = None
+        while sel.pick(rng) != ("m0", "A"):
+            sel.seeds.pop("m0|B", None)
+        sel.feedback("m0", "A", gained)
+    assert sel.fitness("m0", "A") == pytest.approx(2 / 4)
+    assert sel.fitness("m0", "B") == 1.0
+    assert sel.ranked() == [("m0", "B"), ("m0", "A")]
+    again = SeedSelector.from_json(sel.to_json())
+    assert again.fitness("m0", "A") == pytest.approx(0.5) and again.p == 0.05
+    with pytest.raises(ValueError):
+        SeedSelector(("A",), p=0.0)
+    with pytest.raises(ValueError):
+        SeedSelector(("A",), p=1.5)
+
+
+def test_mh_measures_k1_in_the_current_ordering():
+    """After a re-sort the previous seed is looked up again (Algorithm 2 as the authors' code does it)."""
+    sel = SeedSelector(("A", "B"), p=0.3)
+    for m in ("m0", "m1"):
+        sel.add_model(m)
+    # (m0, A) was picked last with no gain: fitness 1/2, so it now ranks last (index 3), not first
+    sel.seeds = {"m0|A": Stats(uses=1, gains=0)}
+    sel.last = "m0|A"
+    ranked = sel.ranked()
+    assert ranked[-1] == ("m0", "A")
+    for k in range(20):  # replay the same random stream by hand: k1 = 3
+        rng, mine = random.Random(k), random.Random(k)
+        while True:
+            k2 = mine.randrange(4)
+            if mine.random() < acceptance(3, k2, 0.3):
+                break
+        assert sel.pick(rng) == ranked[k2]
+        sel.seeds = {"m0|A": Stats(uses=1, gains=0)}
+        sel.last = "m0|A"
 
 
 def test_d_mad_hand_computed():
@@ -70,9 +103,13 @@ def test_judge_crash_nan_inconsistency():
     far = {"status": "ok", "outputs": [np.array([0.0, 2.0])]}
     nanout = {"status": "ok", "outputs": [np.array([np.nan, 1.0])]}
     dead = {"status": "crash", "error_type": "SIGSEGV", "message": "", "frames": []}
+    hung = {"status": "timeout", "error_type": "Timeout", "message": "", "frames": []}
     kinds = [f["kind"] for f in oracles.judge({"a": ok, "b": dead}, 1e-3)]
     assert kinds == ["crash"]
-    assert oracles.judge({"a": dead, "b": dead}, 1e-3) == []  # nobody succeeded: not a differential crash
+    # the model is valid, so a system that cannot run it is a crash even when no other system succeeds
+    f = oracles.judge({"a": dead, "keras-torch": hung}, 1e-3)
+    assert [(x["kind"], x["systems"], x["detail"]["status"]) for x in f] == [
+        ("crash", ["a"], "crash"), ("crash", ["keras-torch"], "timeout")]
     f = oracles.judge({"a": ok, "b": nanout}, 1e-3)
     assert [x["kind"] for x in f] == ["nan"] and f[0]["systems"] == ["b"]
     f = oracles.judge({"a": ok, "b": far}, 0.1)
@@ -80,15 +117,23 @@ def test_judge_crash_nan_inconsistency():
     assert oracles.judge({"a": ok, "b": far}, 0.6) == []
 
 
-def test_judge_reports_the_deviating_system_once_and_ignores_rounding_of_huge_outputs():
+def test_judge_flags_every_pair_over_the_threshold_without_chaining():
+    # outputs 1.0 / 1.6 / 2.2 at threshold 1.0: a-b and b-c are within it (0.6), a-c is not (1.2)
+    res = {s: {"status": "ok", "outputs": [np.array([v])]} for s, v in (("a", 1.0), ("b", 1.6), ("c", 2.2))}
+    f = oracles.judge(res, 1.0)
+    assert [(x["kind"], x["systems"]) for x in f] == [("inconsistency", ["a", "c"])]
+    assert f[0]["detail"]["d_mad"] == pytest.approx(1.2)
+    # one deviating system among four: one finding per pair it is in (MEMO/LEMON count pairs)
     base = np.array([0.0, 1.0, 2.0])
     res = {s: {"status": "ok", "outputs": [base.copy()]} for s in ("a", "b", "c")}
     res["d"] = {"status": "ok", "outputs": [base + 0.5]}
-    f = oracles.judge(res, 0.1)
-    assert [(x["kind"], x["systems"]) for x in f] == [("inconsistency", ["a", "d"])]  # not three pairs
-    assert f[0]["detail"]["reference"] == "a"
-    res["c"] = {"status": "ok", "outputs": [base - 0.5]}  # two groups of one beside {a, b}
-    assert sorted(x["systems"] for x in oracles.judge(res, 0.1)) == [["a", "c"], ["a", "d"]]
+    assert [x["systems"] for x in oracles.judge(res, 0.1)] == [["a", "d"], ["b", "d"], ["c", "d"]]
+    # outputs of different shapes are always inconsistent
+    res = {"a": {"status": "ok", "outputs": [np.zeros(3)]}, "b": {"status": "ok", "outputs": [np.zeros(4)]}}
+    assert "shape" in oracles.judge(res, 1.0)[0]["detail"]
+
+
+def test_judge_ignores_rounding_of_huge_outputs():
     huge = np.array([1e30, -3e31, 2e32])
     rounding = huge * (1 + 1e-6)  # float32-level relative noise, absolute D_MAD ~1e26
     assert oracles.judge({"a": {"status": "ok", "outputs": [huge]}, "b": {"status": "ok", "outputs": [rounding]}}, 1e-4) == []
@@ -99,6 +144,15 @@ def test_judge_reports_the_deviating_system_once_and_ignores_rounding_of_huge_ou
     assert oracles.judge({"a": {"status": "ok", "outputs": [big]}, "b": {"status": "ok", "outputs": [off]}}, 1e-4,
                          max_magnitude=100) == []
     assert oracles.magnitude(np.array([1.0, -3.0]), np.array([3.0, np.nan])) == pytest.approx(2.0)
+
+
+def test_repro_takes_its_rule_from_the_oracles_module():
+    # the bundle's oracle.py is the module's own source, and repro.py judges with it (no copy of the rule)
+    assert triage.oracle_source() == Path(oracles.__file__).read_text()
+    src = triage.repro_source("x", "inconsistency", ["a", "b"], 0.5)
+    assert "import oracle" in src and "oracle.judge(results, THRESHOLD, REL_TOL, MAX_MAGNITUDE)" in src
+    assert "np.mean(np.abs" not in src
+    compile(src, "repro.py", "exec")
 
 
 def test_signature_deduplication():

@@ -21,7 +21,7 @@ import numpy as np
 
 from twinspect._io import atomic_path, write_json
 from twinspect.dl.fuzz import backends as bk
-from twinspect.dl.fuzz import graph, operators, oracles, reduction, seeds, triage
+from twinspect.dl.fuzz import graph, operators, oracles, reduction, search, seeds, triage
 from twinspect.dl.fuzz.coverage import Coverage, model_coverage
 from twinspect.dl.fuzz.executors import Executor, LocalExecutor, make_executor
 from twinspect.dl.fuzz.search import SeedSelector
@@ -48,6 +48,7 @@ class Config:
         max_added_layers: a mutant that adds coverage replaces its parent unless it has more than this
             many layers beyond its seed's; then a fresh copy of the seed replaces the parent instead, so that
             models (and their execution time) do not grow without bound over a long campaign.
+        mh_p: Metropolis–Hastings parameter of the seed selector, in (0, 1) (MEMO: 0.05).
     """
 
     backends: list[str] = field(default_factory=lambda: ["keras-tensorflow", "keras-jax", "keras-torch", "onnxruntime"])
@@ -58,6 +59,7 @@ class Config:
     threshold: float | None = None
     minimise_tries: int = 6
     max_added_layers: int = 40
+    mh_p: float = search.DEFAULT_P
 
 
 def parse_budget(text: str) -> float:
@@ -120,13 +122,17 @@ class Campaign:
             raise InputError("exists, is not empty and holds no campaign (state.json)", root)
         if config.variant not in ("memo", "memo_r", "memo_o", "memo_noreduce"):
             raise InputError(f"unknown variant {config.variant!r}")
+        try:
+            search.check_p(config.mh_p)
+        except ValueError as exc:
+            raise InputError(str(exc)) from exc
         names = [bk.canonical(b) for b in config.backends]
         ops = operators.LEMON_OPERATORS if config.variant == "memo_o" else operators.MEMO_OPERATORS
         state = {
             "format": FORMAT, "config": {**config.__dict__, "backends": names}, "seeded": False,
             "elapsed_s": 0.0, "models_generated": 0, "models_valid": 0, "models_invalid": 0, "models_tested": 0,
             "rng": _rng_to_json(random.Random(config.seed)), "coverage": Coverage().to_json(),
-            "selector": SeedSelector(ops, mode="random" if config.variant == "memo_r" else "mh").to_json(),
+            "selector": SeedSelector(ops, p=config.mh_p, mode="random" if config.variant == "memo_r" else "mh").to_json(),
             "pool": {}, "next_id": 0, "findings": [], "signatures": {}, "coverage_over_time": [],
             "threshold": config.threshold, "skipped_backends": {}, "reduction": {}, "invalid_reasons": {},
             "seed_distances": [],
@@ -295,6 +301,13 @@ class Campaign:
         return report.summary(self.root)
 
     def _step(self, systems: list[str]) -> None:
+        """One iteration of Algorithm 2: pick a seed, mutate, check the mutant, run it everywhere, judge.
+
+        A mutant Keras rejects at build time (or whose outputs would exceed 10^6 elements per sample) is
+        *invalid*: the generator's fault, counted in ``models_invalid``. A mutant Keras builds is valid: it
+        is run on every system, the reference keras-torch included, each in its worker process, so an
+        exception, crash, abort or hang on any of them is a crash finding (:func:`oracles.judge`).
+        """
         mid, op = self.selector.pick(self.rng)
         parent = self.state["pool"][mid]
         self.state["models_generated"] += 1
@@ -302,8 +315,8 @@ class Campaign:
             mutant = operators.apply(op, parent, self.cov, self.rng)
             if mutant is None:
                 raise ValueError("operator does not apply")
-            _, outs = graph.validate(mutant)
-            if sum(o.size for o in outs) > 1_000_000:
+            graph.build(mutant)  # Keras' build-time checks; records each node's output shape
+            if graph.output_elements(mutant) > 1_000_000:
                 raise ValueError("outputs too large")
         except Exception as exc:  # an invalid mutant, never a finding
             self.state["models_invalid"] += 1
@@ -327,7 +340,7 @@ class Campaign:
             else:
                 self._add_model(mutant)
         self._log_model(mutant, op, mid, gained)
-        if len(systems) < 2:
+        if not systems:
             return
         try:
             mpath, ipath = self._save_model(mutant, "current")
@@ -347,7 +360,8 @@ class Campaign:
             small, sres, spaths = self._minimise(mutant, f, res, mpath, ipath, systems)
             dest = triage.write_bundle(self.root / "findings", fid, f, small, spaths[0], spaths[1], sres,
                                        self.state["threshold"], {"operator": op, "layers_before_minimising": len(mutant["nodes"]),
-                                                                 "layers": len(small["nodes"])})
+                                                                 "layers": len(small["nodes"])},
+                                       timeout_s=float(self.state["config"]["timeout_s"]) + 120.0)
             self.state["signatures"][sig] = 1
             self.state["findings"].append({"id": fid, "kind": f["kind"], "systems": f["systems"], "signature": sig,
                                            "dir": str(dest.relative_to(self.root)), "layer": f.get("layer"),
@@ -390,7 +404,7 @@ class Campaign:
                 cands.append(operators.remove_node(best, self.rng.choice(pres)["name"]))
             cand = cands.pop(0)
             try:
-                graph.validate(cand)
+                graph.build(cand)  # build only: a candidate that crashes a library is what a crash finding keeps
                 mp, ip = self._save_model(cand, f"min{k}")
             except Exception:
                 continue

@@ -26,14 +26,26 @@ INITIALIZERS = ("glorot_uniform", "glorot_normal", "he_uniform", "he_normal", "l
 REGULARIZERS = (None, "l1", "l2", "l1_l2")
 BOOL = (True, False)
 
-#: Integer buckets: (label, low, high) inclusive.
+#: Integer buckets: (label, low, high) inclusive. Each space runs from the smallest value Keras 3 accepts
+#: to a very large one, because real bugs sit at the edges (MEMO/COMET's ONNX Runtime core dump needed
+#: ``Dense(units=0)``). Keras 3.15 rejects 0 at construction for ``units``, ``filters``, ``kernel_size``,
+#: ``strides``, ``dilation_rate``, ``depth_multiplier``, ``pool_size``, ``size``, ``n`` and ``groups``
+#: (``tests/dl/fuzz/test_coverage_denominators.py`` checks several), so those spaces start at 1: a 0 there would be
+#: an invalid model, never a test of a library. Where 0 is accepted (``padding``, ``cropping``) it is a
+#: bucket, and so is GroupNormalization's ``groups=-1`` (instance normalisation).
 Bucket = tuple[str, int, int]
-SIZE_BUCKETS: tuple[Bucket, ...] = (("1", 1, 1), ("2-3", 2, 3), ("4-7", 4, 7), ("8-15", 8, 15), ("16-63", 16, 63))
+SIZE_BUCKETS: tuple[Bucket, ...] = (("1", 1, 1), ("2-3", 2, 3), ("4-7", 4, 7), ("8-15", 8, 15), ("16-63", 16, 63),
+                                    ("64-255", 64, 255), ("256-2048", 256, 2048))
 KERNEL_BUCKETS: tuple[Bucket, ...] = (("1", 1, 1), ("2", 2, 2), ("3", 3, 3), ("4-5", 4, 5))
-STRIDE_BUCKETS: tuple[Bucket, ...] = (("1", 1, 1), ("2", 2, 2), ("3", 3, 3))
+STRIDE_BUCKETS: tuple[Bucket, ...] = (("1", 1, 1), ("2", 2, 2), ("3", 3, 3), ("4-16", 4, 16))
 SMALL_BUCKETS: tuple[Bucket, ...] = (("1", 1, 1), ("2", 2, 2), ("3-4", 3, 4))
+LARGE_SMALL_BUCKETS: tuple[Bucket, ...] = SMALL_BUCKETS + (("5-16", 5, 16),)
+ZERO_SMALL_BUCKETS: tuple[Bucket, ...] = (("0", 0, 0),) + SMALL_BUCKETS
+ZERO_LARGE_BUCKETS: tuple[Bucket, ...] = (("0", 0, 0),) + LARGE_SMALL_BUCKETS
+GROUP_BUCKETS: tuple[Bucket, ...] = (("-1", -1, -1),) + SMALL_BUCKETS
 FLOAT_BUCKETS: tuple[tuple[str, float, float], ...] = (("0", 0.0, 0.0), ("(0,0.25]", 1e-12, 0.25),
-                                                        ("(0.25,0.5]", 0.25, 0.5), ("(0.5,1)", 0.5, 0.999))
+                                                        ("(0.25,0.5]", 0.25, 0.5), ("(0.5,1)", 0.5, 0.999),
+                                                        ("1", 1.0, 1.0))
 
 
 @dataclass(frozen=True)
@@ -43,7 +55,7 @@ class Param:
     Attributes:
         name: keyword argument of the Keras layer constructor.
         kind: ``"mode"`` (categorical, ``values``) or ``"shape"`` (integer, ``buckets``) or ``"float"``
-            (a float in [0, 1), ``buckets`` of :data:`FLOAT_BUCKETS`).
+            (a float in [0, 1], ``buckets`` of :data:`FLOAT_BUCKETS`).
         values: the categorical values (mode parameters).
         buckets: ``(label, low, high)`` integer/float ranges (shape and float parameters).
     """
@@ -111,7 +123,8 @@ class LayerSpec:
         in_ranks: accepted input ranks, batch axis included (4 = NHWC images).
         params: the parameters with value spaces (mode and shape).
         out_rank: rule mapping input rank to output rank: ``"same"``, ``"minus1"``, ``"2"``, ``"3"``,
-            ``"plus1"``, ``"rnn"`` (2 or 3 depending on ``return_sequences``), ``"convlstm"`` (rank−1 or rank).
+            ``"plus1"``, ``"rnn"`` (2 or 3 depending on ``return_sequences``), ``"convlstm"`` (rank−1 or rank),
+            ``"gpool"`` (2, or the input rank with ``keepdims=True``).
         arity: 1 for single-input layers, 2 for merge and attention layers (two tensors of equal shape).
     """
 
@@ -139,6 +152,8 @@ class LayerSpec:
                 out.update((2, 3))
             elif rule == "convlstm":
                 out.update((r - 1, r))
+            elif rule == "gpool":  # global pooling: rank 2, or the input rank with keepdims=True
+                out.update((2, r))
             else:
                 out.add(int(rule))
         return out
@@ -168,9 +183,9 @@ _CONV_MODE = (_m("padding", ("valid", "same")), _m("activation", ACTIVATIONS), _
               _m("kernel_regularizer", REGULARIZERS), _m("bias_regularizer", REGULARIZERS),
               _m("activity_regularizer", REGULARIZERS))
 _CONV_SHAPE = (_s("filters"), _s("kernel_size", KERNEL_BUCKETS), _s("strides", STRIDE_BUCKETS),
-               _s("dilation_rate", SMALL_BUCKETS))
-_DEPTH_SHAPE = (_s("depth_multiplier", SMALL_BUCKETS), _s("kernel_size", KERNEL_BUCKETS),
-                _s("strides", STRIDE_BUCKETS), _s("dilation_rate", SMALL_BUCKETS))
+               _s("dilation_rate", LARGE_SMALL_BUCKETS))
+_DEPTH_SHAPE = (_s("depth_multiplier", LARGE_SMALL_BUCKETS), _s("kernel_size", KERNEL_BUCKETS),
+                _s("strides", STRIDE_BUCKETS), _s("dilation_rate", LARGE_SMALL_BUCKETS))
 _DEPTH_MODE = (_m("padding", ("valid", "same")), _m("activation", ACTIVATIONS), _m("use_bias", BOOL),
                _m("depthwise_initializer", INITIALIZERS), _m("bias_initializer", INITIALIZERS),
                _m("depthwise_regularizer", REGULARIZERS), _m("bias_regularizer", REGULARIZERS))
@@ -212,24 +227,24 @@ def _build() -> tuple[LayerSpec, ...]:
         L("AveragePooling1D", "pooling", (3,), _POOL),
         L("AveragePooling2D", "pooling", (4,), _POOL),
         L("AveragePooling3D", "pooling", (5,), _POOL),
-        L("GlobalMaxPooling1D", "pooling", (3,), _GPOOL, "minus1"),
-        L("GlobalMaxPooling2D", "pooling", (4,), _GPOOL, "2"),
-        L("GlobalMaxPooling3D", "pooling", (5,), _GPOOL, "2"),
-        L("GlobalAveragePooling1D", "pooling", (3,), _GPOOL, "minus1"),
-        L("GlobalAveragePooling2D", "pooling", (4,), _GPOOL, "2"),
-        L("GlobalAveragePooling3D", "pooling", (5,), _GPOOL, "2"),
+        L("GlobalMaxPooling1D", "pooling", (3,), _GPOOL, "gpool"),
+        L("GlobalMaxPooling2D", "pooling", (4,), _GPOOL, "gpool"),
+        L("GlobalMaxPooling3D", "pooling", (5,), _GPOOL, "gpool"),
+        L("GlobalAveragePooling1D", "pooling", (3,), _GPOOL, "gpool"),
+        L("GlobalAveragePooling2D", "pooling", (4,), _GPOOL, "gpool"),
+        L("GlobalAveragePooling3D", "pooling", (5,), _GPOOL, "gpool"),
         L("SimpleRNN", "recurrent", (3,), (_s("units"),) + _RNN_MODE, "rnn"),
         L("LSTM", "recurrent", (3,), (_s("units"),) + _GATED + (_m("unit_forget_bias", BOOL),), "rnn"),
         L("GRU", "recurrent", (3,), (_s("units"),) + _GATED + (_m("reset_after", BOOL),), "rnn"),
         L("ConvLSTM1D", "recurrent", (4,), _CONVLSTM, "convlstm"),
         L("ConvLSTM2D", "recurrent", (5,), _CONVLSTM, "convlstm"),
         L("BatchNormalization", "normalization", (2, 3, 4, 5),
-          (_m("momentum", (0.0, 0.5, 0.9, 0.99)), _m("epsilon", (1e-3, 1e-5, 0.1))) + _NORM_INIT
+          (_m("momentum", (0.0, 0.5, 0.9, 0.99)), _m("epsilon", (0.0, 1e-3, 1e-5, 0.1))) + _NORM_INIT
           + (_m("moving_mean_initializer", INITIALIZERS), _m("moving_variance_initializer", ("ones", "zeros", "random_uniform")))),
-        L("LayerNormalization", "normalization", (2, 3, 4, 5), (_m("epsilon", (1e-3, 1e-5, 0.1)),) + _NORM_INIT),
-        L("GroupNormalization", "normalization", (2, 3, 4, 5), (_s("groups", SMALL_BUCKETS), _m("epsilon", (1e-3, 1e-5, 0.1))) + _NORM_INIT),
+        L("LayerNormalization", "normalization", (2, 3, 4, 5), (_m("epsilon", (0.0, 1e-3, 1e-5, 0.1)),) + _NORM_INIT),
+        L("GroupNormalization", "normalization", (2, 3, 4, 5), (_s("groups", GROUP_BUCKETS), _m("epsilon", (0.0, 1e-3, 1e-5, 0.1))) + _NORM_INIT),
         L("UnitNormalization", "normalization", (2, 3, 4, 5)),
-        L("RMSNormalization", "normalization", (2, 3, 4, 5), (_m("epsilon", (1e-6, 1e-3, 0.1)),)),
+        L("RMSNormalization", "normalization", (2, 3, 4, 5), (_m("epsilon", (0.0, 1e-6, 1e-3, 0.1)),)),
         L("Dropout", "regularization", (2, 3, 4, 5), (_f("rate"),)),
         L("SpatialDropout1D", "regularization", (3,), (_f("rate"),)),
         L("SpatialDropout2D", "regularization", (4,), (_f("rate"),)),
@@ -239,24 +254,24 @@ def _build() -> tuple[LayerSpec, ...]:
         L("AlphaDropout", "regularization", (2, 3, 4, 5), (_f("rate"),)),
         L("ActivityRegularization", "regularization", (2, 3, 4, 5), (_m("l1", (0.0, 0.01, 1.0)), _m("l2", (0.0, 0.01, 1.0)))),
         L("Activation", "activation", (2, 3, 4, 5), (_m("activation", ACTIVATIONS),)),
-        L("ReLU", "activation", (2, 3, 4, 5), (_m("max_value", (None, 1.0, 6.0)), _m("negative_slope", (0.0, 0.1, 0.5)),
-                                                _m("threshold", (0.0, 0.5, 1.0)))),
-        L("LeakyReLU", "activation", (2, 3, 4, 5), (_m("negative_slope", (0.01, 0.1, 0.3, 1.0)),)),
+        L("ReLU", "activation", (2, 3, 4, 5), (_m("max_value", (None, 0.0, 1.0, 6.0, 1e6)), _m("negative_slope", (0.0, 0.1, 0.5)),
+                                                _m("threshold", (0.0, 0.5, 1.0, 1e6)))),
+        L("LeakyReLU", "activation", (2, 3, 4, 5), (_m("negative_slope", (0.0, 0.01, 0.1, 0.3, 1.0, 1e6)),)),
         L("PReLU", "activation", (2, 3, 4, 5), (_m("alpha_initializer", INITIALIZERS), _m("alpha_regularizer", REGULARIZERS))),
-        L("ELU", "activation", (2, 3, 4, 5), (_m("alpha", (0.1, 1.0, 2.0)),)),
-        L("Softmax", "activation", (2, 3, 4, 5), (_m("axis", (-1, 1)),)),
+        L("ELU", "activation", (2, 3, 4, 5), (_m("alpha", (-1.0, 0.0, 0.1, 1.0, 2.0, 1e6)),)),
+        L("Softmax", "activation", (2, 3, 4, 5), (_m("axis", (-1, 0, 1)),)),
         L("Flatten", "reshaping", (3, 4, 5), (), "2"),
         L("Reshape", "reshaping", (2, 3, 4, 5), (), "same", extra={"computed": "target_shape"}),
         L("Permute", "reshaping", (3, 4, 5), (), "same", extra={"computed": "dims"}),
         L("RepeatVector", "reshaping", (2,), (_s("n", SIZE_BUCKETS),), "3"),
-        L("Cropping1D", "reshaping", (3,), (_s("cropping", SMALL_BUCKETS),)),
-        L("Cropping2D", "reshaping", (4,), (_s("cropping", SMALL_BUCKETS),)),
-        L("Cropping3D", "reshaping", (5,), (_s("cropping", SMALL_BUCKETS),)),
-        L("ZeroPadding1D", "reshaping", (3,), (_s("padding", SMALL_BUCKETS),)),
-        L("ZeroPadding2D", "reshaping", (4,), (_s("padding", SMALL_BUCKETS),)),
-        L("ZeroPadding3D", "reshaping", (5,), (_s("padding", SMALL_BUCKETS),)),
-        L("UpSampling1D", "reshaping", (3,), (_s("size", SMALL_BUCKETS),)),
-        L("UpSampling2D", "reshaping", (4,), (_s("size", SMALL_BUCKETS), _m("interpolation", ("nearest", "bilinear")))),
+        L("Cropping1D", "reshaping", (3,), (_s("cropping", ZERO_SMALL_BUCKETS),)),
+        L("Cropping2D", "reshaping", (4,), (_s("cropping", ZERO_SMALL_BUCKETS),)),
+        L("Cropping3D", "reshaping", (5,), (_s("cropping", ZERO_SMALL_BUCKETS),)),
+        L("ZeroPadding1D", "reshaping", (3,), (_s("padding", ZERO_LARGE_BUCKETS),)),
+        L("ZeroPadding2D", "reshaping", (4,), (_s("padding", ZERO_LARGE_BUCKETS),)),
+        L("ZeroPadding3D", "reshaping", (5,), (_s("padding", ZERO_LARGE_BUCKETS),)),
+        L("UpSampling1D", "reshaping", (3,), (_s("size", LARGE_SMALL_BUCKETS),)),
+        L("UpSampling2D", "reshaping", (4,), (_s("size", LARGE_SMALL_BUCKETS), _m("interpolation", ("nearest", "bilinear")))),
         L("UpSampling3D", "reshaping", (5,), (_s("size", SMALL_BUCKETS),)),
         L("Add", "merging", (2, 3, 4, 5), (), arity=2),
         L("Subtract", "merging", (2, 3, 4, 5), (), arity=2),

@@ -39,6 +39,7 @@ def run_cmd(
     seed: int = typer.Option(0, "--seed", help="Random seed."),
     timeout: float = typer.Option(60.0, "--timeout", help="Per-model time limit of a backend, seconds."),
     max_models: int = typer.Option(0, "--max-models", help="Stop after this many mutants (0: budget only)."),
+    mh_p: float = typer.Option(0.05, "--mh-p", help="Metropolis–Hastings parameter p of seed selection, in (0, 1) (MEMO: 0.05)."),
     executor: str = typer.Option("local", "--executor", help="local (worker processes on this machine) | ray (one Ray actor per backend; needs the 'ray' extra)."),
     address: str = typer.Option("", "--address", help="Ray cluster to join with --executor ray (auto, HOST:6379 or ray://HOST:10001); default: start a local Ray instance."),
     quiet: bool = typer.Option(False, "-q", "--quiet", help="No progress."),
@@ -62,7 +63,9 @@ def run_cmd(
         if s not in sd.ALL_SEEDS:
             raise InputError(f"unknown seed model {s!r}; choose from {', '.join(sd.ALL_SEEDS)}")
     executors.check(executor, address or None)
-    cfg = Config(backends=names, seeds=seed_list, variant=variant, seed=seed, timeout_s=timeout)
+    if not 0.0 < mh_p < 1.0:
+        raise InputError(f"--mh-p must be in (0, 1), got {mh_p}")
+    cfg = Config(backends=names, seeds=seed_list, variant=variant, seed=seed, timeout_s=timeout, mh_p=mh_p)
     summ = run_campaign(out, seconds, cfg, max_models=max_models or None, verbose=0 if quiet else 1,
                         executor=executor, address=address or None)
     summ.pop("coverage_over_time", None)

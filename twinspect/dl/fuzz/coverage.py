@@ -46,12 +46,24 @@ class Coverage:
     def copy(self) -> Coverage:
         return Coverage(set(self.types), set(self.pairs), set(self.params))
 
+    def outside(self) -> dict[str, list]:
+        """Covered items that are not in their criterion's denominator (sorted; empty lists when the
+        catalogue's rank rules and value spaces describe every generated model, which the tests check)."""
+        return {"layer_type": sorted(self.types - set(catalogue.BY_NAME)),
+                "layer_pair": sorted(self.pairs - catalogue.legal_pairs()),
+                "layer_param": sorted(self.params - catalogue.param_values())}
+
     def summary(self) -> dict[str, dict[str, float]]:
-        """``{"layer_type"|"layer_pair"|"layer_param": {"covered", "total", "ratio"}}`` against the catalogue."""
-        tot = catalogue.denominators()
+        """``{"layer_type"|"layer_pair"|"layer_param": {"covered", "total", "ratio", "outside"}}`` against the
+        catalogue. ``covered`` counts only items inside the denominator (so ``ratio`` <= 1); ``outside``
+        counts the others (see :meth:`outside`; 0 unless the catalogue misdescribes a generated layer)."""
+        dens = {"layer_type": set(catalogue.BY_NAME), "layer_pair": catalogue.legal_pairs(),
+                "layer_param": catalogue.param_values()}
         out = {}
         for key, items in (("layer_type", self.types), ("layer_pair", self.pairs), ("layer_param", self.params)):
-            out[key] = {"covered": len(items), "total": tot[key], "ratio": len(items) / tot[key]}
+            inside = len(items & dens[key])  # type: ignore[operator]
+            out[key] = {"covered": inside, "total": len(dens[key]), "ratio": inside / len(dens[key]),
+                        "outside": len(items) - inside}
         return out
 
     def ratios(self) -> tuple[float, float, float]:

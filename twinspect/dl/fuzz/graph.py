@@ -158,6 +158,22 @@ def validate(spec: dict, seed: int = 0):
     return model, [np.asarray(keras.ops.convert_to_numpy(o)) for o in outs]
 
 
+def output_elements(spec: dict) -> int:
+    """Elements per sample over the spec's outputs, from the shapes :func:`build` recorded (unknown dims as 1).
+
+    Raises:
+        KeyError: an output has no recorded shape (the spec was not built).
+    """
+    shapes = {n["name"]: n["shape"] for n in spec["nodes"] if "shape" in n}
+    total = 0
+    for o in spec["outputs"] or sinks(spec):
+        n = 1
+        for d in shapes[o]:
+            n *= max(int(d), 1)
+        total += n
+    return total
+
+
 def count_params(model) -> int:
     """Number of weights (scalars) of a built Keras model."""
     return int(model.count_params())

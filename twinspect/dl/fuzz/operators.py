@@ -3,8 +3,9 @@
 Each operator takes a built spec (node shapes recorded by :func:`twinspect.dl.fuzz.graph.build`), the
 campaign's :class:`~twinspect.dl.fuzz.coverage.Coverage` (operators prefer unseen layer types, pairs and
 parameter values, as in MEMO §3.3) and a ``random.Random``; it returns a new spec or None when it does
-not apply. Validity (build + run on the reference backend) is checked by the caller: a mutant that fails
-is an *invalid mutant*, never a finding.
+not apply. Validity is checked by the caller: a mutant Keras rejects at build time is an *invalid
+mutant*, never a finding; one Keras builds is run on every backend, and a backend that fails on it has a
+crash finding. NLA, LResh, CShape and CMode touch 1–5 layers per application (MEMO).
 
 LEMON-style operators for the MEMO_o ablation (Wang et al., "Deep learning library testing via effective
 model generation", FSE 2020): LA (add a shape-preserving layer), LR (remove a shape-preserving layer),
@@ -17,7 +18,7 @@ import random
 from collections.abc import Callable
 
 from twinspect.dl.fuzz import catalogue, graph
-from twinspect.dl.fuzz.coverage import Coverage
+from twinspect.dl.fuzz.coverage import Coverage, model_coverage
 
 MEMO_OPERATORS = ("NLA", "LResh", "LMerge", "LConn", "CShape", "CMode", "NaN")
 LEMON_OPERATORS = ("LA", "LR", "LC", "AR")
@@ -29,6 +30,11 @@ _SHAPE_SAFE = {"Identity", "BatchNormalization", "LayerNormalization", "UnitNorm
                "Dropout", "GaussianNoise", "GaussianDropout", "AlphaDropout", "ActivityRegularization",
                "Activation", "ReLU", "LeakyReLU", "PReLU", "ELU", "Softmax", "SpatialDropout1D",
                "SpatialDropout2D", "SpatialDropout3D"}
+#: layers whose Keras constructor rejects ``strides > 1`` together with ``dilation_rate > 1``
+_NO_STRIDED_DILATION = {"Conv1D", "Conv2D", "Conv3D", "Conv1DTranspose", "Conv2DTranspose", "Conv3DTranspose",
+                        "ConvLSTM1D", "ConvLSTM2D"}
+#: MEMO applies NLA, LResh, CShape and CMode to 1–5 layers per application
+MAX_LAYERS_PER_APPLICATION = 5
 MAX_ELEMENTS = 200_000  # per-sample tensor size cap so generated models stay fast
 
 
@@ -97,8 +103,10 @@ def random_params(layer: str, in_shape: list[int], rng: random.Random, cov: Cove
     for key in ("kernel_size", "pool_size"):
         if key in params:
             params[key] = max(1, min(params[key], smin))
-    if "strides" in params and "pool_size" not in params and params.get("dilation_rate", 1) > 1:
-        params["strides"] = 1
+    if layer in _NO_STRIDED_DILATION and params.get("strides", 1) > 1 and params.get("dilation_rate", 1) > 1:
+        # Keras rejects strides > 1 with dilation_rate > 1 on these layers (not on Depthwise/SeparableConv):
+        # keep one of the two, chosen at random, so both value spaces stay reachable
+        params["strides" if rng.random() < 0.5 else "dilation_rate"] = 1
     if "kernel_size" in params and params.get("dilation_rate", 1) > 1:  # the dilated kernel must fit
         while params["dilation_rate"] > 1 and (params["kernel_size"] - 1) * params["dilation_rate"] + 1 > smin:
             params["dilation_rate"] -= 1
@@ -185,8 +193,8 @@ def _pick_pair(spec: dict, cands_of: Callable[[int], list[str]], cov: Coverage, 
     return fallback
 
 
-def nla(spec: dict, cov: Coverage, rng: random.Random) -> dict | None:
-    """NLA: add a new layer after a compatible tensor, as a new output branch.
+def _nla_one(spec: dict, cov: Coverage, rng: random.Random) -> dict | None:
+    """One NLA step: add a new layer after a compatible tensor, as a new output branch.
 
     Unseen layer types come first: when no tensor of the model has a rank the unseen type accepts, a
     Reshape to such a rank is inserted before it (so 3-D layers are reached from image models). Otherwise
@@ -212,8 +220,8 @@ def nla(spec: dict, cov: Coverage, rng: random.Random) -> dict | None:
     return _insert_after(spec, src, shape, layer, random_params(layer, shape, rng, cov))
 
 
-def lresh(spec: dict, cov: Coverage, rng: random.Random) -> dict | None:
-    """LResh: add a reshaping layer (Flatten, Reshape, Permute, Cropping, ZeroPadding, UpSampling, ...),
+def _lresh_one(spec: dict, cov: Coverage, rng: random.Random) -> dict | None:
+    """One LResh step: add a reshaping layer (Flatten, Reshape, Permute, Cropping, ZeroPadding, UpSampling, ...),
     preferring an uncovered (source, reshaping layer) pair and then an unseen reshaping type."""
     pick = _pick_pair(spec, lambda rank: _candidates(rank, list(_RESHAPING)), cov, rng)
     if pick is None:
@@ -248,7 +256,7 @@ def lconn(spec: dict, cov: Coverage, rng: random.Random) -> dict | None:
     """LConn: connect a layer of type A to a new layer of type B with (A, B) an uncovered legal pair."""
     srcs = [s for s in _source_choices(spec) if s[2] and catalogue.get(s[2])]
     if not srcs:
-        return nla(spec, cov, rng)
+        return _nla_one(spec, cov, rng)
     rng.shuffle(srcs)
     for src, shape, kind in srcs[:10]:
         entry = catalogue.get(kind or "")
@@ -262,33 +270,78 @@ def lconn(spec: dict, cov: Coverage, rng: random.Random) -> dict | None:
     return None
 
 
-def _change_param(spec: dict, cov: Coverage, rng: random.Random, kinds: tuple[str, ...]) -> dict | None:
+def _change_param(spec: dict, cov: Coverage, rng: random.Random, kinds: tuple[str, ...], count: int) -> dict | None:
+    """Set one parameter of ``kinds`` to a preferably unseen value on each of ``count`` distinct layers (fewer
+    when the model has fewer such layers); None when it has none."""
     nodes = [n for n in spec["nodes"] if catalogue.get(n["layer"]) and
              any(p.kind in kinds for p in catalogue.get(n["layer"]).params)]  # type: ignore[union-attr]
     if not nodes:
         return None
-    node = rng.choice(nodes)
-    lay = catalogue.get(node["layer"])
-    assert lay is not None
-    p = rng.choice([p for p in lay.params if p.kind in kinds])
-    seen = {t[2] for t in cov.params if t[0] == lay.name and t[1] == p.name}
     new = graph.clone(spec)
-    target = next(n for n in new["nodes"] if n["name"] == node["name"])
-    value = sample_value(p, rng, seen)
-    if p.name in ("kernel_size", "pool_size", "strides", "dilation_rate") and isinstance(target["params"].get(p.name), (list, tuple)):
-        value = [value] * len(target["params"][p.name])
-    target["params"][p.name] = value
+    seen_all = set(cov.params)
+    for node in rng.sample(nodes, min(count, len(nodes))):
+        lay = catalogue.get(node["layer"])
+        assert lay is not None
+        p = rng.choice([p for p in lay.params if p.kind in kinds])
+        seen = {t[2] for t in seen_all if t[0] == lay.name and t[1] == p.name}
+        target = next(n for n in new["nodes"] if n["name"] == node["name"])
+        value = sample_value(p, rng, seen)
+        if p.name in ("kernel_size", "pool_size", "strides", "dilation_rate") and isinstance(target["params"].get(p.name), (list, tuple)):
+            value = [value] * len(target["params"][p.name])
+        target["params"][p.name] = value
+        lab = p.label_of(value)
+        if lab is not None:
+            seen_all.add((lay.name, p.name, lab))
     return new
 
 
+def layers_per_application(rng: random.Random) -> int:
+    """How many layers one NLA/LResh/CShape/CMode application touches: uniform in 1..5 (MEMO)."""
+    return rng.randint(1, MAX_LAYERS_PER_APPLICATION)
+
+
+def _repeat(step: Callable[[dict, Coverage, random.Random], dict | None], spec: dict, cov: Coverage,
+            rng: random.Random) -> dict | None:
+    """Apply ``step`` :func:`layers_per_application` times in a row, each step seeing the coverage the
+    previous ones would add (so the steps spread over different unseen items); stops early when a step
+    does not apply. None when the first step does not apply."""
+    out, local = None, cov
+    for _ in range(layers_per_application(rng)):
+        nxt = step(out if out is not None else spec, local, rng)
+        if nxt is None:
+            break
+        out = nxt
+        local = local.copy()
+        local.update(model_coverage(out))
+    return out
+
+
+def nla(spec: dict, cov: Coverage, rng: random.Random) -> dict | None:
+    """NLA: add 1–5 new layers, each after a compatible tensor of the model as a new output branch.
+
+    Unseen layer types come first: when no tensor of the model has a rank the unseen type accepts, a
+    Reshape to such a rank is inserted before it (so 3-D layers are reached from image models). Otherwise
+    the (source, layer) choice prefers an uncovered layer pair. Layers added in the same application only
+    branch from tensors whose shapes are known (those of the model before it).
+    """
+    return _repeat(_nla_one, spec, cov, rng)
+
+
+def lresh(spec: dict, cov: Coverage, rng: random.Random) -> dict | None:
+    """LResh: add 1–5 reshaping layers (Flatten, Reshape, Permute, Cropping, ZeroPadding, UpSampling, ...),
+    each preferring an uncovered (source, reshaping layer) pair and then an unseen reshaping type."""
+    return _repeat(_lresh_one, spec, cov, rng)
+
+
 def cshape(spec: dict, cov: Coverage, rng: random.Random) -> dict | None:
-    """CShape: set a shape parameter (filters, kernel_size, units, strides, ...) to an unseen value."""
-    return _change_param(spec, cov, rng, ("shape", "float"))
+    """CShape: on 1–5 layers, set a shape parameter (filters, kernel_size, units, strides, ...) to an unseen value."""
+    return _change_param(spec, cov, rng, ("shape", "float"), layers_per_application(rng))
 
 
 def cmode(spec: dict, cov: Coverage, rng: random.Random) -> dict | None:
-    """CMode: set a mode parameter (initialiser, regulariser, padding, activation, ...) to an unseen value."""
-    return _change_param(spec, cov, rng, ("mode",))
+    """CMode: on 1–5 layers, set a mode parameter (initialiser, regulariser, padding, activation, ...) to an
+    unseen value."""
+    return _change_param(spec, cov, rng, ("mode",), layers_per_application(rng))
 
 
 def nan(spec: dict, cov: Coverage, rng: random.Random) -> dict | None:

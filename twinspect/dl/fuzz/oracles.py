@@ -3,7 +3,14 @@
 D_MAD follows CRADLE (Pham et al., ICSE 2019) as used without ground truth by LEMON and MEMO: the mean
 absolute distance between two systems' outputs, ``D_MAD(o1, o2) = mean(|o1 - o2|)`` over all elements
 (outputs flattened and concatenated). An inconsistency is a pair with ``D_MAD`` above a threshold
-calibrated on the seed models (:func:`calibrate_threshold`).
+calibrated on the seed models (:func:`calibrate_threshold`). Deliberate differences from the papers: no
+ground-truth output enters D_MAD (CRADLE's D_MAD measures each system against the label; generated models
+have none, so two systems' outputs are compared directly, as LEMON and MEMO do), and :func:`judge` adds a
+relative guard and a magnitude cut-off for exploded activations.
+
+This module imports only numpy and the standard library: every finding's bundle carries a verbatim copy
+of it (``oracle.py``) from which its ``repro.py`` takes the rule, so the reproducer and the campaign can
+never judge by different rules.
 """
 
 from __future__ import annotations
@@ -78,9 +85,31 @@ def magnitude(a: list[np.ndarray] | np.ndarray, b: list[np.ndarray] | np.ndarray
     return float(np.mean((np.abs(fa) + np.abs(fb)) / 2)) if fa.size else 0.0
 
 
+def pair_inconsistent(a: list[np.ndarray], b: list[np.ndarray], threshold: float, rel_tol: float = REL_TOL,
+                      max_magnitude: float = MAX_MAGNITUDE) -> dict | None:
+    """The inconsistency rule for one pair of systems' outputs (used by :func:`judge` and every ``repro.py``).
+
+    Args:
+        a, b: the two systems' output lists (arrays of any float dtype).
+        threshold, rel_tol, max_magnitude: see :func:`judge`.
+
+    Returns:
+        None when the pair is consistent, else the finding's detail: ``{"d_mad", "threshold", "magnitude"}``,
+        or ``{"shape": message}`` when the outputs' shapes differ (always inconsistent).
+    """
+    try:
+        d = d_mad(a, b)
+    except ValueError as exc:
+        return {"shape": str(exc)}
+    mag = magnitude(a, b)
+    if np.isfinite(d) and d > threshold and d > rel_tol * mag and mag <= max_magnitude:
+        return {"d_mad": d, "threshold": threshold, "magnitude": mag}
+    return None
+
+
 def judge(results: dict[str, dict], threshold: float, rel_tol: float = REL_TOL,
           max_magnitude: float = MAX_MAGNITUDE) -> list[dict]:
-    """Findings of one model from each system's result.
+    """Findings of one *valid* model (one Keras accepted at build time) from each system's result.
 
     Args:
         results: system → ``{"status": "ok"|"error"|"crash"|"timeout", "outputs": list of arrays (ok only),
@@ -89,25 +118,31 @@ def judge(results: dict[str, dict], threshold: float, rel_tol: float = REL_TOL,
         rel_tol: relative guard: a pair is inconsistent only when its D_MAD also exceeds ``rel_tol`` times
             the outputs' mean magnitude (:func:`magnitude`). Models whose activations explode (outputs of
             1e30) differ by float32 rounding alone by far more than any absolute threshold; this keeps
-            them from being reported as inconsistencies. 0 disables the guard.
+            them from being reported as inconsistencies. 0 disables the guard. (A twinspect addition: MEMO
+            and LEMON compare D_MAD with the threshold only.)
         max_magnitude: pairs whose outputs' mean magnitude exceeds this are not compared at all: such
             activations have exploded (a recurrent layer with an unbounded activation, say) and differ between
             libraries by accumulated rounding (seen here: 0.2 % relative at 1e33), which is no library bug.
 
     Returns:
         A list of ``{"kind": "crash"|"nan"|"inconsistency", "systems": [...], "detail": {...}}``:
-        *crash* when some systems fail and others succeed (each failing system separately); *nan* when
-        NaN/Inf appears in some successful systems' outputs but not all; *inconsistency* per deviating
-        system: the systems are grouped by agreement (pairs within the threshold), the largest group (ties:
-        the one holding the alphabetically first system) is the reference, and each system outside it gives
-        one finding ``[system, reference system]`` (sorted); when no two systems agree, one finding for the
-        first two systems. So one divergent library yields one finding, not one per pair.
+
+        * *crash*, one per system whose run did not end ``ok`` (an exception, a crash such as SIGSEGV or
+          SIGABRT, or a hang killed at the time limit), whether or not other systems succeeded: the model
+          is valid, so a library that cannot run it has a crash bug (MEMO's crash oracle). The reference
+          system (keras-torch, whose Keras builds every mutant) is judged like any other.
+        * *nan* when NaN/Inf appears in some successful systems' outputs but not all (LEMON/MEMO's NaN
+          oracle; outputs non-finite on every system are not reported).
+        * *inconsistency*, one per pair of successful systems (sorted names) that :func:`pair_inconsistent`
+          flags: every pair over the threshold, as MEMO and LEMON do, with no grouping of agreeing systems
+          (outputs 1.0 / 1.6 / 2.2 at threshold 1.0 give one finding, for the 1.0 / 2.2 pair). D_MAD here is
+          the distance between two systems' outputs; CRADLE's ground-truth label is not used (there is none
+          for generated models), as in LEMON and MEMO.
     """
     ok = {s: r for s, r in results.items() if r["status"] == "ok"}
-    bad = {s: r for s, r in results.items() if r["status"] != "ok"}
     found: list[dict] = []
-    if ok:
-        for s, r in bad.items():
+    for s, r in sorted(results.items()):
+        if r["status"] != "ok":
             found.append({"kind": "crash", "systems": [s], "detail": {
                 "status": r["status"], "error_type": r.get("error_type", ""),
                 "message": r.get("message", "")[:500], "frames": r.get("frames", [])}})
@@ -116,40 +151,9 @@ def judge(results: dict[str, dict], threshold: float, rel_tol: float = REL_TOL,
     if with_nf and len(with_nf) < len(ok):
         found.append({"kind": "nan", "systems": with_nf, "detail": {s: flags[s] for s in sorted(ok)}})
     names = sorted(ok)
-    detail: dict[tuple[str, str], dict] = {}
-    group = {s: s for s in names}  # union-find over agreeing systems
-
-    def root(s: str) -> str:
-        while group[s] != s:
-            s = group[s]
-        return s
-
     for i, a in enumerate(names):
         for b in names[i + 1:]:
-            try:
-                d = d_mad(ok[a]["outputs"], ok[b]["outputs"])
-            except ValueError as exc:
-                detail[(a, b)] = {"shape": str(exc)}
-                continue
-            mag = magnitude(ok[a]["outputs"], ok[b]["outputs"])
-            if np.isfinite(d) and d > threshold and d > rel_tol * mag and mag <= max_magnitude:
-                detail[(a, b)] = {"d_mad": d, "threshold": threshold, "magnitude": mag}
-            else:
-                group[root(b)] = root(a)
-    if not detail:
-        return found
-    groups: dict[str, list[str]] = {}
-    for s in names:
-        groups.setdefault(root(s), []).append(s)
-    best = min(groups.values(), key=lambda g: (-len(g), g[0]))  # largest; ties: alphabetically first member
-    if len(best) == 1:  # nobody agrees with anybody
-        a, b = names[0], names[1]
-        found.append({"kind": "inconsistency", "systems": [a, b], "detail": {**detail[(a, b)], "all_disagree": True}})
-        return found
-    ref = best[0]
-    for s in names:
-        if s in best:
-            continue
-        pair = tuple(sorted((s, ref)))
-        found.append({"kind": "inconsistency", "systems": list(pair), "detail": {**detail[pair], "reference": ref}})  # type: ignore[index]
+            det = pair_inconsistent(ok[a]["outputs"], ok[b]["outputs"], threshold, rel_tol, max_magnitude)
+            if det is not None:
+                found.append({"kind": "inconsistency", "systems": [a, b], "detail": det})
     return found

@@ -4,8 +4,9 @@ Signature (NNSmith/MEMO practice): for a crash, the failing system, exception ty
 NaN/Inf and inconsistency, the systems and the layer type producing the first diverging model output
 (the localised layer). A bundle holds ``finding.json`` (kind, systems, signature, library versions, the
 localised layer), ``model.keras``, ``inputs.npz``, each system's ``outputs/<system>.npz`` or
-``outputs/<system>.error.txt``, and a standalone ``repro.py`` that exits 1 when the symptom reproduces in
-fresh processes and 0 when it does not.
+``outputs/<system>.error.txt``, ``oracle.py`` (a verbatim copy of :mod:`twinspect.dl.fuzz.oracles`) and a
+standalone ``repro.py`` that runs the model in fresh processes, judges the results with ``oracle.judge`` —
+the campaign's rule itself, not a re-implementation — and exits 1 when the symptom reproduces, 0 when not.
 """
 
 from __future__ import annotations
@@ -80,11 +81,16 @@ import json, os, subprocess, sys, tempfile
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import oracle  # noqa: E402  (twinspect.dl.fuzz.oracles, copied verbatim when the bundle was written)
+
 KIND = "__KIND__"
 SYSTEMS = __SYSTEMS_LIST__
+SYSTEMS_FLAGGED = __FLAGGED_LIST__
 THRESHOLD = __THRESHOLD__
 REL_TOL = __REL_TOL__
 MAX_MAGNITUDE = __MAX_MAGNITUDE__
+TIMEOUT = __TIMEOUT__
 RUNNER = r"""
 import os, sys, json, numpy as np
 system, model_path, x_path, out_path = sys.argv[1:5]
@@ -111,8 +117,11 @@ np.savez(out_path, **{"o%d" % i: np.asarray(t) for i, t in enumerate(outs)})
 
 def run(system):
     out = tempfile.mktemp(suffix=".npz")
-    p = subprocess.run([sys.executable, "-c", RUNNER, system, os.path.join(HERE, "model.keras"),
-                        os.path.join(HERE, "inputs.npz"), out], capture_output=True, text=True, timeout=600)
+    try:
+        p = subprocess.run([sys.executable, "-c", RUNNER, system, os.path.join(HERE, "model.keras"),
+                            os.path.join(HERE, "inputs.npz"), out], capture_output=True, text=True, timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        return None, "timeout after %d s" % TIMEOUT
     if p.returncode != 0 or not os.path.exists(out):
         return None, (p.stderr or "")[-400:] or "exit %d" % p.returncode
     z = np.load(out)
@@ -121,31 +130,15 @@ def run(system):
 
 def main():
     res = {s: run(s) for s in SYSTEMS}
+    results = {}
     for s, (o, err) in res.items():
-        print(s, "ok" if o is not None else "FAILED: " + err.strip().splitlines()[-1] if err.strip() else "FAILED")
-    ok = {s: o for s, (o, e) in res.items() if o is not None}
-    if KIND == "crash":
-        hit = len(ok) < len(SYSTEMS) and len(ok) > 0
-    elif KIND == "nan":
-        flags = {s: any(not np.isfinite(t).all() for t in o) for s, o in ok.items()}
-        print("non-finite outputs:", flags)
-        hit = len(set(flags.values())) > 1
-    else:
-        if len(ok) < 2:
-            hit = False
-        else:
-            a, b = [np.concatenate([np.asarray(t, np.float64).ravel() for t in ok[s]]) for s in SYSTEMS[:2]]
-            if a.shape != b.shape:
-                print("output shapes differ", a.shape, b.shape)
-                hit = True
-            else:
-                m = np.isfinite(a) & np.isfinite(b)
-                d = float(np.mean(np.abs(a[m] - b[m]))) if m.any() else 0.0
-                mag = float(np.mean((np.abs(a[m]) + np.abs(b[m])) / 2)) if m.any() else 0.0
-                print("D_MAD = %.6g (threshold %.3g), output magnitude %.3g" % (d, THRESHOLD, mag))
-                # the campaign's rule (twinspect.dl.fuzz.oracles.judge): above the threshold, above REL_TOL
-                # of the outputs' magnitude, and outputs not exploded (magnitude <= MAX_MAGNITUDE)
-                hit = d > THRESHOLD and d > REL_TOL * mag and mag <= MAX_MAGNITUDE
+        print(s, "ok" if o is not None else "FAILED: " + (err.strip().splitlines()[-1] if err.strip() else "?"))
+        results[s] = {"status": "ok", "outputs": o} if o is not None else {"status": "error", "message": err}
+    # the campaign's rule, from the verbatim copy of twinspect.dl.fuzz.oracles beside this file
+    found = oracle.judge(results, THRESHOLD, REL_TOL, MAX_MAGNITUDE)
+    hit = [f for f in found if f["kind"] == KIND and f["systems"] == SYSTEMS_FLAGGED]
+    for f in hit:
+        print(f["kind"], f["systems"], {k: v for k, v in f["detail"].items() if k in ("d_mad", "threshold", "magnitude", "shape")})
     print("symptom reproduces" if hit else "symptom does not reproduce")
     sys.exit(1 if hit else 0)
 
@@ -156,17 +149,32 @@ if __name__ == "__main__":
 
 
 def repro_source(fid: str, kind: str, systems: list[str], threshold: float, rel_tol: float = oracles.REL_TOL,
-                 max_magnitude: float = oracles.MAX_MAGNITUDE) -> str:
-    """Source text of the standalone ``repro.py`` of a finding; an inconsistency is judged by the rule of
-    :func:`twinspect.dl.fuzz.oracles.judge` with these ``threshold``, ``rel_tol`` and ``max_magnitude``."""
+                 max_magnitude: float = oracles.MAX_MAGNITUDE, flagged: list[str] | None = None,
+                 timeout_s: float = 600.0) -> str:
+    """Source text of the standalone ``repro.py`` of a finding.
+
+    The script runs ``systems`` in fresh processes and judges their results with ``oracle.judge`` — the
+    bundle's verbatim copy of :mod:`twinspect.dl.fuzz.oracles` (see :func:`write_bundle`) — with these
+    ``threshold``, ``rel_tol`` and ``max_magnitude``; it exits 1 when that yields a finding of ``kind`` on
+    ``flagged`` (default: ``systems``), else 0. A system's run over ``timeout_s`` seconds counts as a hang.
+    """
     return (REPRO_TEMPLATE.replace("__ID__", fid).replace("__KIND__", kind)
             .replace("__SYSTEMS_LIST__", json.dumps(systems)).replace("__SYSTEMS__", ", ".join(systems))
+            .replace("__FLAGGED_LIST__", json.dumps(list(flagged if flagged is not None else systems)))
             .replace("__THRESHOLD__", repr(float(threshold))).replace("__REL_TOL__", repr(float(rel_tol)))
-            .replace("__MAX_MAGNITUDE__", repr(float(max_magnitude))))
+            .replace("__MAX_MAGNITUDE__", repr(float(max_magnitude))).replace("__TIMEOUT__", repr(int(timeout_s))))
+
+
+def oracle_source() -> str:
+    """Source text of :mod:`twinspect.dl.fuzz.oracles`, written into every bundle as ``oracle.py``."""
+    import inspect
+
+    return inspect.getsource(oracles)
 
 
 def repro_systems(finding: dict, all_ok: list[str]) -> list[str]:
-    """Systems the reproducer runs: for a crash the failing system plus one that succeeded."""
+    """Systems the reproducer runs: for a crash the failing system plus one that succeeded (the failing
+    system alone when none succeeded); for NaN one system with and one without; else the finding's pair."""
     if finding["kind"] == "crash":
         return finding["systems"] + all_ok[:1]
     if finding["kind"] == "nan":
@@ -175,13 +183,20 @@ def repro_systems(finding: dict, all_ok: list[str]) -> list[str]:
     return list(finding["systems"])
 
 
+def repro_flagged(finding: dict) -> list[str]:
+    """The systems ``oracle.judge`` must flag in the reproducer's run of :func:`repro_systems` (a NaN finding's
+    reproducer runs only the first system with non-finite outputs)."""
+    return finding["systems"][:1] if finding["kind"] == "nan" else list(finding["systems"])
+
+
 def write_bundle(root: Path, fid: str, finding: dict, spec: dict, model_path: Path, inputs_path: Path,
                  results: dict[str, dict], threshold: float, extra: dict | None = None,
-                 rel_tol: float = oracles.REL_TOL) -> Path:
+                 rel_tol: float = oracles.REL_TOL, timeout_s: float = 600.0) -> Path:
     """Write ``root/<fid>/`` atomically and return its path (see module docstring for the contents).
 
     ``threshold`` and ``rel_tol`` are the inconsistency rule the bundle's ``repro.py`` applies (see
-    :func:`twinspect.dl.fuzz.oracles.judge`)."""
+    :func:`twinspect.dl.fuzz.oracles.judge`); ``timeout_s`` is its per-system time limit in seconds (a run
+    over it is a hang)."""
     dest = Path(root) / fid
     ok = sorted(s for s, r in results.items() if r["status"] == "ok")
     systems = repro_systems(finding, ok)
@@ -199,5 +214,7 @@ def write_bundle(root: Path, fid: str, finding: dict, spec: dict, model_path: Pa
                 "layer": finding.get("layer"), "detail": finding.get("detail"), "repro_systems": systems,
                 "threshold": threshold, "versions": library_versions(), "model_spec": spec, **(extra or {})}
         (tmp / "finding.json").write_text(json.dumps(meta, indent=2, default=str))
-        (tmp / "repro.py").write_text(repro_source(fid, finding["kind"], systems, threshold, rel_tol))
+        (tmp / "oracle.py").write_text(oracle_source())
+        (tmp / "repro.py").write_text(repro_source(fid, finding["kind"], systems, threshold, rel_tol,
+                                                   flagged=repro_flagged(finding), timeout_s=timeout_s))
     return dest

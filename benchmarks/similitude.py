@@ -142,16 +142,21 @@ def part_tune(seed: int) -> None:
     """The grid the default measure's settings were chosen from (valid split only)."""
     gs, labs, _ = graphs_of(load_split("valid", 50, seed))
     rows = []
-    for wl in (1, 2, 3):
-        for ng in (2, 3, 4):
-            for svd in (0, 10, 15, 20, 25, 30, 40):
-                for w_wl in (0.5, 1.0, 1.5):
-                    p = TwinspectParams(wl_iterations=wl, token_ngram=ng, svd=svd, w_wl=w_wl)
-                    if (ng != 3 or wl != 3) and (svd != 20 or w_wl != 1.0):
-                        continue
-                    rows.append([wl, ng, svd, w_wl, silhouette(similarity_matrix(gs, "twinspect", params=p), labs)])
-    write("similitude_tune_valid", markdown_table(rows, ["wl", "ngram", "svd", "w_wl", "silhouette"], ".3f"),
-          {"rows": rows})
+    for depth in (False, True):
+        for wl in (1, 2, 3):
+            for ng in (2, 3, 4):
+                for svd in (0, 10, 15, 20, 25, 30, 40):
+                    for w_wl in (0.5, 1.0, 1.5):
+                        p = TwinspectParams(wl_iterations=wl, token_ngram=ng, svd=svd, w_wl=w_wl, loop_depth=depth)
+                        if depth and (ng != 4 or w_wl != 1.0 or svd not in (20, 30)):
+                            continue
+                        if not depth and (ng != 3 or wl != 3) and (svd != 20 or w_wl != 1.0):
+                            continue
+                        rows.append([depth, wl, ng, svd, w_wl,
+                                     silhouette(similarity_matrix(gs, "twinspect", params=p), labs)])
+                        print(rows[-1], file=sys.stderr)
+    write("similitude_tune_valid", markdown_table(rows, ["loop depth", "wl", "ngram", "svd", "w_wl", "silhouette"],
+                                                  ".3f"), {"rows": rows, "default": vars(TwinspectParams())})
 
 
 def part_tune_cfg(seed: int) -> None:

@@ -126,6 +126,15 @@ def depth_labels(g: ProgramGraph) -> list[str]:
     return out
 
 
+def depth_wl_bag(g: ProgramGraph, iterations: int) -> Counter:
+    """Bag of WL labels (iterations 0..``iterations``) of ``g`` with :func:`depth_labels` as node labels."""
+    from twinspect.code.similitude.measures import wl_labels
+
+    relabelled = ProgramGraph(path=g.path, language=g.language, functions=g.functions, labels=depth_labels(g),
+                              kinds=g.kinds, edges=g.edges)
+    return Counter(wl_labels(relabelled, iterations))
+
+
 def structure_bag(g: ProgramGraph) -> Counter:
     """Statement-kind counts, degree histograms and labelled edge pairs of ``g`` (a bag of strings)."""
     c: Counter = Counter()
@@ -141,12 +150,8 @@ def structure_bag(g: ProgramGraph) -> Counter:
 
 def cfg_bags(g: ProgramGraph, params: CfgParams | None = None) -> tuple[Counter, Counter]:
     """The two bags of one program: (depth-aware WL labels, structure bag)."""
-    from twinspect.code.similitude.measures import wl_labels
-
     p = params or CfgParams()
-    relabelled = ProgramGraph(path=g.path, language=g.language, functions=g.functions, labels=depth_labels(g),
-                              kinds=g.kinds, edges=g.edges)
-    return Counter(wl_labels(relabelled, p.wl_iterations)), structure_bag(g)
+    return depth_wl_bag(g, p.wl_iterations), structure_bag(g)
 
 
 def cfg_features(graphs: Sequence[ProgramGraph], params: CfgParams | None = None) -> np.ndarray:

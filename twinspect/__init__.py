@@ -4,7 +4,7 @@ The main entry points, importable from the top-level package (loaded on first us
 ``import twinspect`` stays fast and does not import torch or tree-sitter until needed):
 
 Code clones (:mod:`twinspect.code`, after SSCD, Chochlov et al.)
-    ``scan(paths, config) -> CloneReport``; ``detect(fragments, config) -> CloneReport``;
+    ``scan(path_or_paths, config) -> CloneReport``; ``detect(fragments, config) -> CloneReport``;
     ``DetectConfig``; ``CloneIndex`` (persisted, incremental index for one-fragment queries);
     ``Fragment``.
 
@@ -21,8 +21,8 @@ share :mod:`twinspect.errors` (user errors: :class:`~twinspect.errors.InputError
 Example::
 
     import twinspect
-    report = twinspect.scan(["twinspect/examples/clones"])
-    for pair in report.pairs[:5]:
+    report = twinspect.scan("twinspect/examples/clones")  # one path or a list of paths
+    for pair in sorted(report.pairs, key=lambda p: p.similarity, reverse=True)[:5]:  # pairs are in path order
         a, b = report.fragments[pair.a], report.fragments[pair.b]
         print(pair.type, round(pair.similarity, 2), f"{a.path}:{a.start_line}", f"{b.path}:{b.start_line}")
 """

@@ -298,7 +298,7 @@ def check_output_dir(path: str | Path, what: str = "output directory", marker: s
     """
     path = Path(path)
     if path.exists() and not path.is_dir():
-        raise InputError(f"exists and is not a directory; give a directory for the {what}", path)
+        raise InputError(f"exists and is not a directory (expected the {what})", path)
     try:
         unrelated = marker is not None and path.is_dir() and not (path / marker).exists() and any(path.iterdir())
     except OSError as exc:

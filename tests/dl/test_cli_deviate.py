@@ -197,3 +197,36 @@ def test_output_check_leaves_nothing_behind(tmp_path, capsys):
     code, _, err = run(["deviate", orig, comp, "--data", data, "--seeds", "2", "-o", str(out), "--quiet"], capsys)
     assert_user_error(code, err, "orig.tflite")
     assert not (tmp_path / "a").exists()
+
+
+@pytest.mark.parametrize("resume", [[], ["--resume"]])
+def test_unrelated_non_empty_output_is_refused_before_any_work(tmp_path, capsys, monkeypatch, resume):
+    # `clones index` refuses the same: a folder that is not a run is never written into
+    from twinspect.dl import data as dl_data
+
+    monkeypatch.setattr(dl_data, "load_images", lambda *a, **k: pytest.fail("loaded data for a refused -o"))
+    orig, comp, data = _fake_inputs(tmp_path)
+    out = tmp_path / "holiday"
+    out.mkdir()
+    (out / "photo.jpg").write_bytes(b"\xff\xd8")
+    code, _, err = run(["deviate", orig, comp, "--data", data, "--seeds", "2", "-o", str(out), "--quiet", *resume],
+                       capsys)
+    assert_user_error(code, err, str(out), "not a deviation run")
+    assert len([ln for ln in err.splitlines() if ln.strip()]) == 1, err
+    assert sorted(p.name for p in out.iterdir()) == ["photo.jpg"]
+
+
+def test_empty_existing_output_directory_is_accepted(tmp_path):
+    from twinspect.dl.deviate.cli import check_run_dir
+
+    out = tmp_path / "run"
+    out.mkdir()
+    check_run_dir(out)  # an empty directory may hold a new run
+    assert list(out.iterdir()) == []
+
+
+def test_output_in_proc_is_one_line(tmp_path, capsys):
+    orig, comp, data = _fake_inputs(tmp_path)
+    code, _, err = run(["deviate", orig, comp, "--data", data, "-o", "/proc/twinspect-run", "--quiet"], capsys)
+    assert_user_error(code, err, "/proc/twinspect-run", "cannot")
+    assert len([ln for ln in err.splitlines() if ln.strip()]) == 1, err

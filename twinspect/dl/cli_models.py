@@ -37,14 +37,15 @@ def train_cmd(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress output."),
 ) -> None:
     """Train a model-zoo architecture on MNIST/CIFAR-10 and save it as TorchScript with metadata."""
+    from twinspect._io import check_output_file
     from twinspect.dl.train import save_model, train_model
+    from twinspect.errors import InputError
     from twinspect.reports.table import print_table
 
     _set_threads(threads)
     if output.suffix.lower() not in (".pt", ".pth", ".ts"):
-        from twinspect.errors import InputError
-
         raise InputError("output must be a TorchScript file ending in .pt, .pth or .ts", output)
+    check_output_file(output, "model file")  # before the training, not after it
     res = train_model(arch, data, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed, train_size=train_size,
                       width=width, augment=augment, test_size=test_size, quiet=quiet)
     save_model(res.module, output, res.meta)

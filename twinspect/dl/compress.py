@@ -260,10 +260,16 @@ def _teacher_fn(model_path: Path):
 
 
 def _check_common(model_path: Path, output: Path, test_size: int | None) -> None:
+    """Checks every method makes before any data or model work: input, output location, sizes."""
+    from twinspect._io import check_output_file
+
     if not model_path.exists():
         raise InputError("model file does not exist", model_path)
     if output.resolve() == model_path.resolve():
         raise InputError("output must differ from the original model (the original is left as is)", output)
+    if output.suffix.lower() not in (".pt", ".pth", ".ts"):
+        raise InputError("output must be a TorchScript file ending in .pt, .pth or .ts", output)
+    check_output_file(output, "model file")
     _check_sizes(test_size=test_size)
 
 
@@ -350,6 +356,8 @@ def quantize_model(
     model_path, output = Path(model_path), Path(output)
     _check_common(model_path, output, test_size)
     _check_sizes(calib_size=calib_size)
+    if not dynamic:
+        set_quantized_engine(engine)  # an unavailable engine fails before the data is loaded
     dataset, _ = _dataset(model_path, data)
     x_test, y_test = eval_subset(*load_images(dataset, split="test"), test_size)
     t0 = time.perf_counter()

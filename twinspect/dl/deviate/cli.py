@@ -125,7 +125,7 @@ def deviate(
 
     require_readable(original, "model file")
     require_readable(compressed, "model file")
-    check_run_dir(output)
+    check_run_dir(output, resume)
     x, y = load_images(data, split=split)
     if require is not None and y is None:
         raise InputError("--require compressed-error needs labelled seeds (an .npz with a y array)", data)
@@ -162,47 +162,25 @@ def deviate(
         print_table(summary_rows(summary), headers=["metric", "value"], title=title)
 
 
-def check_run_dir(path: Path) -> None:
-    """Fail fast when the run directory cannot be created or written, before any data or model work.
+def check_run_dir(path: Path, resume: bool = False) -> None:
+    """Fail fast when the run directory cannot be used, before any data or model work.
 
-    The missing directories of ``path`` are created and a temporary file is written in it, then
-    both are removed again: nothing is left behind, and the run creates the directory for real
-    once every other check has passed.
+    Refuses an existing file, an unrelated non-empty directory (one without a run; ``clones index``
+    refuses the same), a directory holding a run without ``--resume``, and a location that cannot be
+    created or written (see :func:`twinspect._io.check_output_dir`: nothing is left behind).
 
     Args:
         path: the ``--output`` run directory.
+        resume: ``--resume`` was given.
 
     Raises:
-        InputError: naming ``path``, when it is an existing file, an ancestor is a file, or the
-            directory cannot be created or written (permission, read-only file system...).
+        InputError: naming ``path``.
     """
-    import contextlib
-    import os
-    import tempfile
+    from twinspect._io import check_output_dir
+    from twinspect.dl.deviate.results import RunDir
 
-    created: list[Path] = []
-    try:
-        if path.exists() and not path.is_dir():
-            raise InputError("output path exists and is not a directory", path)
-        missing: list[Path] = []
-        existing = path
-        while not existing.exists() and existing.parent != existing:
-            missing.append(existing)
-            existing = existing.parent
-        if not existing.is_dir():
-            raise InputError(f"cannot create the run directory: {existing} is not a directory", path)
-        for d in reversed(missing):
-            d.mkdir()
-            created.append(d)
-        fd, probe = tempfile.mkstemp(prefix=".twinspect-probe-", dir=path)
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as exc:
-        raise InputError(f"cannot create or write the run directory: {exc.strerror or exc}", path) from None
-    finally:
-        for d in reversed(created):
-            with contextlib.suppress(OSError):
-                d.rmdir()
+    RunDir(path).check_location(resume)
+    check_output_dir(path, "run directory")
 
 
 def _report(run_dir: Optional[Path], output: Optional[Path], fmt: str) -> None:

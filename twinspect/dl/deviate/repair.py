@@ -36,8 +36,9 @@ from typing import Any
 
 import numpy as np
 
-from twinspect._io import atomic_path, read_json, write_json
+from twinspect._io import atomic_directory, check_output_dir, read_json, write_json
 from twinspect.dl.adapters.base import PRESETS, Classifier
+from twinspect.dl.deviate.results import load_trigger
 from twinspect.errors import InputError, ModelError
 
 MODEL_FILE = "repair_model.joblib"
@@ -247,11 +248,7 @@ def collect_inputs(run_dir: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndar
         trig = rec.get("trigger")
         if trig:
             path = run_dir / trig
-            try:
-                with np.load(path) as npz:
-                    seed, trigger = np.asarray(npz["seed"], np.float32), np.asarray(npz["trigger"], np.float32)
-            except (OSError, KeyError, ValueError) as exc:
-                raise InputError(f"cannot read trigger file (arrays seed, trigger): {exc}", path) from exc
+            seed, trigger = (np.asarray(a, np.float32) for a in load_trigger(path, "seed", "trigger"))
             images.append(seed)
             groups.append(idx)
             kinds.append(0)
@@ -313,7 +310,9 @@ def repair_run(
 
     Raises:
         InputError: bad run directory, bad parameters, too few inputs/seeds for the folds, or only
-            one original label among the inputs.
+            one original label among the inputs; ``output`` is a file, an unrelated non-empty
+            directory (no repair.json), the run directory itself, or cannot be written (all checked
+            before any model is loaded; the directory is then written atomically as a whole).
         ModelError: the models in run.json cannot be loaded.
     """
     from twinspect.progress import progress
@@ -324,6 +323,11 @@ def repair_run(
     if hidden < 1 or max_iter < 1:
         raise InputError("hidden and max-iter must be >= 1")
     make_perceptron(hidden, max_iter, seed, solver)  # validates the solver before any work
+    if not run_dir.is_dir():
+        raise InputError("run directory does not exist", run_dir)
+    if output.resolve() == run_dir.resolve():
+        raise InputError("the repair output must be a directory of its own, not the run directory", output)
+    check_output_dir(output, "repair directory", marker=REPORT_FILE)  # before the models are loaded
     t0 = time.perf_counter()
     x, groups, kinds, config = collect_inputs(run_dir)
     models = config["models"]
@@ -383,12 +387,10 @@ def repair_run(
 def _save(output: Path, mlp, report: dict, p_comp, y_orig, groups, kinds) -> None:
     import joblib
 
-    output.mkdir(parents=True, exist_ok=True)
-    with atomic_path(output / MODEL_FILE) as tmp:
-        joblib.dump(mlp, tmp)
-    with atomic_path(output / DATA_FILE) as tmp:
-        np.savez_compressed(tmp, comp_probs=p_comp, orig_labels=y_orig, groups=groups, kinds=kinds)
-    write_json(output / REPORT_FILE, report)  # last: its presence marks a complete repair directory
+    with atomic_directory(output) as tmp:  # the whole directory appears at once, or not at all
+        joblib.dump(mlp, tmp / MODEL_FILE)
+        np.savez_compressed(tmp / DATA_FILE, comp_probs=p_comp, orig_labels=y_orig, groups=groups, kinds=kinds)
+        write_json(tmp / REPORT_FILE, report)  # its presence marks a complete repair directory
 
 
 def load_repaired(repair_dir: str | Path, compressed: Classifier | None = None) -> RepairedClassifier:

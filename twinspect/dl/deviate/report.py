@@ -18,7 +18,7 @@ import numpy as np
 
 from twinspect._io import atomic_write, read_json
 from twinspect.dl.deviate.distance import trigger_distances
-from twinspect.dl.deviate.results import RunDir, summarize, summary_rows
+from twinspect.dl.deviate.results import RunDir, load_trigger, summarize, summary_rows
 from twinspect.errors import InputError
 
 
@@ -101,12 +101,7 @@ def html_report(run_dir: str | Path, scale: int | None = None) -> str:
         if not rec.get("trigger"):
             continue
         path = run.path / rec["trigger"]
-        try:
-            with np.load(path) as z:
-                seed, trig = z["seed"], z["trigger"]
-                pf, pg = z["orig_probs"], z["comp_probs"]
-        except (OSError, KeyError, ValueError) as exc:
-            raise InputError(f"cannot read the trigger file: {exc}", path) from exc
+        seed, trig, pf, pg = load_trigger(path, "seed", "trigger", "orig_probs", "comp_probs")
         dist = rec.get("distances") or trigger_distances(seed, trig)
         cards.append((dist["l2"], dist["linf"], rec, seed, trig, pf, pg, dist))
     cards.sort(key=lambda c: (c[0], c[1], c[2]["seed_index"]))

@@ -237,25 +237,45 @@ class RunDir:
     def triggers(self) -> Path:
         return self.path / "triggers"
 
-    def check_start(self, config: dict, resume: bool) -> None:
-        """Validate that a run with ``config`` may start here, without writing anything.
+    def check_location(self, resume: bool) -> bool:
+        """Check that a run may be written here (the configuration aside), without writing anything.
+
+        Returns:
+            True when the directory holds a run (to be resumed), False for a new or empty directory.
 
         Raises:
-            InputError: the directory holds a run and ``resume`` is False; or ``resume`` is True
-                and the existing run.json has a different configuration (the message names the
-                differing keys); or the path is a file.
+            InputError: the path is a file; a directory that is not empty and holds no run (an
+                unrelated folder is never written into); a run without ``resume``.
         """
         if self.path.exists() and not self.path.is_dir():
             raise InputError("output path exists and is not a directory", self.path)
         has_run = self.run_json.exists() or self.results_jsonl.exists()
         if not has_run:
-            return
+            try:
+                unrelated = self.path.is_dir() and any(self.path.iterdir())
+            except OSError as exc:
+                raise InputError(f"cannot read the run directory: {exc.strerror or exc}", self.path) from None
+            if unrelated:
+                raise InputError("output directory exists, is not empty and is not a deviation run", self.path,
+                                 hint="choose a new or empty directory")
+            return False
         if not resume:
             raise InputError(
                 "output directory already holds a deviation run",
                 self.path,
                 hint="pass --resume to continue it, or choose another directory",
             )
+        return True
+
+    def check_start(self, config: dict, resume: bool) -> None:
+        """Validate that a run with ``config`` may start here, without writing anything.
+
+        Raises:
+            InputError: see :meth:`check_location`; or ``resume`` is True and the existing
+                run.json has a different configuration (the message names the differing keys).
+        """
+        if not self.check_location(resume):
+            return
         if not self.run_json.exists():
             raise InputError("cannot resume: run.json is missing", self.path)
         old = read_json(self.run_json)
@@ -375,6 +395,30 @@ def write_trigger_png(path: str | Path, seed: np.ndarray, trigger: np.ndarray, g
         pil = pil.resize((pil.width * scale, pil.height * scale), Image.Resampling.NEAREST)
     with atomic_path(path) as tmp:
         pil.save(tmp, format="PNG")
+
+
+def load_trigger(path: str | Path, *names: str) -> tuple[np.ndarray, ...]:
+    """Read arrays ``names`` of a trigger file (``triggers/<i>.npz``), whole, before it is closed.
+
+    Raises:
+        InputError: naming the file, when it is missing, truncated, not an ``.npz`` archive, or
+            lacks one of the arrays (``zipfile.BadZipFile``, ``EOFError``, ``zlib.error`` and the
+            like become this one-line error).
+    """
+    import zipfile
+    import zlib
+
+    path = Path(path)
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            missing = [n for n in names if n not in z.files]
+            if missing:
+                raise InputError(f"trigger file lacks array(s) {', '.join(missing)}", path)
+            return tuple(np.asarray(z[n]) for n in names)
+    except FileNotFoundError:
+        raise InputError("trigger file is missing", path) from None
+    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, zlib.error) as exc:
+        raise InputError(f"cannot read the trigger file (truncated or not an .npz): {exc}", path) from None
 
 
 def seed_list(n_images: int, count: int, seed: int) -> list[int]:

@@ -119,11 +119,13 @@ def test_tree_with_only_unparsed_sources_exits_2_with_one_line(capsys, tmp_path)
     assert len(lines) == 1
     assert "nothing parsed: 3 source files, all in languages twinspect does not parse (lua 2, shell 1)" in lines[0]
     assert str(tmp_path) in lines[0]
-    # a tree without any source file is not an error: nothing to report
+    # a tree without any source file is refused the same way (issue 17: it used to report 0 fragments, exit 0)
     empty = tmp_path / "empty"
     write(empty / "notes.txt", "text\n")
     code, out, err = run(capsys, "clones", empty, "-f", "json", "-q")
-    assert code == 0 and json.loads(out)["stats"]["files_parsed"] == 0
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert code == 2 and out == "" and len(lines) == 1
+    assert "nothing to scan: no source files found (not source code 1)" in lines[0] and str(empty) in lines[0]
 
 
 def test_language_option_forces_a_registry_language(capsys, tmp_path):

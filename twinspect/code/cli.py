@@ -565,20 +565,21 @@ def query_command(
                 fh.write(text)
         return
     from rich.table import Table
+    from rich.text import Text
 
     table = Table()
     for head, justify in (("#", "right"), ("clone", "left"), ("name", "left"), ("type", "left"),
                           ("similarity", "right")):
         table.add_column(head, justify=cast("JustifyMethod", justify), overflow="fold")
     for i, (o, s, ct) in enumerate(clones):
-        table.add_row(str(i), fragment_label(o), o.name, ct.type if ct.band is None else f"{ct.type} ({ct.band})",
-                      f"{s:.3f}")
+        table.add_row(str(i), Text(fragment_label(o)), Text(o.name), ct.type if ct.band is None else f"{ct.type} ({ct.band})",
+                      f"{s:.3f}")  # paths and names as Text: no rich markup or emoji codes in them
     title = f"{len(clones)} clones of {fragment_label(frag)}" + (f" ({frag.name})" if frag.name else "")
 
     def emit(console: Console) -> None:
         if clones:
             console.print(table)
-        console.print(title, highlight=False)
+        console.print(Text(title), highlight=False)
 
     if output is not None:
         with atomic_write(output) as fh:

@@ -157,10 +157,14 @@ def write_html_report(run_dir: str | Path, output: str | Path | None = None) -> 
     Raises:
         InputError: see :func:`html_report`; ``output`` is a directory.
     """
-    page = html_report(run_dir)
+    from twinspect._io import check_output_file
+
     path = Path(output) if output is not None else Path(run_dir) / "report.html"
     if path.is_dir():
         raise InputError("report output is a directory; give a file name", path)
+    if output is not None:  # the default lies in the run directory, which html_report checks first
+        check_output_file(path, "report file")
+    page = html_report(run_dir)
     with atomic_write(path) as fh:
         fh.write(page)
     return path

@@ -230,3 +230,14 @@ def test_output_in_proc_is_one_line(tmp_path, capsys):
     code, _, err = run(["deviate", orig, comp, "--data", data, "-o", "/proc/twinspect-run", "--quiet"], capsys)
     assert_user_error(code, err, "/proc/twinspect-run", "cannot")
     assert len([ln for ln in err.splitlines() if ln.strip()]) == 1, err
+
+
+def test_seeds_below_1_fail_before_the_data_is_loaded(tmp_path, capsys, monkeypatch):
+    from twinspect.dl import data as dl_data
+
+    monkeypatch.setattr(dl_data, "load_images", lambda *a, **k: pytest.fail("loaded data for --seeds 0"))
+    orig, comp, data = _fake_inputs(tmp_path)
+    out = tmp_path / "run"
+    code, _, err = run(["deviate", orig, comp, "--data", data, "--seeds", "0", "-o", str(out), "--quiet"], capsys)
+    assert_user_error(code, err, "--seeds must be >= 1, got 0")
+    assert not out.exists()

@@ -285,7 +285,7 @@ def _dataset(model_path: Path, data: str | None) -> tuple[str, dict]:
     orig_meta = read_metadata(model_path) or {}
     dataset = data or orig_meta.get("dataset")
     if dataset is None:
-        raise InputError("the model has no dataset in its metadata; pass --data", model_path)
+        raise InputError("the model has no dataset in its metadata; give the data set (data=..., --data on the command line)", model_path)
     return str(dataset), orig_meta
 
 

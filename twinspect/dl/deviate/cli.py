@@ -84,6 +84,8 @@ def deviate(
         raise InputError("give the ORIGINAL and COMPRESSED model paths (or --pair lenet1|lenet5|resnet)")
     if data is None:
         raise InputError("give the seed images with --data mnist|cifar10|FILE.npz")
+    if seeds < 1:
+        raise InputError(f"--seeds must be >= 1, got {seeds}")
     if workers < 1:
         raise InputError(f"--workers must be >= 1, got {workers}")
     if timeout < 0:
@@ -129,6 +131,9 @@ def deviate(
     x, y = load_images(data, split=split)
     if require is not None and y is None:
         raise InputError("--require compressed-error needs labelled seeds (an .npz with a y array)", data)
+    if seeds > len(x):
+        raise InputError(f"--seeds {seeds} is more than the {len(x)} images of the data",
+                         None if data in ("mnist", "cifar10") else data)
     indices = seed_list(len(x), seeds, seed)
     dataset = data if data in ("mnist", "cifar10") else str(Path(data).resolve())
     if data in ("mnist", "cifar10") and split != "test":

@@ -321,7 +321,7 @@ def repair_run(
     if folds < 2:
         raise InputError(f"folds must be >= 2, got {folds}")
     if hidden < 1 or max_iter < 1:
-        raise InputError("hidden and max-iter must be >= 1")
+        raise InputError(f"hidden and max_iter must be >= 1, got {hidden} and {max_iter}")
     make_perceptron(hidden, max_iter, seed, solver)  # validates the solver before any work
     if not run_dir.is_dir():
         raise InputError("run directory does not exist", run_dir)

@@ -431,9 +431,9 @@ def seed_list(n_images: int, count: int, seed: int) -> list[int]:
         InputError: ``count`` < 1 or larger than the dataset.
     """
     if count < 1:
-        raise InputError(f"--seeds must be >= 1, got {count}")
+        raise InputError(f"the number of seeds must be >= 1, got {count}")
     if count > n_images:
-        raise InputError(f"--seeds {count} is more than the {n_images} images of the dataset")
+        raise InputError(f"{count} seeds requested, more than the {n_images} images of the dataset")
     perm = np.random.default_rng(np.random.SeedSequence([int(seed), 0x5EED])).permutation(n_images)
     return [int(i) for i in perm[:count]]
 

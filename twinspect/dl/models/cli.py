@@ -87,17 +87,16 @@ def _check_inputs(models: list[Path], data: Optional[str], preprocess: Optional[
             raise InputError(f"unknown --distill student {distill!r}; choose one of {', '.join(ARCHS)}")
     if calibration is not None:
         require_readable(calibration, "calibration file")
+    if output is not None:
+        check_output_file(output, "report file")
+    if plots is not None:
+        check_output_dir(plots, "plots directory")
     if data is not None and data != "uniform":
         from twinspect.dl.data import DATASETS, load_images
 
         if data not in DATASETS and Path(data).suffix.lower() != ".npz" and not Path(data).exists():
             raise InputError(f"unknown --data {data!r}; use {', '.join(DATASETS)}, uniform or a path to an .npz file")
-
         load_images(data, "test")  # a bad name or file fails here, not after the models are loaded
-    if output is not None:
-        check_output_file(output, "report file")
-    if plots is not None:
-        check_output_dir(plots, "plots directory")
 
 
 def compare_cmd(

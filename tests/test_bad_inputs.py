@@ -15,18 +15,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from twinspect.cli import main
+from tests.cli_run import run
 
 UNWRITABLE = "/proc/twinspect-test-output"  # a virtual file system: nothing can be created there
 
 
-def run(capsys, *args) -> tuple[int, str, str]:
-    """Run the `twinspect` entry point; return (exit code, stdout, stderr)."""
-    with pytest.raises(SystemExit) as exc:
-        main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    code = exc.value.code
-    return (0 if code is None else code), out, err
 
 
 def one_line_error(code: int, err: str, *needles: str) -> str:

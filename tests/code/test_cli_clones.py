@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from twinspect.cli import main
+from tests.cli_run import run
 
 pytest.importorskip("twinspect.code.encoders.lexical")
 
@@ -50,13 +50,6 @@ JAVA_B = JAVA_A.replace("Util", "Helper").replace("sumOf", "total").replace(" s 
     "s +=", "acc +=").replace("return s", "return acc").replace("int s", "int acc")
 
 
-def run(capsys, *args) -> tuple[int, str, str]:
-    """Run the `twinspect` entry point; return (exit code, stdout, stderr)."""
-    with pytest.raises(SystemExit) as exc:
-        main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    code = exc.value.code
-    return (0 if code is None else code), out, err
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from twinspect.cli import main
+from tests.cli_run import run
 from twinspect.code.files import ScanStats, discover
 from twinspect.code.languages import shebang_language
 
@@ -31,15 +31,6 @@ NODE_SCRIPT = "#!/usr/bin/env -S node --no-warnings\nfunction main(args) {\n  le
               "    n += a.length;\n    console.log(a);\n  }\n  return n;\n}\n"
 
 
-def run(capsys, *args) -> tuple[int, str, str]:
-    """Run the `twinspect` entry point; return (exit code, stdout, stderr)."""
-    try:
-        main([str(a) for a in args])
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def write(path: Path, text: str) -> Path:

@@ -10,16 +10,11 @@ import numpy as np
 import pytest
 from sklearn.metrics import silhouette_score
 
-from twinspect.cli import main
+from tests.cli_run import run
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "twinspect" / "examples" / "similitude"
 
 
-def run(capsys, *args) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exc:
-        main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return (0 if exc.value.code is None else exc.value.code), out, err
 
 
 @pytest.fixture

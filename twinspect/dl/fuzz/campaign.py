@@ -30,6 +30,11 @@ from twinspect.errors import InputError
 STATE = "state.json"
 MODEL_LOG = "models.jsonl"
 FORMAT = "twinspect-fuzz-campaign/1"
+#: a valid mutant's outputs hold at most this many elements per sample
+MAX_OUTPUT_ELEMENTS = 1_000_000
+#: and at most this many weights (scalars): the value spaces reach units/filters of 2048, and a model of
+#: 10^8 weights (seen: a 410 MB .keras file) takes minutes per backend and times out as a false "hang"
+MAX_WEIGHTS = 2_000_000
 
 
 @dataclass
@@ -303,8 +308,8 @@ class Campaign:
     def _step(self, systems: list[str]) -> None:
         """One iteration of Algorithm 2: pick a seed, mutate, check the mutant, run it everywhere, judge.
 
-        A mutant Keras rejects at build time (or whose outputs would exceed 10^6 elements per sample) is
-        *invalid*: the generator's fault, counted in ``models_invalid``. A mutant Keras builds is valid: it
+        A mutant Keras rejects at build time (or whose outputs would exceed :data:`MAX_OUTPUT_ELEMENTS`
+        elements per sample, or whose weights exceed :data:`MAX_WEIGHTS`) is *invalid*: the generator's fault, counted in ``models_invalid``. A mutant Keras builds is valid: it
         is run on every system, the reference keras-torch included, each in its worker process, so an
         exception, crash, abort or hang on any of them is a crash finding (:func:`oracles.judge`).
         """
@@ -315,9 +320,11 @@ class Campaign:
             mutant = operators.apply(op, parent, self.cov, self.rng)
             if mutant is None:
                 raise ValueError("operator does not apply")
-            graph.build(mutant)  # Keras' build-time checks; records each node's output shape
-            if graph.output_elements(mutant) > 1_000_000:
+            model = graph.build(mutant)  # Keras' build-time checks; records each node's output shape
+            if graph.output_elements(mutant) > MAX_OUTPUT_ELEMENTS:
                 raise ValueError("outputs too large")
+            if graph.count_params(model) > MAX_WEIGHTS:
+                raise ValueError("too many weights")
         except Exception as exc:  # an invalid mutant, never a finding
             self.state["models_invalid"] += 1
             key = f"{op}:{type(exc).__name__}"
@@ -358,6 +365,10 @@ class Campaign:
                 continue
             fid = triage.finding_id(sig)
             small, sres, spaths = self._minimise(mutant, f, res, mpath, ipath, systems)
+            if small is not mutant:  # the bundle holds the minimised model: describe its symptom, not the mutant's
+                f = {**f, "detail_before_minimising": f["detail"],
+                     "detail": next((g["detail"] for g in oracles.judge(sres, self.state["threshold"])
+                                     if g["kind"] == f["kind"] and g["systems"] == f["systems"]), f["detail"])}
             dest = triage.write_bundle(self.root / "findings", fid, f, small, spaths[0], spaths[1], sres,
                                        self.state["threshold"], {"operator": op, "layers_before_minimising": len(mutant["nodes"]),
                                                                  "layers": len(small["nodes"])},

@@ -211,7 +211,8 @@ def write_bundle(root: Path, fid: str, finding: dict, spec: dict, model_path: Pa
                 (tmp / "outputs" / f"{s}.error.txt").write_text(
                     f"{r['status']} {r.get('error_type', '')}\n{r.get('message', '')}\n" + "\n".join(r.get("frames", [])))
         meta = {"id": fid, "kind": finding["kind"], "systems": finding["systems"], "signature": finding["signature"],
-                "layer": finding.get("layer"), "detail": finding.get("detail"), "repro_systems": systems,
+                "layer": finding.get("layer"), "detail": finding.get("detail"),
+                "detail_before_minimising": finding.get("detail_before_minimising"), "repro_systems": systems,
                 "threshold": threshold, "versions": library_versions(), "model_spec": spec, **(extra or {})}
         (tmp / "finding.json").write_text(json.dumps(meta, indent=2, default=str))
         (tmp / "oracle.py").write_text(oracle_source())

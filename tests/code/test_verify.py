@@ -175,3 +175,13 @@ def test_embed_writes_normalised_vectors(tmp_path):
     assert len(files) == 1 and fvecs.shape[0] == 1
     with pytest.raises(InputError):
         embed([tmp_path / "src"], granularity="module")
+
+
+def test_eval_takes_the_verifier_option(capsys, tmp_path):
+    """`clones eval sscd|bcb --verifier` names a shipped model or a file; a missing one is one line, exit 2,
+    before any benchmark data is read."""
+    from tests.cli_run import run
+
+    code, _, err = run(capsys, "clones", "eval", "bcb", "--verifier", tmp_path / "missing.json",
+                       "--data", tmp_path / "no-data")
+    assert code == 2 and "missing.json" in err and "no-data" not in err and len(err.strip().splitlines()) == 1

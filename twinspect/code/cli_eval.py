@@ -30,11 +30,17 @@ def _config(
     model_path: Optional[Path],
     seed: int,
     encoder_param: Optional[list[str]] = None,
+    verifier: Optional[str] = None,
 ) -> Any:
     """Build a DetectConfig from CLI options; unset options keep DetectConfig's defaults."""
     from twinspect.code.clones import DetectConfig
 
     cfg = DetectConfig(encoder=encoder, index=index, seed=seed)
+    if verifier is not None and verifier != "default":
+        from twinspect.code.verify import load_verifier
+
+        load_verifier(verifier)  # a bad model file fails before the benchmark is read
+        cfg.verifier_path = verifier
     for name, value in (("top_k", top_k), ("threshold", threshold), ("linkage", linkage), ("min_lines", min_lines)):
         if value is not None:
             setattr(cfg, name, value)
@@ -113,6 +119,8 @@ def register_eval(clones: typer.Typer) -> None:
     dim_opt = typer.Option(None, "--dim", help="Lexical encoder: hashed dimension.")
     model_opt = typer.Option(None, "--model-path", help="Neural encoder: model directory (default: bundled MiniLM).")
     seed_opt = typer.Option(0, "--seed", help="Random seed (HNSW, subsampling).")
+    ver_opt = typer.Option("default", "--verifier", metavar="default|strict|FILE",
+                           help="Clone verifier model (as for `twinspect clones`).")
     par_opt = typer.Option(None, "--encoder-param", "-P",
                            help="Encoder keyword KEY=VALUE (repeatable; VALUE parsed as JSON), "
                                 "e.g. literal_mode=keep, ngram_range=[1,4], sublinear_tf=false.")
@@ -128,14 +136,14 @@ def register_eval(clones: typer.Typer) -> None:
         linkage: Optional[str] = link_opt, min_lines: Optional[int] = minl_opt,
         identifier_weight: Optional[float] = idw_opt, dim: Optional[int] = dim_opt,
         model_path: Optional[Path] = model_opt, seed: int = seed_opt,
-        encoder_param: Optional[list[str]] = par_opt,
+        encoder_param: Optional[list[str]] = par_opt, verifier: str = ver_opt,
         fmt: str = fmt_opt, output: Optional[Path] = out_opt, quiet: bool = quiet_opt,
     ) -> None:
         """SSCD Company-C: pair recall/precision (70 % line overlap) and query-mode recall@k / MRR."""
         from twinspect.code.evaluate import run_sscd
 
         cfg = _config(encoder, index, top_k, threshold, class_threshold, linkage, min_lines, identifier_weight, dim,
-                      model_path, seed, encoder_param)
+                      model_path, seed, encoder_param, verifier)
         res = run_sscd(data, cfg, quiet=quiet)
         res["config"] = cfg.to_dict()
         rows = [
@@ -158,7 +166,7 @@ def register_eval(clones: typer.Typer) -> None:
         linkage: Optional[str] = link_opt, min_lines: Optional[int] = minl_opt,
         identifier_weight: Optional[float] = idw_opt, dim: Optional[int] = dim_opt,
         model_path: Optional[Path] = model_opt, seed: int = seed_opt,
-        encoder_param: Optional[list[str]] = par_opt,
+        encoder_param: Optional[list[str]] = par_opt, verifier: str = ver_opt,
         fraction: float = typer.Option(1.0, "--fraction", help="Score this share of each type's labelled pairs (quick runs)."),
         split: Optional[str] = typer.Option(None, "--split", help="Score one half split by functionality: tune or "
                                             "test (tune settings on one, report the other); default all labels."),
@@ -171,7 +179,7 @@ def register_eval(clones: typer.Typer) -> None:
         if not 0.0 < fraction <= 1.0:
             raise InputError(f"--fraction must be in (0, 1], got {fraction}")
         cfg = _config(encoder, index, top_k, threshold, class_threshold, linkage, min_lines, identifier_weight, dim,
-                      model_path, seed, encoder_param)
+                      model_path, seed, encoder_param, verifier)
         res = run_bcb(data, cfg, fraction=fraction, seed=seed, split=split, quiet=quiet)
         res["config"] = cfg.to_dict()
         rec, prec = res["recall"], res["pair"]["recall"]

@@ -173,3 +173,13 @@ def test_parse_budget():
     for bad in ("soon", "1x", "0", "-5m", "1h 2"):
         with pytest.raises(InputError):
             parse_budget(bad)
+
+
+def test_bad_mh_p_is_one_clear_line_and_exit_2(tmp_path, capsys):
+    from twinspect.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["fuzz", "run", "-o", str(tmp_path / "c"), "--mh-p", "1.5", "--budget", "5s", "-q"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "--mh-p must be in (0, 1)" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "c").exists()

@@ -42,8 +42,8 @@ from twinspect._io import atomic_write  # noqa: E402
 from twinspect.code.encoders.semantic import (  # noqa: E402
     DEFAULT_MODEL,
     SemanticModel,
+    bag_features,
     fragment_terms,
-    tfidf_rows,
 )
 from twinspect.code.evaluate.metrics import map_at_r  # noqa: E402
 from twinspect.code.evaluate.poj104 import load_poj104, poj104_fragments  # noqa: E402
@@ -103,7 +103,6 @@ def main() -> None:
     ap.add_argument("-o", "--output", type=Path, default=DEFAULT_MODEL)
     ap.add_argument("--log", type=Path, default=LOG)
     args = ap.parse_args()
-    import scipy.sparse as sp
     import torch
 
     torch.manual_seed(args.seed)
@@ -129,13 +128,10 @@ def main() -> None:
     n_terms, n_idf = vocabulary(names, args.min_df)
     print(f"{len(frags)} training fragments {sources}; vocabulary {len(s_terms)} structure + {len(n_terms)} name "
           f"terms; features in {time.time() - t0:.0f} s", flush=True)
-    s_vocab = {t: i for i, t in enumerate(s_terms)}
-    n_vocab = {t: i for i, t in enumerate(n_terms)}
-    x = sp.hstack([tfidf_rows(struct, s_vocab, s_idf), tfidf_rows(names, n_vocab, n_idf) * args.name_weight],
-                  format="csr", dtype=np.float32)
-    vs, vn = fragment_terms(vfr, args.max_n)
-    xv = sp.hstack([tfidf_rows(vs, s_vocab, s_idf), tfidf_rows(vn, n_vocab, n_idf) * args.name_weight],
-                   format="csr", dtype=np.float32)
+    vocabs = ({t: i for i, t in enumerate(s_terms)}, {t: i for i, t in enumerate(n_terms)})
+    idf = np.concatenate([s_idf, n_idf])
+    x = bag_features(struct, names, *vocabs, idf, args.name_weight)
+    xv = bag_features(*fragment_terms(vfr, args.max_n), *vocabs, idf, args.name_weight)
     y = np.asarray(classes)
     by_class = {c: np.flatnonzero(y == c) for c in np.unique(y)}
     usable = [c for c, idx in by_class.items() if len(idx) >= 2]
@@ -187,8 +183,7 @@ def main() -> None:
         "vocabulary": {"structure": len(s_terms), "names": len(n_terms)}, "seed": args.seed,
         "torch": torch.__version__, "seconds": round(time.time() - t0, 1),
     }
-    model = SemanticModel(s_terms, n_terms, np.concatenate([s_idf, n_idf]), best[2], args.max_n, args.name_weight,
-                          info)
+    model = SemanticModel(s_terms, n_terms, idf, best[2], args.max_n, args.name_weight, info)
     model.save(args.output)
     with atomic_write(args.log) as fh:
         fh.write(json.dumps({"info": info, "history": history, "argv": sys.argv[1:]}, indent=1) + "\n")

@@ -132,12 +132,31 @@ def tfidf_rows(terms: Sequence[Sequence[str]], vocab: dict[str, int], idf: np.nd
         cols.extend(counts)
         vals.extend(counts.values())
         indptr.append(len(cols))
+    from sklearn.preprocessing import normalize
+
     m = sp.csr_matrix((np.asarray(vals, dtype=np.float32), np.asarray(cols, dtype=np.int64),
                        np.asarray(indptr, dtype=np.int64)), shape=(len(terms), len(idf)))
     m.data = (1.0 + np.log(m.data)) * idf[m.indices]
-    norms = np.sqrt(np.asarray(m.multiply(m).sum(axis=1)).ravel())
-    norms[norms == 0] = 1.0
-    return sp.csr_matrix(sp.diags(1.0 / norms) @ m, dtype=np.float32)
+    return sp.csr_matrix(normalize(m), dtype=np.float32)  # zero rows stay zero
+
+
+def bag_features(struct: Sequence[Sequence[str]], names: Sequence[Sequence[str]], struct_vocab: dict[str, int],
+                 name_vocab: dict[str, int], idf: np.ndarray, name_weight: float) -> sp.csr_matrix:
+    """The encoder's input rows: the structure bag and the ``name_weight``-scaled names bag side by side.
+
+    Args:
+        struct / names: N term lists each (:func:`fragment_terms`).
+        struct_vocab / name_vocab: term → column within its part.
+        idf: float32 (len(struct_vocab) + len(name_vocab),) idf per column, structure columns first.
+        name_weight: scale of the names part, ≥ 0.
+
+    Returns:
+        float32 CSR (N, V) with V = len(idf).
+    """
+    ns = len(struct_vocab)
+    a = tfidf_rows(struct, struct_vocab, idf[:ns])
+    b = tfidf_rows(names, name_vocab, idf[ns:]) * name_weight
+    return sp.hstack([a, b], format="csr", dtype=np.float32)
 
 
 def quantize_columns(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -186,11 +205,8 @@ class SemanticModel:
 
     def features(self, fragments: Sequence[Fragment]) -> sp.csr_matrix:
         """float32 CSR (N, V): the structure bag and the weighted names bag side by side."""
-        ns = len(self.struct_vocab)
         struct, names = fragment_terms(fragments, self.max_n)
-        a = tfidf_rows(struct, self.struct_vocab, self.idf[:ns])
-        b = tfidf_rows(names, self.name_vocab, self.idf[ns:]) * self.name_weight
-        return sp.hstack([a, b], format="csr", dtype=np.float32)
+        return bag_features(struct, names, self.struct_vocab, self.name_vocab, self.idf, self.name_weight)
 
     def save(self, path: str | Path) -> None:
         """Write the model (int8 projection + per-column scales) to ``path`` (.npz), atomically."""
@@ -291,5 +307,5 @@ class SemanticEncoder(Encoder):
         return cls(**state)
 
 
-__all__ = ["DEFAULT_MODEL", "FEATURE_VERSION", "SemanticEncoder", "SemanticModel", "fragment_terms",
+__all__ = ["DEFAULT_MODEL", "FEATURE_VERSION", "SemanticEncoder", "SemanticModel", "bag_features", "fragment_terms",
            "literal_class", "name_terms", "quantize_columns", "structure_stream", "structure_terms", "tfidf_rows"]

@@ -112,6 +112,25 @@ class CFG:
         return [node_label(i, k) for i, k in enumerate(self.kinds)]
 
 
+def adjacency(n_nodes: int, edges: Iterable[tuple[int, int]]) -> tuple[list[list[int]], list[list[int]]]:
+    """Successor and predecessor lists of a graph with nodes ``0..n_nodes-1``.
+
+    Args:
+        n_nodes: number of nodes.
+        edges: directed ``(a, b)`` edges.
+
+    Returns:
+        ``(succ, pred)``: ``succ[a]`` lists the ``b`` of every edge ``(a, b)``, in edge order, and
+        ``pred[b]`` the ``a``.
+    """
+    succ: list[list[int]] = [[] for _ in range(n_nodes)]
+    pred: list[list[int]] = [[] for _ in range(n_nodes)]
+    for a, b in edges:
+        succ[a].append(b)
+        pred[b].append(a)
+    return succ, pred
+
+
 def node_label(index: int, kinds: Sequence[str]) -> str:
     """Label of node ``index`` of a function with statement kinds ``kinds`` (see the module docstring)."""
     if index == ENTRY:

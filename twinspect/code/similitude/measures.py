@@ -56,7 +56,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from twinspect.code.similitude.cfg import KINDS, ProgramGraph
+from twinspect.code.similitude.cfg import KINDS, ProgramGraph, adjacency
 from twinspect.errors import InputError
 
 MEASURES: tuple[str, ...] = ("twinspect", "cfg", "node-sym", "normalized-node-sym", "lav")
@@ -141,11 +141,7 @@ def wl_labels(g: ProgramGraph, iterations: int) -> list[str]:
     the sorted labels of its successors and, separately, of its predecessors.
     """
     n = g.n_nodes
-    succ: list[list[int]] = [[] for _ in range(n)]
-    pred: list[list[int]] = [[] for _ in range(n)]
-    for a, b in g.edges:
-        succ[a].append(b)
-        pred[b].append(a)
+    succ, pred = adjacency(n, g.edges)
     cur = [f"0:{lab}" for lab in g.labels]
     bag = list(cur)
     for t in range(1, iterations + 1):

@@ -50,7 +50,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from twinspect.code.similitude.cfg import CFG, ENTRY, ProgramGraph
+from twinspect.code.similitude.cfg import CFG, ENTRY, ProgramGraph, adjacency
 
 #: Loop depths above this are counted as this.
 MAX_DEPTH = 4
@@ -78,11 +78,7 @@ def loop_depths(cfg: CFG) -> list[int]:
         One int ≥ 0 per node (0 for blocks unreachable from the entry).
     """
     n = cfg.n_nodes
-    succ: list[list[int]] = [[] for _ in range(n)]
-    pred: list[list[int]] = [[] for _ in range(n)]
-    for a, b in cfg.edges:
-        succ[a].append(b)
-        pred[b].append(a)
+    succ, pred = adjacency(n, cfg.edges)
     if n == 0:
         return []
     state = [0] * n  # 0 unseen, 1 on the stack, 2 finished

@@ -17,10 +17,10 @@ def run(capsys: pytest.CaptureFixture[str], *args: object) -> tuple[int, str, st
     Returns:
         ``(exit code, stdout, stderr)``; exit code 0 when the command returned normally.
     """
+    code: str | int | None = 0
     try:
         main([str(a) for a in args])
-        code: object = 0
     except SystemExit as exc:
         code = exc.code
     out, err = capsys.readouterr()
-    return (0 if code is None else int(code)), out, err  # type: ignore[call-overload]
+    return (0 if code is None else int(code)), out, err

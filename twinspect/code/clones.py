@@ -42,7 +42,8 @@ recall at 96 % with ~91 % strict precision.)
 is typed T4 only when a semantic encoder (``semantic``, the clone-trained encoder shipped with
 twinspect; ``neural``, a fine-tuned model, or caller-given vectors) found it *and* the WL similarity
 of the two control-flow graphs agrees (:mod:`twinspect.code.structural`; thresholds calibrated on the
-BigCloneBench tune half, ``twinspect/code/data/t4_rule.json``, stated in ``stats["t4_rule"]``); with the lexical encoder it would be weak Type-3 (type T3, band WT3), and by default
+BigCloneBench tune half, ``twinspect/code/data/t4_rule.json``, stated in ``stats["t4_rule"]``); with
+the lexical encoder it would be weak Type-3 (type T3, band WT3), and by default
 (``lexical_min_t3=0.5``) such lexical pairs below the MT3 band are not reported at all
 (``stats["weak_lexical_dropped"]``). With ``lexical_min_t3=0.7`` the MT3 band is dropped too: more
 precise on real code, less recall (see DetectConfig); ``None`` keeps every band. The *stock* neural
@@ -240,7 +241,7 @@ class DetectConfig:
         if self.encoder_params is None and self.encoder in DEFAULT_ENCODER_PARAMS:
             self.encoder_params = dict(DEFAULT_ENCODER_PARAMS[self.encoder])
         if self.candidate_threshold is None:
-            self.candidate_threshold = DEFAULT_CANDIDATE_THRESHOLD.get(self.encoder, 0.40)
+            self.candidate_threshold = self.candidate_cosine
 
     @property
     def candidate_cosine(self) -> float:
@@ -731,9 +732,10 @@ def _verified_pairs(
     With a semantic encoder, a rejected pair below the MT3 band is reported as T4 only when two
     kinds of evidence agree (:class:`twinspect.code.structural.T4Rule`): its cosine reaches the
     calibrated threshold of ``-e semantic`` (``config.threshold`` for other semantic encoders) and
-    the WL cosine of the two control-flow graphs reaches the calibrated structural floor. A representative pair stands for its buckets' member
-    pairs (T2-identical members have the same abstracted tokens): all of them when the two buckets
-    have ≤ ``config.max_bucket_pairs`` members together, else two stars.
+    the WL cosine of the two control-flow graphs reaches the calibrated structural floor. A
+    representative pair stands for its buckets' member pairs (T2-identical members have the same
+    abstracted tokens): all of them when the two buckets have ≤ ``config.max_bucket_pairs`` members
+    together, else two stars.
 
     Returns:
         ``(pairs, edges, counters)``: the clone pairs (exact ones included) sorted by (a, b), the

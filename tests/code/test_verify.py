@@ -185,3 +185,16 @@ def test_eval_takes_the_verifier_option(capsys, tmp_path):
     code, _, err = run(capsys, "clones", "eval", "bcb", "--verifier", tmp_path / "missing.json",
                        "--data", tmp_path / "no-data")
     assert code == 2 and "missing.json" in err and "no-data" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_bad_verifier_fails_in_validate(tmp_path):
+    """DetectConfig.validate() reads the verifier model, so every entry point refuses a bad one before mining."""
+    from twinspect.code.clones import DetectConfig
+    from twinspect.errors import InputError
+
+    cfg = DetectConfig()
+    cfg.verifier_path = str(tmp_path / "missing.json")
+    with pytest.raises(InputError, match="missing.json"):
+        cfg.validate()
+    cfg.verifier_path = "strict"
+    cfg.validate()

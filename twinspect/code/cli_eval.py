@@ -37,10 +37,7 @@ def _config(
 
     cfg = DetectConfig(encoder=encoder, index=index, seed=seed)
     if verifier is not None and verifier != "default":
-        from twinspect.code.verify import load_verifier
-
-        load_verifier(verifier)  # a bad model file fails before the benchmark is read
-        cfg.verifier_path = verifier
+        cfg.verifier_path = verifier  # checked by cfg.validate() below, before the benchmark is read
     for name, value in (("top_k", top_k), ("threshold", threshold), ("linkage", linkage), ("min_lines", min_lines)):
         if value is not None:
             setattr(cfg, name, value)

@@ -268,6 +268,10 @@ class DetectConfig:
             raise InputError(f"top_k must be at least 1, got {self.top_k}")
         if self.decision not in DECISIONS:
             raise InputError(f"unknown decision rule {self.decision!r}", hint=f"choose one of {', '.join(DECISIONS)}")
+        if self.decision == "verifier" and self.verifier_path is not None:
+            from twinspect.code.verify import load_verifier
+
+            load_verifier(self.verifier_path)  # a bad model file fails before any file is parsed (~1 ms)
         if self.max_neighbours < 1:
             raise InputError(f"max_neighbours must be at least 1, got {self.max_neighbours}")
         if self.token_overlap is not None and not 0.0 < self.token_overlap <= 1.0:

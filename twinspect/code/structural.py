@@ -52,7 +52,7 @@ def wl_bag(fragment: Fragment, iterations: int = WL_ITERATIONS) -> dict[str, flo
         return None
     try:
         graph = program_graph(fragment.code, fragment.language, fragment.path)
-    except (InputError, ValueError, RecursionError):
+    except (InputError, RecursionError):  # does not parse on its own, or nests too deeply
         return None
     if graph.n_nodes == 0:
         return None

@@ -12,7 +12,8 @@ from twinspect.code.embed import embed, write_embeddings
 from twinspect.code.evaluate.bcb import FoundPairs
 from twinspect.code.evaluate.matching import report_view
 from twinspect.code.fragments import extract_fragments
-from twinspect.code.verify import FEATURES, PairFeatures, Verifier, load_verifier, normalized_lines, verify_pairs
+from twinspect.code.normalize import normalized_lines
+from twinspect.code.verify import FEATURES, PairFeatures, Verifier, load_verifier, verify_pairs
 from twinspect.errors import InputError
 
 BASE = """def total_price(items, tax):

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     import numpy as np
 
 _SEARCH_CHUNK = 1024  # queries per index.search call (progress granularity, bounded memory)
-_PREFIX_CHUNK = 512  # rows of the prefix matrix multiplied at once (bounds the candidate arrays held at once)
+_PREFIX_CHUNK = 256  # rows of the prefix matrix multiplied at once (bounds the candidate arrays held at once)
 _VERIFY_CHUNK = 1 << 16  # candidate pairs whose overlap is computed at once
 #: k of the extended prefix filter: prefixes k − 1 items longer must share k items.
 _PREFIX_SHARED = 8

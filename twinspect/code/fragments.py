@@ -737,9 +737,10 @@ _FILES_PER_TASK = 16
 
 def _mine_files(
     files: Sequence[SourceFile], min_lines: int, errors: str, pretokenize: bool, granularity: str = "function"
-) -> tuple[list[Fragment], ScanStats, list[tuple[str, ...]] | None, list[FileStatements]]:
-    """Read and parse a run of files (in a worker process): fragments, counters, T1 token lists and,
-    with ``granularity="block"``, the files' statement sequences."""
+) -> tuple[list[Fragment], ScanStats, list[tuple[str, ...]] | None, list[list[str]] | None, list[FileStatements]]:
+    """Read and parse a run of files (in a worker process): fragments, counters, T1 token lists and
+    normalised lines (with ``pretokenize``) and, with ``granularity="block"``, the files' statement
+    sequences."""
     stats = ScanStats()
     out: list[Fragment] = []
     statements: list[FileStatements] = []
@@ -752,12 +753,13 @@ def _mine_files(
             out.extend(frags)
             if st is not None:
                 statements.append(st)
-    toks = None
+    toks = lines = None
     if pretokenize:
-        from twinspect.code.normalize import lex, strip_comments
+        from twinspect.code.normalize import lex, normalized_lines, strip_comments
 
         toks = [lex(strip_comments(f), f.language)[0] for f in out]
-    return out, stats, toks, statements
+        lines = [normalized_lines(f) for f in out]
+    return out, stats, toks, lines, statements
 
 
 def _add_stats(total: ScanStats, part: ScanStats) -> None:
@@ -816,9 +818,9 @@ def mine(
         quiet: hide the progress bar (shown on stderr otherwise).
         errors: parse-error policy, ``"lenient"`` or ``"strict"`` (see :func:`extract_fragments`).
         workers: worker processes; None = ``min(2, os.cpu_count())``; 1 = parse in this process.
-        pretokenize: with worker processes, also lex every fragment there and seed this process's
-            token cache (:func:`twinspect.code.normalize.prime_tokens`), so later stages do not
-            tokenise again.
+        pretokenize: with worker processes, also lex every fragment there (tokens and normalised
+            lines) and seed this process's caches (:func:`twinspect.code.normalize.prime_tokens`),
+            so later stages do not tokenise again.
         granularity: ``"function"``, ``"block"`` or ``"file"`` (see above).
 
     Returns:
@@ -871,13 +873,13 @@ def mine(
                     pool.submit(_mine_files, run, min_lines, errors, pretokenize, granularity) for run in runs
                 ]
                 for run, fut in zip(runs, futures):
-                    frags, part, toks, sts = fut.result()
+                    frags, part, toks, lines, sts = fut.result()
                     _add_stats(stats, part)
                     fragments.extend(frags)
                     statements.extend(sts)
-                    if toks is not None:
-                        for f, t1 in zip(frags, toks):
-                            prime_tokens(f, t1)
+                    if toks is not None and lines is not None:
+                        for f, t1, ls in zip(frags, toks, lines):
+                            prime_tokens(f, t1, ls)
                     bar.advance(len(run))
     if granularity == "block":
         fragments = _mine_blocks(files, fragments, statements, min_lines, stats)

@@ -290,8 +290,8 @@ def _lex_fragment(fragment: Fragment) -> tuple[tuple[str, ...], tuple[str, ...]]
     return _lex_cached(code, fragment.language)
 
 
-def prime_tokens(fragment: Fragment, t1: Sequence[str]) -> None:
-    """Seed the token cache with the T1 tokens of a fragment lexed in another process.
+def prime_tokens(fragment: Fragment, t1: Sequence[str], lines: Sequence[str] | None = None) -> None:
+    """Seed the token caches with the T1 tokens (and normalised lines) of a fragment lexed in another process.
 
     Used by :func:`twinspect.code.fragments.mine` with worker processes, so that the parent does
     not lex every fragment again. The T2 view is derived here (a per-token dictionary look-up).
@@ -299,12 +299,54 @@ def prime_tokens(fragment: Fragment, t1: Sequence[str]) -> None:
     Args:
         fragment: the fragment (its ``code``/``language`` are the cache key).
         t1: exactly ``lex(strip_comments(fragment), fragment.language)[0]``.
+        lines: exactly ``normalized_lines(fragment)``, or None.
     """
     language = fragment.language
     if len(_primed) >= TOKEN_CACHE_SIZE:
         _primed.clear()
+    if len(_primed_lines) >= TOKEN_CACHE_SIZE:
+        _primed_lines.clear()
     t1 = tuple(map(sys.intern, t1))
-    _primed[(strip_comments(fragment), language)] = (t1, tuple(map(_ABSTRACT[language].__getitem__, t1)))
+    key = (strip_comments(fragment), language)
+    _primed[key] = (t1, tuple(map(_ABSTRACT[language].__getitem__, t1)))
+    if lines is not None:
+        _primed_lines[key] = tuple(lines)
+
+
+# Normalised lines computed in the mining worker processes (see prime_tokens); bounded like the LRU.
+_primed_lines: dict[tuple[str, str], tuple[str, ...]] = {}
+#: Lines made only of these (after abstraction) are layout, not code: where a brace goes.
+BRACE_LINES = frozenset(("{", "}", "};", "} ;", "( ) ;", ") ;"))
+
+
+def normalized_lines(fragment: Fragment) -> list[str]:
+    """The fragment's non-blank code lines, each as its abstracted tokens joined by spaces.
+
+    Lines of only braces (:data:`BRACE_LINES`) are dropped (where a brace goes is layout). The
+    fragment is tokenised once (:func:`abstract_lines`): a token belongs to the line it starts on,
+    so a string spanning lines is part of its first line; Python's indentation tokens are not part
+    of a line. Fragments mined in worker processes come with their lines computed there
+    (:func:`prime_tokens`). These lines are what NiCad-style line alignment compares (the
+    verifier's ``line_lcs`` feature, :mod:`twinspect.code.verify`).
+
+    Args:
+        fragment: a fragment (its ``code``, comments blanked, is read).
+
+    Returns:
+        The normalised lines in order (a new list).
+    """
+    code = strip_comments(fragment)
+    if _primed_lines:
+        hit = _primed_lines.get((code, fragment.language))
+        if hit is not None:
+            return list(hit)
+    out = []
+    for toks in abstract_lines(code, fragment.language):
+        if toks:
+            key = " ".join(toks)
+            if key not in BRACE_LINES:
+                out.append(key)
+    return out
 
 
 def token_ids(lists: Sequence[Sequence[str]]) -> tuple[np.ndarray, np.ndarray, list[str]]:

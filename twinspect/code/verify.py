@@ -64,6 +64,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from twinspect.code.fragments import Fragment
+from twinspect.code.normalize import normalized_lines
 from twinspect.errors import InputError
 
 if TYPE_CHECKING:
@@ -240,35 +241,6 @@ def verify_pairs(features: PairFeatures, verifier: Verifier, a: np.ndarray, b: n
         x[np.ix_(keep, cols)] = features.compute(np.asarray(a)[keep], np.asarray(b)[keep], columns=SPARSE_FEATURES)[:, cols]
         scores[keep] = verifier.score(x[keep])
     return x, scores
-
-
-_LAYOUT = frozenset(("<INDENT>", "<DEDENT>"))
-_BRACES = frozenset(("{", "}", "};", "} ;", "( ) ;", ") ;"))
-
-
-def normalized_lines(fragment: Fragment) -> list[str]:
-    """The fragment's non-blank code lines, each as its abstracted tokens joined by spaces.
-
-    Lines of only braces (``{``, ``}``, ``};``) are dropped (where a brace goes is layout). The
-    fragment is tokenised once (:func:`twinspect.code.normalize.abstract_lines`): a token belongs
-    to the line it starts on, so a string spanning lines is part of its first line; Python's
-    indentation tokens are not part of a line.
-
-    Args:
-        fragment: a fragment (its ``code``, comments blanked, is read).
-
-    Returns:
-        The normalised lines in order.
-    """
-    from twinspect.code.normalize import abstract_lines
-
-    out = []
-    for toks in abstract_lines(fragment.code, fragment.language):
-        if toks:
-            key = " ".join(toks)
-            if key not in _BRACES:
-                out.append(key)
-    return out
 
 
 # characters used for token ids: from U+0100 up, skipping the surrogate block (not encodable)

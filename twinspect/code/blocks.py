@@ -74,9 +74,12 @@ import re
 from array import array
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import tree_sitter
+
+if TYPE_CHECKING:
+    from twinspect.code.token_runs import TokenStream
 
 from twinspect.code.comments import blank_ranges
 from twinspect.code.files import ScanStats
@@ -181,6 +184,8 @@ class FileStatements:
         code_lines: ``code_lines[k]`` = number of code lines among lines 1..k (lines on which a T2
             token starts, Python docstrings left out); ``code_lines[0] == 0``.
         sequences: sequences with enough statements, tokens and code lines to hold a block.
+        tokens: the file's :class:`~twinspect.code.token_runs.TokenStream` for the token-run
+            matcher (set by :func:`twinspect.code.fragments.mine`; None when not computed).
     """
 
     rel: str
@@ -189,6 +194,7 @@ class FileStatements:
     comments: tuple[tuple[int, int], ...]
     code_lines: array
     sequences: tuple[StatementSequence, ...]
+    tokens: TokenStream | None = None
 
 
 class Run(NamedTuple):

@@ -103,6 +103,10 @@ class ScanStats:
             occurrences only.
         block_files_changed: files holding a block that changed (or became unreadable) between
             parsing and cutting the block's text; their blocks are left out.
+        token_run_fragments: block fragments that are copied token runs across syntax
+            (:mod:`twinspect.code.token_runs`; also in ``block_fragments`` and ``fragments``).
+        token_windows_capped: token windows found in more places than
+            :data:`twinspect.code.token_runs.MAX_OCCURRENCES`, paired among their first occurrences only.
         skipped: reason -> number of files (or pruned directories) skipped; reasons in
             :data:`SKIP_REASONS`.
         skipped_files: ``{"path", "reason"}`` of each file (or unreadable directory) skipped for a
@@ -123,6 +127,8 @@ class ScanStats:
     block_fragments: int = 0
     block_keys_capped: int = 0
     block_files_changed: int = 0
+    token_run_fragments: int = 0
+    token_windows_capped: int = 0
     skipped: dict[str, int] = field(default_factory=dict)
     skipped_files: list[dict[str, str]] = field(default_factory=list)
     files_by_language: dict[str, int] = field(default_factory=dict)

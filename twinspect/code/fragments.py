@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
@@ -735,6 +735,14 @@ PARALLEL_MIN_FILES = 64
 _FILES_PER_TASK = 16
 
 
+def _with_token_stream(text: str, st: FileStatements) -> FileStatements:
+    """``st`` with the file's :class:`~twinspect.code.token_runs.TokenStream` (block granularity)."""
+    from twinspect.code.token_runs import token_stream
+
+    code = blank_ranges(text.encode("utf-8", "surrogatepass"), st.comments).decode("utf-8", "surrogatepass")
+    return replace(st, tokens=token_stream(code, st.language))
+
+
 def _mine_files(
     files: Sequence[SourceFile], min_lines: int, errors: str, pretokenize: bool, granularity: str = "function"
 ) -> tuple[list[Fragment], ScanStats, list[tuple[str, ...]] | None, list[list[str]] | None, list[FileStatements]]:
@@ -752,7 +760,7 @@ def _mine_files(
             )
             out.extend(frags)
             if st is not None:
-                statements.append(st)
+                statements.append(_with_token_stream(text, st))
     toks = lines = None
     if pretokenize:
         from twinspect.code.normalize import lex, normalized_lines, strip_comments
@@ -802,7 +810,11 @@ def mine(
     sequences are listed per file (in the worker processes), then matched across all files in this
     process (:mod:`twinspect.code.blocks`, after jscpd's Rabin–Karp windows, over statements), and
     the files holding a block are read again to cut its text (a file changed in between gives no
-    block; ``stats.block_files_changed``). Block fragments are named
+    block; ``stats.block_files_changed``). Copies that do not consist of whole statements (from
+    the tail of one method into the next, starting inside a docstring or mid-statement) are found
+    as token runs across syntax (:mod:`twinspect.code.token_runs`, jscpd's own windows over the
+    files' tokens): each copied region of a file whose span is not already a fragment becomes one
+    block fragment too (``stats.token_run_fragments``). Block fragments are named
     ``"<enclosing function or class>[lines START-END]"`` (``"<module>[...]"`` at top level) and
     placed among their file's functions by ``(start_line, -end_line)``; ``stats.block_fragments``
     counts them (they are also in ``stats.fragments``), ``stats.block_keys_capped`` the statement
@@ -857,7 +869,7 @@ def mine(
                     )
                     fragments.extend(frags)
                     if st is not None:
-                        statements.append(st)
+                        statements.append(_with_token_stream(text, st))
                 bar.advance()
         else:
             import multiprocessing
@@ -893,9 +905,11 @@ def _mine_blocks(
     min_lines: int,
     stats: ScanStats,
 ) -> list[Fragment]:
-    """The global block pass of :func:`mine`: match the statement runs of all files, read the files
-    holding a block again, and interleave the block fragments with the function fragments."""
-    from twinspect.code.blocks import block_fragments, match_runs
+    """The global block pass of :func:`mine`: match the statement runs of all files, then the
+    token runs across syntax (:mod:`twinspect.code.token_runs`), read the files holding a block
+    again, and interleave the block fragments with the function fragments."""
+    from twinspect.code.blocks import block_fragments, default_min_tokens, match_runs, text_digest
+    from twinspect.code.token_runs import match_token_runs, span_lines, token_run_fragments
 
     by_rel = {sf.rel: sf for sf in files}
 
@@ -904,7 +918,52 @@ def _mine_blocks(
 
     pairs = match_runs(statements, min_lines=min_lines, stats=stats)
     blocks = block_fragments(statements, pairs, read_text, functions=fragments, stats=stats)
-    return _merge_blocks([sf.rel for sf in files], fragments, blocks)
+
+    # Token runs: copies that start or end inside a statement, or run across definitions. A token
+    # pair inside the two runs of a statement pair adds nothing; a span equal to an existing
+    # fragment's is that fragment.
+    streams = [st.tokens for st in statements]
+    tpairs, capped = match_token_runs(streams, min_lines=min_lines, min_t2=default_min_tokens(min_lines))
+    stats.token_windows_capped += capped
+    stmt_pairs: dict[tuple[int, int], list[tuple[int, int, int, int]]] = {}
+    for a, b in pairs:
+        sa, sb = statements[a.file].sequences[a.seq], statements[b.file].sequences[b.seq]
+        span = (sa.start_line[a.first], sa.end_line[a.last], sb.start_line[b.first], sb.end_line[b.last])
+        stmt_pairs.setdefault((a.file, b.file), []).append(span)
+        stmt_pairs.setdefault((b.file, a.file), []).append((span[2], span[3], span[0], span[1]))
+    kept = []
+    for ta, tb in tpairs:
+        sa_, ea = span_lines(streams[ta.file], ta)  # type: ignore[arg-type]
+        sb_, eb = span_lines(streams[tb.file], tb)  # type: ignore[arg-type]
+        if not any(p0 <= sa_ and ea <= p1 and q0 <= sb_ and eb <= q1
+                   for p0, p1, q0, q1 in stmt_pairs.get((ta.file, tb.file), ())):
+            kept.append((ta, tb))
+    existing = {(f.path, f.start_line, f.end_line) for f in (*fragments, *blocks)}
+    funcs_of: dict[str, list[Fragment]] = {}
+    for f in fragments:
+        funcs_of.setdefault(f.path, []).append(f)
+
+    def scope(rel: str, start: int, end: int) -> str:
+        holding = [f for f in funcs_of.get(rel, ()) if f.start_line <= start and end <= f.end_line]
+        return min(holding, key=lambda f: f.loc).name if holding else ""
+
+    def read_file(index: int) -> tuple[str, str] | None:
+        st = statements[index]
+        text = read_source(by_rel[st.rel])
+        if text is None or text_digest(text) != st.digest:
+            return None
+        code = blank_ranges(text.encode("utf-8", "surrogatepass"), st.comments).decode("utf-8", "surrogatepass")
+        return text, code
+
+    runs, unreadable = token_run_fragments(
+        [st.rel for st in statements], [st.language for st in statements], streams, kept, read_file,
+        skip=lambda rel, start, end: (rel, start, end) in existing, scope=scope)
+    stats.block_files_changed += unreadable
+    stats.token_run_fragments += len(runs)
+    stats.block_fragments += len(runs)
+    stats.fragments += len(runs)
+    merged = sorted((*blocks, *runs), key=lambda f: (f.start_line, -f.end_line))
+    return _merge_blocks([sf.rel for sf in files], fragments, merged)
 
 
 def _norm_rel(rel: str) -> str:

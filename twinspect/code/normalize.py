@@ -209,6 +209,28 @@ def lex(code: str, language: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return t1, t2
 
 
+def raw_tokens(code: str, language: str) -> list[str]:
+    """The language's regex tokens of ``code``, before any layout handling.
+
+    Python newline runs (``"\\n"`` plus indentation) and line continuations are tokens here; no
+    ``<INDENT>``/``<DEDENT>`` is made (see :func:`lex`).
+
+    Args:
+        code: source text (comments removed or blanked).
+        language: a registered language name.
+
+    Returns:
+        The token strings in order (a new list).
+
+    Raises:
+        KeyError: unknown language.
+    """
+    marker = _SLOW_MARKER.get(language)
+    if marker and marker in code:
+        return [m.group() for m in _REGEX[language].finditer(code)]
+    return _FAST[language].findall(code)
+
+
 _LINE_MARK = "\x01"  # inserted after every newline: a one-character operator token that ends a line
 
 

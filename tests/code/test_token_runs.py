@@ -1,0 +1,179 @@
+"""Copied token runs across syntax (twinspect.code.token_runs), the second source of block fragments."""
+
+from __future__ import annotations
+
+import textwrap
+
+import numpy as np
+import pytest
+
+from twinspect.code.fragments import mine
+from twinspect.code.token_runs import match_token_runs, span_lines, token_run_fragments, token_stream
+
+# The tail of ``Reader.close`` and the head of ``Reader.flush`` (lines 9-20) are copied into
+# ``Writer`` (lines 10-21): a run that ends one method and starts the next, which no run of whole
+# statements holds. Everything around it differs.
+READER = textwrap.dedent('''\
+    class Reader:
+        def __init__(self, source):
+            self.source = source
+            self.buffer = []
+
+        def close(self):
+            if self.source is None:
+                return
+            self.buffer.clear()
+            self.source.close()
+            self.source = None
+            self.closed = True
+            self.listeners = [cb for cb in self.listeners if cb.alive]
+
+        def flush(self, force=False):
+            pending = list(self.buffer)
+            self.buffer = []
+            for item in pending:
+                self.deliver(item, force)
+            return len(pending)
+
+        def size(self):
+            return sum(len(b) for b in self.buffer)
+    ''')
+
+WRITER = textwrap.dedent('''\
+    class Writer:
+        """Writes records."""
+
+        def open(self, target):
+            self.source = target
+            self.count = 0
+
+        def shutdown(self):
+            self.count = 0
+            self.buffer.clear()
+            self.source.close()
+            self.source = None
+            self.closed = True
+            self.listeners = [cb for cb in self.listeners if cb.alive]
+
+        def flush(self, force=False):
+            pending = list(self.buffer)
+            self.buffer = []
+            for item in pending:
+                self.deliver(item, force)
+            return len(pending) * 2
+    ''')
+
+
+def test_stream_ignores_comments_layout_and_splits_multiline_strings():
+    code = 'def f(x):\n    """Doc line one.\n    Doc line two."""\n    return x  \n'
+    s = token_stream(code, "python")
+    assert len(s.hashes) == len(s.lines) == len(s.in_string)
+    # def f ( x ) : | """Doc line one. -> its words | Doc line two.""" | return x
+    assert s.lines.tolist()[:6] == [1] * 6
+    assert s.strings == ((2, 3),)
+    assert s.in_string[s.lines == 2].all() and s.in_string[s.lines == 3].all()
+    assert not s.in_string[s.lines == 4].any()
+    # layout does not change the hashes: the same code indented differently streams the same tokens
+    other = token_stream("def f(x):\n        return x\n", "python")
+    assert token_stream("def f(x):\n    return x\n", "python").hashes.tolist() == other.hashes.tolist()
+
+
+def test_copy_across_two_methods_is_one_run_pair():
+    streams = [token_stream(READER, "python"), token_stream(WRITER, "python")]
+    pairs, capped = match_token_runs(streams, min_lines=6, min_tokens=40)
+    assert capped == 0
+    assert len(pairs) == 1
+    a, b = pairs[0]
+    assert (a.file, b.file) == (0, 1)
+    # from `self.buffer.clear()` in close() to `return len(pending)` in flush(), on both sides
+    assert span_lines(streams[0], a) == (9, 20)
+    assert span_lines(streams[1], b) == (10, 21)
+    # the runs are exactly equal token sequences
+    assert streams[0].hashes[a.first:a.last + 1].tolist() == streams[1].hashes[b.first:b.last + 1].tolist()
+
+
+def test_short_or_docstring_only_copies_are_not_runs():
+    streams = [token_stream(READER, "python"), token_stream(WRITER, "python")]
+    # the shared run holds ~70 tokens: a 200-token window finds nothing, 13 lines are too many
+    assert match_token_runs(streams, min_lines=6, min_tokens=200)[0] == []
+    assert match_token_runs(streams, min_lines=13, min_tokens=40)[0] == []
+    doc = '"""' + "\n".join(f"Shared documentation line {i} with several words in it." for i in range(12)) + '"""\n'
+    a = token_stream("def f():\n    " + doc + "    return 1\n", "python")
+    b = token_stream("def g(y):\n    " + doc + "    return y\n", "python")
+    assert match_token_runs([a, b], min_lines=6, min_tokens=40, min_t2=1)[0] != []  # the words match
+    assert match_token_runs([a, b], min_lines=6, min_tokens=40, min_t2=12)[0] == []  # but it is only a docstring
+
+
+def test_run_starting_inside_a_docstring_is_widened_to_the_string():
+    doc_a = '"""Reader\n\n    ' + "\n    ".join(f"Common text {i} about the copied loop below." for i in range(4)) + '\n    """'
+    doc_b = '"""Writer, different first line\n\n    ' + "\n    ".join(
+        f"Common text {i} about the copied loop below." for i in range(4)) + '\n    """'
+    body = "\n".join(f"    total += values[{i}] * weights[{i}] - offsets[{i}]" for i in range(6))
+    a = token_stream(f"def f(values, weights, offsets):\n    {doc_a}\n    total = 0\n{body}\n    return total\n", "python")
+    b = token_stream(f"def g(values, weights, offsets):\n    {doc_b}\n    total = 0\n{body}\n    return total\n", "python")
+    pairs, _ = match_token_runs([a, b], min_lines=6, min_tokens=40, min_t2=12)
+    assert len(pairs) == 1
+    ra, rb = pairs[0]
+    # the run starts at "Common text 0" (line 4) but the fragment starts where the docstring does
+    assert int(a.lines[ra.first]) == 4
+    assert span_lines(a, ra)[0] == 2 and span_lines(b, rb)[0] == 2
+
+
+def test_runs_in_one_file_never_overlap():
+    row = "x = compute(alpha, beta, gamma) + adjust(delta)\n"
+    s = token_stream(row * 40, "python")  # a periodic file: every window repeats one row later
+    pairs, _ = match_token_runs([s], min_lines=6, min_tokens=40)
+    assert pairs
+    for a, b in pairs:
+        assert a.last < b.first
+
+
+def test_bad_parameters_raise():
+    with pytest.raises(ValueError):
+        match_token_runs([], min_lines=0)
+    with pytest.raises(ValueError):
+        match_token_runs([], min_lines=6, min_tokens=0)
+    assert match_token_runs([None, token_stream("x = 1\n", "python")], min_lines=6) == ([], 0)
+
+
+def test_fragments_merge_overlapping_runs_and_respect_skip():
+    streams = [token_stream(READER, "python"), token_stream(WRITER, "python")]
+    pairs, _ = match_token_runs(streams, min_lines=6, min_tokens=40)
+    texts = [READER, WRITER]
+    frags, unreadable = token_run_fragments(
+        ["reader.py", "writer.py"], ["python", "python"], streams, pairs, lambda i: (texts[i], texts[i]),
+        scope=lambda rel, s, e: "")
+    assert unreadable == 0
+    assert [(f.path, f.start_line, f.end_line, f.name) for f in frags] == [
+        ("reader.py", 9, 20, "<module>[lines 9-20]"), ("writer.py", 10, 21, "<module>[lines 10-21]")]
+    assert frags[0].text.splitlines()[0].strip() == "self.buffer.clear()"
+    # a span that needs no fragment of its own, and a file that changed since it was parsed
+    frags, unreadable = token_run_fragments(
+        ["reader.py", "writer.py"], ["python", "python"], streams, pairs,
+        lambda i: None if i == 1 else (texts[i], texts[i]), skip=lambda rel, s, e: rel == "reader.py")
+    assert frags == [] and unreadable == 1
+    # two runs of one file that overlap are one region
+    doubled = [(pairs[0][0]._replace(last=pairs[0][0].last - 5), pairs[0][1]), pairs[0]]
+    frags, _ = token_run_fragments(["reader.py", "writer.py"], ["python", "python"], streams, doubled,
+                                   lambda i: (texts[i], texts[i]))
+    assert [(f.start_line, f.end_line) for f in frags] == [(9, 20), (10, 21)]
+
+
+def test_mine_block_granularity_reports_the_cross_method_copy(tmp_path):
+    (tmp_path / "reader.py").write_text(READER)
+    (tmp_path / "writer.py").write_text(WRITER)
+    frags, stats = mine([tmp_path], granularity="block", min_lines=6, quiet=True)
+    runs = [f for f in frags if (f.start_line, f.end_line) in ((9, 20), (10, 21))]
+    assert sorted((f.path, f.start_line, f.end_line) for f in runs) == [("reader.py", 9, 20), ("writer.py", 10, 21)]
+    assert all(f.name.startswith("<module>[lines") or f.name.startswith("Reader") or f.name.startswith("Writer")
+               for f in runs)
+    assert stats.token_run_fragments == 2
+    assert stats.block_fragments >= 2 and stats.fragments == len(frags)
+    # the pipeline pairs the two regions (and the function fragments stay as they were)
+    import twinspect
+
+    report = twinspect.scan(str(tmp_path), twinspect.DetectConfig(granularity="block", min_lines=6))
+    pairs = {tuple(sorted(((report.fragments[p.a].path, report.fragments[p.a].start_line),
+                           (report.fragments[p.b].path, report.fragments[p.b].start_line)))) for p in report.pairs}
+    assert (("reader.py", 9), ("writer.py", 10)) in pairs
+    assert np.isfinite([p.similarity for p in report.pairs]).all()

@@ -1,0 +1,344 @@
+"""Copied token runs across syntax: jscpd's Karp–Rabin detector over whole files, for ``--granularity block``.
+
+The statement miner (:mod:`twinspect.code.blocks`) finds copied runs of whole statements. A copy
+that starts or ends inside a statement, runs from the tail of one method into the head of the next,
+or begins in a docstring is not a run of whole statements, and jscpd — which hashes windows of
+tokens with no regard for syntax (Karp–Rabin, as PMD CPD and jscpd do) — reports it. This module
+does the same, and its runs become block fragments beside the statement blocks:
+
+1. Per file (:func:`token_stream`, in the mining worker processes): the T1 tokens of the
+   comment-blanked text, layout ignored (no Python ``<INDENT>``/``<DEDENT>``), each with the line
+   it starts on. A token spanning lines (a docstring, a multi-line string) is split into the tokens
+   of each of its lines, each line lexed on its own (as jscpd compares the words of a docstring):
+   a copy that starts inside a docstring is still found. Each token is kept as a 64-bit BLAKE2b
+   hash (equal in every process).
+2. Globally (:func:`match_token_runs`): every window of ``min_tokens`` consecutive tokens of one
+   file is hashed (a polynomial rolling hash over the token hashes, modulo 2^64); two positions with
+   the same window hash are a seed; seeds on one diagonal (``(p, q)``, ``(p + 1, q + 1)``...) are
+   one maximal run, checked token by token (no hash collision survives). A run pair is kept when both
+   runs hold tokens on at least ``min_lines`` lines and at least ``min_t2`` tokens outside
+   multi-line strings (two copied docstrings alone are not a code clone, and would all look alike
+   after T2 abstraction). Two runs in one file never overlap (the run is cut where the second
+   starts). A window found in more than ``max_occurrences`` places is paired among its first
+   ``max_occurrences`` occurrences, every later one with the first ``hub_occurrences`` (as in
+   :mod:`twinspect.code.blocks`). A pair whose two runs lie inside the two runs of a larger pair is
+   left out.
+3. :func:`token_run_fragments` cuts whole lines: a run spans the lines of its first and last
+   token, widened to the whole of a multi-line string it starts or ends in (a fragment never
+   starts inside a string literal, so it lexes as code); the overlapping runs of one file are merged
+   into one fragment (a copied region, whatever the extent of each copy of it).
+
+Parameters are jscpd's (``minTokens`` and ``minLines``): ``min_tokens`` defaults to
+:data:`WINDOW_TOKENS`, chosen on the Python standard library's agreement with jscpd 5.3.3 (see
+``benchmarks/clones_speed_jscpd.py``) and reported on other trees too.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple
+
+from twinspect.code.fragments import Fragment
+
+if TYPE_CHECKING:
+    import numpy as np
+
+#: Tokens in a Karp–Rabin window (jscpd's ``minTokens``; its default is 50 of its own tokens, which
+#: also count layout; 40 of ours gave the closest agreement on the stdlib: 50 → 65 %, 40 → 68 %,
+#: 30 → 70 % of jscpd's clones inside a run pair, with 1.3× / 1.9× the runs at 40 / 30).
+WINDOW_TOKENS = 40
+
+#: A window key with more occurrences than this is paired among its first occurrences only.
+MAX_OCCURRENCES = 20
+
+#: Each later occurrence of such a window is paired with the window's first this many occurrences.
+HUB_OCCURRENCES = 1
+
+_CODEC = "surrogatepass"
+_MARK = "\x01"  # inserted after every newline: a one-character operator token that ends a line
+_BASE = 1099511628211  # multiplier of the rolling window hash (odd, 64-bit)
+
+
+@dataclass(frozen=True, slots=True)
+class TokenStream:
+    """The tokens of one file for the run matcher (computed where the file is parsed).
+
+    Attributes:
+        hashes: uint64 (T,) BLAKE2b-64 hashes of the T1 tokens, in order.
+        lines: int32 (T,) 1-based line each token starts on.
+        in_string: bool (T,) whether the token comes from inside a multi-line string (its words).
+        strings: ``(first_line, last_line)`` of every multi-line string token.
+    """
+
+    hashes: np.ndarray
+    lines: np.ndarray
+    in_string: np.ndarray
+    strings: tuple[tuple[int, int], ...]
+
+
+class TokenSpan(NamedTuple):
+    """Tokens ``first..last`` (inclusive indexes) of file ``file``'s :class:`TokenStream`."""
+
+    file: int
+    first: int
+    last: int
+
+
+@functools.lru_cache(maxsize=1 << 18)
+def _token_hash(tok: str) -> int:
+    return int.from_bytes(hashlib.blake2b(tok.encode("utf-8", _CODEC), digest_size=8).digest(), "little")
+
+
+def token_stream(code: str, language: str) -> TokenStream:
+    """The :class:`TokenStream` of one file's comment-blanked text (step 1 of the module doc).
+
+    Args:
+        code: the file's text with comments blanked (same lines as the file).
+        language: a registered language name.
+
+    Returns:
+        The file's tokens, hashed, with their lines.
+
+    Raises:
+        KeyError: unknown language (callers validate language names first).
+    """
+    import numpy as np
+
+    from twinspect.code.normalize import DEDENT, INDENT, raw_tokens
+
+    marked = code.replace("\n", "\n" + _MARK)
+    per_line: list[list[str]] = [[]]
+    spans: list[tuple[int, int]] = []
+    for tok in raw_tokens(marked, language):
+        if tok == _MARK:
+            per_line.append([])
+        elif tok[0] == "\n" or tok == "\\\n":  # Python newline runs and continuations: layout
+            continue
+        elif _MARK in tok:  # a token spanning lines: each of its lines is lexed on its own below
+            k = tok.count(_MARK)
+            spans.append((len(per_line) - 1, len(per_line) - 1 + k))
+            per_line.extend([] for _ in range(k))
+        else:
+            per_line[-1].append(tok)
+    inside = np.zeros(len(per_line), dtype=bool)
+    if spans:
+        source = code.split("\n")
+        for lo, hi in spans:
+            inside[lo:hi + 1] = True
+            for i in range(lo, hi + 1):
+                line = source[i].strip()
+                per_line[i] = [t for t in raw_tokens(line, language) if t not in (INDENT, DEDENT)] if line else []
+    counts = np.fromiter(map(len, per_line), dtype=np.int64, count=len(per_line))
+    hashes = np.fromiter((_token_hash(t) for toks in per_line for t in toks), dtype=np.uint64, count=int(counts.sum()))
+    lines = np.repeat(np.arange(1, len(per_line) + 1, dtype=np.int32), counts)
+    return TokenStream(hashes=hashes, lines=lines, in_string=np.repeat(inside, counts),
+                       strings=tuple((lo + 1, hi + 1) for lo, hi in spans))
+
+
+def match_token_runs(
+    streams: Sequence[TokenStream | None],
+    *,
+    min_lines: int,
+    min_tokens: int = WINDOW_TOKENS,
+    min_t2: int = 1,
+    max_occurrences: int = MAX_OCCURRENCES,
+    hub_occurrences: int = HUB_OCCURRENCES,
+) -> tuple[list[tuple[TokenSpan, TokenSpan]], int]:
+    """Maximal pairs of equal token runs across and within files (step 2 of the module doc).
+
+    Args:
+        streams: one :class:`TokenStream` per file (None: the file takes no part).
+        min_lines: both runs must hold tokens on at least this many lines.
+        min_tokens: tokens per window (the shortest run found).
+        min_t2: both runs must hold at least this many tokens outside multi-line strings.
+        max_occurrences, hub_occurrences: the bound on windows pasted in many places (see the
+            module doc).
+
+    Returns:
+        ``(pairs, capped)``: run pairs ``(a, b)`` with ``a`` before ``b`` in scan order, none
+        inside another pair, in a deterministic order; and the number of window keys capped.
+
+    Raises:
+        ValueError: ``min_tokens`` or ``min_lines`` below 1.
+    """
+    import numpy as np
+
+    if min_tokens < 1 or min_lines < 1:
+        raise ValueError(f"min_tokens and min_lines must be at least 1, got {min_tokens} and {min_lines}")
+    present = [(i, s) for i, s in enumerate(streams) if s is not None and len(s.hashes) >= min_tokens]
+    if not present:
+        return [], 0
+    h = np.concatenate([s.hashes for _, s in present])
+    lines = np.concatenate([s.lines for _, s in present]).astype(np.int64)
+    in_string = np.concatenate([s.in_string for _, s in present])
+    sizes = np.asarray([len(s.hashes) for _, s in present], dtype=np.int64)
+    offset = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    fid = np.repeat(np.arange(len(present)), sizes)
+    n = len(h) - min_tokens + 1
+    if n < 2:
+        return [], 0
+    window = np.zeros(n, dtype=np.uint64)
+    base = np.uint64(_BASE)
+    with np.errstate(over="ignore"):
+        for k in range(min_tokens):
+            window = window * base + h[k:k + n]
+    pos = np.flatnonzero(fid[:n] == fid[min_tokens - 1:min_tokens - 1 + n])
+    order = np.argsort(window[pos], kind="stable")
+    sorted_pos = pos[order]
+    keys = window[sorted_pos]
+    cut = np.flatnonzero(keys[1:] != keys[:-1]) + 1
+    starts, ends = np.r_[0, cut], np.r_[cut, len(sorted_pos)]
+    multi = np.flatnonzero(ends - starts >= 2)
+    capped = 0
+    pa_parts, pb_parts = [], []
+    for g in multi.tolist():
+        occ = sorted_pos[starts[g]:ends[g]]  # ascending positions (stable sort of ascending pos)
+        head = occ[:max_occurrences]
+        i, j = np.triu_indices(len(head), k=1)
+        pa_parts.append(head[i])
+        pb_parts.append(head[j])
+        if len(occ) > max_occurrences:
+            capped += 1
+            tail = occ[max_occurrences:]
+            for first in occ[:hub_occurrences]:
+                pa_parts.append(np.full(len(tail), first))
+                pb_parts.append(tail)
+    if not pa_parts:
+        return [], capped
+    pa, pb = np.concatenate(pa_parts), np.concatenate(pb_parts)
+    d = pb - pa
+    o = np.lexsort((pa, d))
+    pa, pb, d = pa[o], pb[o], d[o]
+    new = np.r_[True, (d[1:] != d[:-1]) | (pa[1:] != pa[:-1] + 1)]
+    first_idx = np.flatnonzero(new)
+    last_idx = np.r_[first_idx[1:], len(pa)] - 1
+    a0, b0 = pa[first_idx], pb[first_idx]
+    length = pa[last_idx] - a0 + min_tokens
+    same = fid[a0] == fid[b0]
+    length = np.where(same, np.minimum(length, b0 - a0), length)  # runs in one file never overlap
+    code_lines = np.r_[0, np.cumsum(np.diff(lines) != 0)]  # distinct-line counter along the stream
+    t2 = np.r_[0, np.cumsum(~in_string)]
+    found: list[tuple[int, int, int]] = []
+    for x, y, m in zip(a0.tolist(), b0.tolist(), length.tolist()):
+        if m < min_tokens:
+            continue
+        if code_lines[x + m - 1] - code_lines[x] + 1 < min_lines or code_lines[y + m - 1] - code_lines[y] + 1 < min_lines:
+            continue
+        if t2[x + m] - t2[x] < min_t2 or t2[y + m] - t2[y] < min_t2:
+            continue
+        if not np.array_equal(h[x:x + m], h[y:y + m]):  # a window-hash collision, not a copy
+            continue
+        found.append((x, y, m))
+    # a pair inside a larger pair (both runs inside its runs, same offset or not) is left out
+    found.sort(key=lambda r: (-r[2], r[0], r[1]))
+    kept: list[tuple[int, int, int]] = []
+    by_files: dict[tuple[int, int], list[tuple[int, int, int]]] = {}
+    for x, y, m in found:
+        key = (int(fid[x]), int(fid[y]))
+        if any(px <= x and x + m <= px + pm and py <= y and y + m <= py + pm for px, py, pm in by_files.get(key, ())):
+            continue
+        by_files.setdefault(key, []).append((x, y, m))
+        kept.append((x, y, m))
+    kept.sort()
+    out = []
+    for x, y, m in kept:
+        fa, fb = int(fid[x]), int(fid[y])
+        out.append((TokenSpan(present[fa][0], x - int(offset[fa]), x - int(offset[fa]) + m - 1),
+                    TokenSpan(present[fb][0], y - int(offset[fb]), y - int(offset[fb]) + m - 1)))
+    return out, capped
+
+
+def span_lines(stream: TokenStream, span: TokenSpan) -> tuple[int, int]:
+    """1-based inclusive line span of a run's fragment: its first and last token's lines, widened to
+    the whole of a multi-line string the run starts or ends inside (step 3 of the module doc)."""
+    start, end = int(stream.lines[span.first]), int(stream.lines[span.last])
+    for lo, hi in stream.strings:
+        if lo < start <= hi:
+            start = lo
+        if lo <= end < hi:
+            end = hi
+    return start, end
+
+
+def token_run_fragments(
+    rels: Sequence[str],
+    languages: Sequence[str],
+    streams: Sequence[TokenStream | None],
+    pairs: Sequence[tuple[TokenSpan, TokenSpan]],
+    read_file: Callable[[int], tuple[str, str] | None],
+    *,
+    skip: Callable[[str, int, int], bool] = lambda rel, start, end: False,
+    scope: Callable[[str, int, int], str] = lambda rel, start, end: "",
+) -> tuple[list[Fragment], int]:
+    """Fragments of the runs of :func:`match_token_runs`, one per copied region of a file.
+
+    The runs of one file that overlap (on lines) are merged into one region first: a table or
+    preamble shared with many files, each copy in a different extent, is one fragment.
+
+    Args:
+        rels, languages, streams: per file index, its ``Fragment.path``, language and stream.
+        pairs: run pairs from :func:`match_token_runs`.
+        read_file: ``file index -> (text, comment-blanked code)`` of the file as it was parsed, or
+            None when it changed or cannot be read any more (its runs give no fragment).
+        skip: ``(rel, start_line, end_line) -> True`` for a span that needs no fragment of its own
+            (a function or statement block with that span, or a pair already reported inside one).
+        scope: ``(rel, start_line, end_line) -> qualified name`` of the innermost function holding
+            the span (``""``: none).
+
+    Returns:
+        ``(fragments, unreadable)``: fragments ordered by file then ``(start_line, -end_line)``,
+        named ``"<scope>[lines START-END]"`` (``"<module>"`` outside functions); and the number of
+        files whose runs gave no fragment because they could not be read again as parsed.
+    """
+    runs_of: dict[int, list[tuple[int, int]]] = {}
+    for a, b in pairs:
+        for run in (a, b):
+            stream = streams[run.file]
+            assert stream is not None
+            runs_of.setdefault(run.file, []).append(span_lines(stream, run))
+    # Overlapping runs of one file are one copied region (a table shared with many files in
+    # different extents gives many overlapping runs): one fragment per region, not per run.
+    spans: dict[int, set[tuple[int, int]]] = {}
+    for fi, found in runs_of.items():
+        merged: list[list[int]] = []
+        for start, end in sorted(found):
+            if merged and start <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], end)
+            else:
+                merged.append([start, end])
+        for start, end in merged:
+            if not skip(rels[fi], start, end):
+                spans.setdefault(fi, set()).add((start, end))
+    out: list[Fragment] = []
+    unreadable = 0
+    for fi in sorted(spans):
+        got = read_file(fi)
+        if got is None:
+            unreadable += 1
+            continue
+        text_lines = got[0].split("\n")
+        code_lines = got[1].split("\n")
+        for start, end in sorted(spans[fi], key=lambda s: (s[0], -s[1])):
+            name = scope(rels[fi], start, end) or "<module>"
+            out.append(Fragment(
+                path=rels[fi], start_line=start, end_line=end, name=f"{name}[lines {start}-{end}]",
+                language=languages[fi], text="\n".join(text_lines[start - 1:end]),
+                code="\n".join(code_lines[start - 1:end]),
+            ))
+    return out, unreadable
+
+
+__all__ = [
+    "HUB_OCCURRENCES",
+    "MAX_OCCURRENCES",
+    "WINDOW_TOKENS",
+    "TokenSpan",
+    "TokenStream",
+    "match_token_runs",
+    "span_lines",
+    "token_run_fragments",
+    "token_stream",
+]

@@ -174,11 +174,11 @@ def match_token_runs(
     if not present:
         return [], 0
     h = np.concatenate([s.hashes for _, s in present])
-    lines = np.concatenate([s.lines for _, s in present]).astype(np.int64)
+    lines = np.concatenate([s.lines for _, s in present])
     in_string = np.concatenate([s.in_string for _, s in present])
     sizes = np.asarray([len(s.hashes) for _, s in present], dtype=np.int64)
     offset = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-    fid = np.repeat(np.arange(len(present)), sizes)
+    fid = np.repeat(np.arange(len(present), dtype=np.int32), sizes)
     n = len(h) - min_tokens + 1
     if n < 2:
         return [], 0
@@ -186,13 +186,22 @@ def match_token_runs(
     base = np.uint64(_BASE)
     with np.errstate(over="ignore"):
         for k in range(min_tokens):
-            window = window * base + h[k:k + n]
-    pos = np.flatnonzero(fid[:n] == fid[min_tokens - 1:min_tokens - 1 + n])
-    order = np.argsort(window[pos], kind="stable")
-    sorted_pos = pos[order]
-    keys = window[sorted_pos]
+            window *= base
+            window += h[k:k + n]
+    # windows inside one file, grouped by hash (only keys seen twice or more are kept)
+    window[fid[:n] != fid[min_tokens - 1:min_tokens - 1 + n]] = 0
+    keep = window != 0
+    order = np.argsort(window, kind="stable")
+    order = order[keep[order]]
+    keys = window[order]
+    del window, keep
+    dup = np.r_[False, keys[1:] == keys[:-1]]
+    dup[:-1] |= dup[1:]
+    sorted_pos, keys = order[dup], keys[dup]
+    del order, dup
     cut = np.flatnonzero(keys[1:] != keys[:-1]) + 1
     starts, ends = np.r_[0, cut], np.r_[cut, len(sorted_pos)]
+    del keys
     multi = np.flatnonzero(ends - starts >= 2)
     capped = 0
     pa_parts, pb_parts = [], []
@@ -221,8 +230,8 @@ def match_token_runs(
     length = pa[last_idx] - a0 + min_tokens
     same = fid[a0] == fid[b0]
     length = np.where(same, np.minimum(length, b0 - a0), length)  # runs in one file never overlap
-    code_lines = np.r_[0, np.cumsum(np.diff(lines) != 0)]  # distinct-line counter along the stream
-    t2 = np.r_[0, np.cumsum(~in_string)]
+    code_lines = np.r_[0, np.cumsum(np.diff(lines) != 0, dtype=np.int32)]  # distinct-line counter
+    t2 = np.r_[0, np.cumsum(~in_string, dtype=np.int32)]
     found: list[tuple[int, int, int]] = []
     for x, y, m in zip(a0.tolist(), b0.tolist(), length.tolist()):
         if m < min_tokens:

@@ -47,6 +47,28 @@ def test_tfidf_rows_by_hand():
     np.testing.assert_allclose(m[0].toarray().ravel(), row / np.linalg.norm(row), rtol=1e-6)
     assert m[1].nnz == 0
     np.testing.assert_allclose(m[2].toarray().ravel(), [0, 0, 1])
+    # trailing and all-empty rows (no term, or only unknown terms) stay zero rows
+    m = tfidf_rows([["y"], ["unknown"], []], vocab, idf)
+    assert m.shape == (3, 3) and m[1].nnz == 0 and m[2].nnz == 0
+    np.testing.assert_allclose(m[0].toarray().ravel(), [0, 1, 0])
+    assert tfidf_rows([], vocab, idf).shape == (0, 3)
+
+
+def test_tfidf_rows_match_scikit_learn_normalize():
+    from sklearn.preprocessing import normalize
+
+    rng = np.random.default_rng(0)
+    vocab = {f"t{i}": i for i in range(50)}
+    idf = rng.uniform(0.5, 4.0, 50).astype(np.float32)
+    terms = [[f"t{j}" for j in rng.integers(0, 60, rng.integers(0, 30))] for _ in range(200)]
+    m = tfidf_rows(terms, vocab, idf)
+    rows = []
+    for ts in terms:
+        counts = np.bincount([vocab[t] for t in ts if t in vocab], minlength=50).astype(np.float64)
+        w = np.where(counts > 0, (1 + np.log(np.maximum(counts, 1))) * idf, 0.0)
+        rows.append(w)
+    raw = sp.csr_matrix(np.asarray(rows))
+    np.testing.assert_allclose(m.toarray(), normalize(raw).toarray(), rtol=1e-5, atol=1e-7)
 
 
 def test_quantize_columns_error_bound():

@@ -8,37 +8,38 @@ Importing this package does not import torch or any model framework.
 
 from __future__ import annotations
 
-from twinspect.dl.models.cka import cka_map, gram, hsic_unbiased, linear_cka, model_cka
-from twinspect.dl.models.compare import MEASURES, CompareConfig, Comparison, compare_models, load_models, write_plots
-from twinspect.dl.models.modeldiff import ddv, ddv_similarity, profiling_pairs
-from twinspect.dl.models.outputs import class_jaccard, jsd, label_jsd, mean_input_jsd, top1_agreement
-from twinspect.dl.models.reuse import fit_params, load_params, reuse_score
-from twinspect.dl.models.weights import DifferentArchitectures, WeightComparison, compare_weights
+from twinspect._lazy import lazy_exports
 
-__all__ = [
-    "MEASURES",
-    "CompareConfig",
-    "Comparison",
-    "DifferentArchitectures",
-    "WeightComparison",
-    "cka_map",
-    "class_jaccard",
-    "compare_models",
-    "compare_weights",
-    "ddv",
-    "ddv_similarity",
-    "fit_params",
-    "gram",
-    "hsic_unbiased",
-    "jsd",
-    "label_jsd",
-    "linear_cka",
-    "load_models",
-    "load_params",
-    "mean_input_jsd",
-    "model_cka",
-    "profiling_pairs",
-    "reuse_score",
-    "top1_agreement",
-    "write_plots",
-]
+# Names load on first use: importing the package (the CLI does, for every command) does not
+# import scipy or the measures.
+_LAZY: dict[str, str] = {
+    "cka_map": "twinspect.dl.models.cka",
+    "gram": "twinspect.dl.models.cka",
+    "hsic_unbiased": "twinspect.dl.models.cka",
+    "linear_cka": "twinspect.dl.models.cka",
+    "model_cka": "twinspect.dl.models.cka",
+    "MEASURES": "twinspect.dl.models.compare",
+    "CompareConfig": "twinspect.dl.models.compare",
+    "Comparison": "twinspect.dl.models.compare",
+    "compare_models": "twinspect.dl.models.compare",
+    "load_models": "twinspect.dl.models.compare",
+    "write_plots": "twinspect.dl.models.compare",
+    "ddv": "twinspect.dl.models.modeldiff",
+    "ddv_similarity": "twinspect.dl.models.modeldiff",
+    "profiling_pairs": "twinspect.dl.models.modeldiff",
+    "class_jaccard": "twinspect.dl.models.outputs",
+    "jsd": "twinspect.dl.models.outputs",
+    "label_jsd": "twinspect.dl.models.outputs",
+    "mean_input_jsd": "twinspect.dl.models.outputs",
+    "top1_agreement": "twinspect.dl.models.outputs",
+    "fit_params": "twinspect.dl.models.reuse",
+    "load_params": "twinspect.dl.models.reuse",
+    "reuse_score": "twinspect.dl.models.reuse",
+    "DifferentArchitectures": "twinspect.dl.models.weights",
+    "WeightComparison": "twinspect.dl.models.weights",
+    "compare_weights": "twinspect.dl.models.weights",
+}
+
+__all__ = list(_LAZY)
+
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())

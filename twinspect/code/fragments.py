@@ -939,13 +939,18 @@ def _mine_blocks(
                    for p0, p1, q0, q1 in stmt_pairs.get((ta.file, tb.file), ())):
             kept.append((ta, tb))
     existing = {(f.path, f.start_line, f.end_line) for f in (*fragments, *blocks)}
-    funcs_of: dict[str, list[Fragment]] = {}
+    # named scopes per file: function fragments and the statement sequences of function and class
+    # bodies (a sequence too short to hold a block is not listed, the function fragment still is)
+    scopes_of: dict[str, list[tuple[int, int, str]]] = {}
     for f in fragments:
-        funcs_of.setdefault(f.path, []).append(f)
+        scopes_of.setdefault(f.path, []).append((f.start_line, f.end_line, f.name))
+    for st in statements:
+        scopes_of.setdefault(st.rel, []).extend(
+            (seq.start_line[0], seq.end_line[-1], seq.scope) for seq in st.sequences if seq.start_line)
 
     def scope(rel: str, start: int, end: int) -> str:
-        holding = [f for f in funcs_of.get(rel, ()) if f.start_line <= start and end <= f.end_line]
-        return min(holding, key=lambda f: f.loc).name if holding else ""
+        holding = [(b - a, name) for a, b, name in scopes_of.get(rel, ()) if a <= start and end <= b]
+        return min(holding)[1] if holding else ""
 
     def read_file(index: int) -> tuple[str, str] | None:
         st = statements[index]

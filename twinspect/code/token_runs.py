@@ -25,8 +25,8 @@ does the same, and its runs become block fragments beside the statement blocks:
    left out.
 3. :func:`token_run_fragments` cuts whole lines: a run spans the lines of its first and last
    token, widened to the whole of a multi-line string it starts or ends in (a fragment never
-   starts inside a string literal, so it lexes as code); the overlapping runs of one file are merged
-   into one fragment (a copied region, whatever the extent of each copy of it).
+   starts inside a string literal, so it lexes as code); runs of one file that mostly cover the same
+   lines are merged into one fragment (a copied region, whatever the exact extent of each copy).
 
 Parameters are jscpd's (``minTokens`` and ``minLines``): ``min_tokens`` defaults to
 :data:`WINDOW_TOKENS`, chosen on the Python standard library's agreement with jscpd 5.3.3 (see
@@ -58,6 +58,10 @@ MAX_OCCURRENCES = 20
 
 #: Each later occurrence of such a window is paired with the window's first this many occurrences.
 HUB_OCCURRENCES = 1
+
+#: Two runs of one file whose line spans overlap by at least this share of their union are one
+#: region (one fragment), see :func:`token_run_fragments`.
+REGION_OVERLAP = 0.5
 
 _CODEC = "surrogatepass"
 _MARK = "\x01"  # inserted after every newline: a one-character operator token that ends a line
@@ -286,8 +290,9 @@ def token_run_fragments(
 ) -> tuple[list[Fragment], int]:
     """Fragments of the runs of :func:`match_token_runs`, one per copied region of a file.
 
-    The runs of one file that overlap (on lines) are merged into one region first: a table or
-    preamble shared with many files, each copy in a different extent, is one fragment.
+    The runs of one file whose line spans overlap by at least :data:`REGION_OVERLAP` of their union
+    are merged into one region first: a table or preamble shared with many files, each copy in a
+    slightly different extent, is one fragment.
 
     Args:
         rels, languages, streams: per file index, its ``Fragment.path``, language and stream.
@@ -310,14 +315,20 @@ def token_run_fragments(
             stream = streams[run.file]
             assert stream is not None
             runs_of.setdefault(run.file, []).append(span_lines(stream, run))
-    # Overlapping runs of one file are one copied region (a table shared with many files in
-    # different extents gives many overlapping runs): one fragment per region, not per run.
+    # Runs of one file that mostly cover the same lines are one copied region (a table shared with
+    # many files, each copy in a slightly different extent): one fragment per region, not per run.
+    # Runs that only partly overlap stay apart (a 10-line copy inside a 36-line one keeps its own
+    # fragment, else it would be compared with the 36 lines).
     spans: dict[int, set[tuple[int, int]]] = {}
     for fi, found in runs_of.items():
         merged: list[list[int]] = []
-        for start, end in sorted(found):
-            if merged and start <= merged[-1][1]:
-                merged[-1][1] = max(merged[-1][1], end)
+        for start, end in sorted(set(found), key=lambda r: (r[0], -r[1])):
+            for region in merged:
+                inter = min(end, region[1]) - max(start, region[0]) + 1
+                union = max(end, region[1]) - min(start, region[0]) + 1
+                if inter > 0 and inter >= REGION_OVERLAP * union:
+                    region[0], region[1] = min(start, region[0]), max(end, region[1])
+                    break
             else:
                 merged.append([start, end])
         for start, end in merged:
@@ -345,6 +356,7 @@ def token_run_fragments(
 __all__ = [
     "HUB_OCCURRENCES",
     "MAX_OCCURRENCES",
+    "REGION_OVERLAP",
     "WINDOW_TOKENS",
     "TokenSpan",
     "TokenStream",

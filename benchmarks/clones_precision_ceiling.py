@@ -32,7 +32,6 @@ import argparse
 import csv
 import json
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -143,25 +142,14 @@ def real_rows(src_new: Path, src_old: Path | None) -> tuple[np.ndarray, np.ndarr
 
 def bcb_rows(per_type: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """(x, type_idx) of labelled pairs of the BigCloneBench held-out half (≤ ``per_type`` per type)."""
-    from twinspect.code.evaluate.bcb import (
-        bcb_fragments,
-        bcb_function_id,
-        bcb_split,
-        load_bcb_functions,
-        load_bcb_labels,
-    )
-    from twinspect.code.evaluate.matching import Span
+    from train_verifier import bcb_function_fragments  # noqa: E402
+
+    from twinspect.code.evaluate.bcb import bcb_split, load_bcb_functions, load_bcb_labels
     from twinspect.code.verify import PairFeatures
 
     data = ROOT.parent / "shared" / "data" / "clones" / "bigclonebench"
     functions, labels = bcb_split(load_bcb_functions(data), load_bcb_labels(data), "test", 0, version=2)
-    with tempfile.TemporaryDirectory(prefix="twinspect-ceiling-") as tmp:
-        frags = bcb_fragments(functions, tmp, 1)
-    longest: dict[int, int] = {}
-    for i, f in enumerate(frags):
-        k = bcb_function_id(Span(f.path, f.start_line, f.end_line))
-        if k is not None and (k not in longest or f.loc > frags[longest[k]].loc):
-            longest[k] = i
+    frags, longest = bcb_function_fragments(functions)
     rows = np.asarray([(longest[lab.id1], longest[lab.id2], lab.type_idx) for lab in labels
                        if lab.id1 in longest and lab.id2 in longest], dtype=np.int64)
     rng = np.random.default_rng(seed)

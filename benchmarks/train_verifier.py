@@ -217,18 +217,25 @@ def make_model(seed: int):
                                           monotonic_cst=[1] * len(FEATURES), random_state=seed)
 
 
-def bcb_rows(args) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(x, y, types, groups) of the BigCloneBench tune rows, cross-functionality candidates and
-    (with ``--negatives-src``) cross-project candidates."""
-    functions, labels = bcb_split(load_bcb_functions(args.data), load_bcb_labels(args.data), "tune", 0, version=2)
-    comp = functionality_groups(labels, max_type=3)
-    with tempfile.TemporaryDirectory(prefix="twinspect-verifier-") as tmp:
+def bcb_function_fragments(functions) -> tuple[list, dict[int, int]]:
+    """(fragments, BCB function id -> index of its longest fragment) of BigCloneBench functions, each
+    mined from its ``BigbenchClone`` wrapper file in a temporary folder."""
+    with tempfile.TemporaryDirectory(prefix="twinspect-bcb-") as tmp:
         frags = bcb_fragments(functions, tmp, 1)
     longest: dict[int, int] = {}
     for i, f in enumerate(frags):
         k = bcb_function_id(Span(f.path, f.start_line, f.end_line))
         if k is not None and (k not in longest or f.loc > frags[longest[k]].loc):
             longest[k] = i
+    return frags, longest
+
+
+def bcb_rows(args) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(x, y, types, groups) of the BigCloneBench tune rows, cross-functionality candidates and
+    (with ``--negatives-src``) cross-project candidates."""
+    functions, labels = bcb_split(load_bcb_functions(args.data), load_bcb_labels(args.data), "tune", 0, version=2)
+    comp = functionality_groups(labels, max_type=3)
+    frags, longest = bcb_function_fragments(functions)
     rows = [(longest[lab.id1], longest[lab.id2], lab.type_idx, comp[lab.id1]) for lab in labels
             if lab.id1 in longest and lab.id2 in longest and lab.type_idx in (*POSITIVE_TYPES, NEGATIVE_TYPE)]
     a = np.asarray([r[0] for r in rows])

@@ -117,8 +117,9 @@ StockT4Opt = Annotated[
 GranularityOpt = Annotated[
     str,
     typer.Option("--granularity", "-g", help="Fragments: function (functions and methods), block (also copied runs "
-                 "of statements inside and outside functions, as jscpd finds them) or file (whole files, as "
-                 "MOSS/JPlag compare programs: JPlag's Greedy String Tiling decides file pairs)."),
+                 "of statements inside and outside functions, and copied token runs across methods and "
+                 "statements, as jscpd finds them) or file (whole files, as MOSS/JPlag compare programs: "
+                 "JPlag's Greedy String Tiling decides file pairs)."),
 ]
 DecisionOpt = Annotated[
     str,

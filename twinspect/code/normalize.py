@@ -195,11 +195,7 @@ def lex(code: str, language: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     Raises:
         KeyError: unknown language (callers validate language names first).
     """
-    marker = _SLOW_MARKER.get(language)
-    if marker and marker in code:
-        raw = [m.group() for m in _REGEX[language].finditer(code)]
-    else:
-        raw = _FAST[language].findall(code)
+    raw = raw_tokens(code, language)
     if language == "python":
         first = code[: len(code) - len(code.lstrip(" \t\f"))]
         raw = _python_layout(raw, first)
@@ -234,17 +230,59 @@ def raw_tokens(code: str, language: str) -> list[str]:
 _LINE_MARK = "\x01"  # inserted after every newline: a one-character operator token that ends a line
 
 
-def abstract_lines(code: str, language: str) -> list[tuple[str, ...]]:
-    """The T2-abstracted tokens of each source line, every line tokenised as if on its own.
+def line_tokens(code: str, language: str) -> tuple[list[list[str]], list[tuple[int, int]]]:
+    """The T1 tokens of each source line, every line tokenised as if on its own.
 
-    The code is tokenised once; a fragment holding a token that spans lines (a multi-line string,
-    a Java text block, a C++ raw string) is tokenised line by line instead, so that the result is
+    The code is tokenised once; the lines a token spanning lines touches (a multi-line string, a
+    Java text block, a C++ raw string) are tokenised each on its own instead, so that the result is
     always that of lexing each stripped line separately (inside a docstring, its words are tokens).
-    Python's indentation tokens are not part of a line.
+    Layout is not a token: no Python newline runs or ``<INDENT>``/``<DEDENT>``; a Python explicit
+    continuation is the token ``"\\\n"`` at the end of its line.
+
+    Args:
+        code: source text with comments removed or blanked.
+        language: a registered language name.
+
+    Returns:
+        ``(per_line, spans)``: one list of tokens per line of ``code`` (``code.count("\\n") + 1``
+        lists; blank lines give empty lists), and the 0-based ``(first, last)`` lines of every token
+        that spans lines.
+
+    Raises:
+        KeyError: unknown language.
+    """
+    per_line: list[list[str]] = [[]]
+    cur = per_line[0]
+    spans: list[tuple[int, int]] = []
+    for tok in raw_tokens(code.replace("\n", "\n" + _LINE_MARK), language):
+        if tok == _LINE_MARK:
+            cur = []
+            per_line.append(cur)
+        elif tok[0] == "\n":
+            continue
+        elif _LINE_MARK in tok:
+            k = tok.count(_LINE_MARK)
+            spans.append((len(per_line) - 1, len(per_line) - 1 + k))
+            per_line.extend([] for _ in range(k))
+            cur = per_line[-1]
+        else:
+            cur.append(tok)
+    if spans:  # lines a multi-line token touches are lexed each on its own
+        source = code.split("\n")
+        for lo, hi in spans:
+            for i in range(lo, hi + 1):
+                line = source[i].strip()
+                per_line[i] = raw_tokens(line, language) if line else []
+    return per_line, spans
+
+
+def abstract_lines(code: str, language: str) -> list[tuple[str, ...]]:
+    """The T2-abstracted tokens of each source line, every line tokenised as if on its own
+    (:func:`line_tokens`, then abstracted; a Python continuation is a lone ``"\\"``).
 
     Args:
         code: source text with comments removed.
-        language: one of ``"python"``, ``"java"``, ``"c"``, ``"cpp"``.
+        language: a registered language name.
 
     Returns:
         One tuple of abstracted tokens per line of ``code`` (``code.count("\\n") + 1`` tuples;
@@ -253,45 +291,9 @@ def abstract_lines(code: str, language: str) -> list[tuple[str, ...]]:
     Raises:
         KeyError: unknown language.
     """
-    marked = code.replace("\n", "\n" + _LINE_MARK)
-    marker = _SLOW_MARKER.get(language)
-    if marker and marker in code:
-        raw = [m.group() for m in _REGEX[language].finditer(marked)]
-    else:
-        raw = _FAST[language].findall(marked)
     memo = _ABSTRACT[language]
-    lines: list[tuple[str, ...]] = []
-    cur: list[str] = []
-    spans: list[tuple[int, int]] = []  # lines covered by a token that spans lines
-    for tok in raw:
-        if tok == _LINE_MARK:
-            lines.append(tuple(cur))
-            cur = []
-        elif tok[0] == "\n":
-            continue
-        elif tok == "\\\n":  # a Python continuation: on its own line it is a lone backslash
-            cur.append("\\")
-        elif _LINE_MARK in tok:
-            k = tok.count(_LINE_MARK)
-            spans.append((len(lines), len(lines) + k))
-            lines.extend([()] * k)
-            cur = []
-        else:
-            cur.append(memo[tok])
-    lines.append(tuple(cur))
-    if spans:  # lines a multi-line token touches are lexed each on its own
-        source = code.split("\n")
-        for lo, hi in spans:
-            for i in range(lo, hi + 1):
-                lines[i] = _line_tokens(source[i].strip(), language)
-    return lines
-
-
-@functools.lru_cache(maxsize=TOKEN_CACHE_SIZE)
-def _line_tokens(line: str, language: str) -> tuple[str, ...]:
-    if not line:
-        return ()
-    return tuple(t for t in lex(line, language)[1] if t != INDENT and t != DEDENT)
+    per_line, _ = line_tokens(code, language)
+    return [tuple("\\" if t == "\\\n" else memo[t] for t in toks) for toks in per_line]
 
 
 @functools.lru_cache(maxsize=TOKEN_CACHE_SIZE)

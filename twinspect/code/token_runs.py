@@ -64,7 +64,6 @@ HUB_OCCURRENCES = 1
 REGION_OVERLAP = 0.5
 
 _CODEC = "surrogatepass"
-_MARK = "\x01"  # inserted after every newline: a one-character operator token that ends a line
 _BASE = 1099511628211  # multiplier of the rolling window hash (odd, 64-bit)
 
 
@@ -113,30 +112,13 @@ def token_stream(code: str, language: str) -> TokenStream:
     """
     import numpy as np
 
-    from twinspect.code.normalize import DEDENT, INDENT, raw_tokens
+    from twinspect.code.normalize import line_tokens
 
-    marked = code.replace("\n", "\n" + _MARK)
-    per_line: list[list[str]] = [[]]
-    spans: list[tuple[int, int]] = []
-    for tok in raw_tokens(marked, language):
-        if tok == _MARK:
-            per_line.append([])
-        elif tok[0] == "\n" or tok == "\\\n":  # Python newline runs and continuations: layout
-            continue
-        elif _MARK in tok:  # a token spanning lines: each of its lines is lexed on its own below
-            k = tok.count(_MARK)
-            spans.append((len(per_line) - 1, len(per_line) - 1 + k))
-            per_line.extend([] for _ in range(k))
-        else:
-            per_line[-1].append(tok)
+    per_line, spans = line_tokens(code, language)
+    per_line = [[t for t in toks if t != "\\\n"] for toks in per_line]  # a continuation is layout
     inside = np.zeros(len(per_line), dtype=bool)
-    if spans:
-        source = code.split("\n")
-        for lo, hi in spans:
-            inside[lo:hi + 1] = True
-            for i in range(lo, hi + 1):
-                line = source[i].strip()
-                per_line[i] = [t for t in raw_tokens(line, language) if t not in (INDENT, DEDENT)] if line else []
+    for lo, hi in spans:
+        inside[lo:hi + 1] = True
     counts = np.fromiter(map(len, per_line), dtype=np.int64, count=len(per_line))
     hashes = np.fromiter((_token_hash(t) for toks in per_line for t in toks), dtype=np.uint64, count=int(counts.sum()))
     lines = np.repeat(np.arange(1, len(per_line) + 1, dtype=np.int32), counts)

@@ -735,12 +735,16 @@ PARALLEL_MIN_FILES = 64
 _FILES_PER_TASK = 16
 
 
+def _blanked(text: str, st: FileStatements) -> str:
+    """The file's text with its comments blanked (same length and lines)."""
+    return blank_ranges(text.encode("utf-8", "surrogatepass"), st.comments).decode("utf-8", "surrogatepass")
+
+
 def _with_token_stream(text: str, st: FileStatements) -> FileStatements:
     """``st`` with the file's :class:`~twinspect.code.token_runs.TokenStream` (block granularity)."""
     from twinspect.code.token_runs import token_stream
 
-    code = blank_ranges(text.encode("utf-8", "surrogatepass"), st.comments).decode("utf-8", "surrogatepass")
-    return replace(st, tokens=token_stream(code, st.language))
+    return replace(st, tokens=token_stream(_blanked(text, st), st.language))
 
 
 def _mine_files(
@@ -953,12 +957,10 @@ def _mine_blocks(
         return min(holding)[1] if holding else ""
 
     def read_file(index: int) -> tuple[str, str] | None:
-        st = statements[index]
-        text = read_source(by_rel[st.rel])
-        if text is None or text_digest(text) != st.digest:
+        text = read_text(index)
+        if text is None or text_digest(text) != statements[index].digest:
             return None
-        code = blank_ranges(text.encode("utf-8", "surrogatepass"), st.comments).decode("utf-8", "surrogatepass")
-        return text, code
+        return text, _blanked(text, statements[index])
 
     runs, unreadable = token_run_fragments(
         [st.rel for st in statements], [st.language for st in statements], streams, kept, read_file,

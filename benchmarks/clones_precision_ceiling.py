@@ -59,8 +59,7 @@ class ExtraFeatures:
     """
 
     def __init__(self, frags):
-        from twinspect.code.normalize import normalized_lines, strip_comments, token_ids, tokens
-        from twinspect.code.verify import _as_strings  # noqa: PLC2701 (benchmark: same encoding as the verifier)
+        from twinspect.code.normalize import normalized_lines, strip_comments, tokens
 
         self.abs = [normalized_lines(f) for f in frags]
         self.raw = [[k for k in (" ".join(line.split()) for line in strip_comments(f).splitlines())
@@ -73,8 +72,7 @@ class ExtraFeatures:
                 for k in set(lines):
                     df[k] = df.get(k, 0) + 1
             self.idf.append({k: float(np.log((1 + n) / (1 + d))) for k, d in df.items()})
-        ids, lengths, _ = token_ids([tokens(f) for f in frags])
-        self.plain = _as_strings(ids, lengths)
+        self.plain = [tokens(f) for f in frags]  # rapidfuzz's LCS compares token lists directly
 
     def compute(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         from rapidfuzz.distance import LCSseq

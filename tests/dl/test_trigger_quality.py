@@ -315,3 +315,83 @@ def test_margin_search_is_reproducible_and_rejects_bad_options():
     for kw in ({"eps": 0}, {"eps": 300}, {"window": 0}, {"stall": 0}, {"patience": -1}):
         with pytest.raises(InputError):
             MarginSearch(f, g, max_queries=10, **kw)
+
+
+class Affine(Classifier):
+    """Two classes: logits (0, flatten(x/255) @ w − b); the boundary is the hyperplane w·x/255 = b."""
+
+    def __init__(self, w, b, name, shape=(8, 8, 1)):
+        super().__init__(shape, 2, PRESETS["unit"], output="logits", name=name)
+        self.w, self.b = np.asarray(w, dtype=np.float64), float(b)
+
+    def _forward(self, batch):
+        z = batch.reshape(len(batch), -1).astype(np.float64) @ self.w - self.b
+        return np.stack([np.zeros_like(z), z], axis=1)
+
+
+def test_refinement_finds_the_band_where_only_the_compressed_model_has_crossed():
+    from twinspect.dl.deviate.margin import MarginSearch
+
+    w = np.ones(64) / 64.0
+    seed = np.full((8, 8, 1), 50, np.float32)  # w·x/255 ≈ 0.196: class 0 for both
+    far = np.full((8, 8, 1), 200, np.float32)  # ≈ 0.784: class 1 for both
+    f = Affine(w, 0.50, "f")
+    g_first = Affine(w, 0.49, "g")  # crosses slightly before the original along seed → far
+    s = MarginSearch(f, g_first, max_queries=10, timeout=None)
+    spent, got = s._refine(seed, seed, far, 0, 0.0)
+    assert got is not None and spent <= s.refine_steps
+    x, pf, pg = got
+    assert np.argmax(pf) == 0 and np.argmax(pg) == 1
+    assert 0.49 <= float(x.reshape(-1).astype(np.float64) @ w / 255.0) <= 0.50
+    # the original crosses first: the bisection sees it and gives up early
+    g_late = Affine(w, 0.60, "g")
+    s = MarginSearch(f, g_late, max_queries=10, timeout=None)
+    spent, got = s._refine(seed, seed, far, 0, 0.0)
+    assert got is None and spent < s.refine_steps
+    with pytest.raises(InputError):
+        MarginSearch(f, g_first, max_queries=10, refine_steps=0)
+    with pytest.raises(InputError):
+        MarginSearch(f, g_first, max_queries=10, orig_weight=1.0)
+
+
+def test_the_originals_margin_in_the_objective_brings_more_compressed_model_errors():
+    """Weighting the original's margin (m_g − λ·m_f) steers toward changes the original is surer of,
+    so more triggers are errors of the compressed model than with g's margin alone (the search before
+    issue 19: fixed ε schedule, no refinement)."""
+    from twinspect.dl.deviate.margin import MarginSearch
+
+    f, g = pair(seed=4, noise=0.1)
+    xs = agreeing(f, g, 8, seed=2)
+    labels = f.predict(xs)
+    ce = {}
+    for name, kw in (("before", {"refine": False, "adaptive": False, "orig_weight": 0.0}), ("weighted", {"orig_weight": 0.8})):
+        res = [MarginSearch(f, g, max_queries=1000, timeout=None, seed=i, minimize=False, **kw).search(x, label=int(y))
+               for i, (x, y) in enumerate(zip(xs, labels))]
+        assert all(r.success and f.predict(r.trigger)[0] != g.predict(r.trigger)[0] for r in res)
+        ce[name] = sum(bool(r.extra["compressed_error"]) for r in res)
+    assert ce["weighted"] >= ce["before"] + 3
+
+
+def test_texture_map_keeps_flat_regions_of_the_seed_flat():
+    from twinspect.dl.deviate.margin import MarginSearch
+
+    f, g = pair(noise=0.9)
+    rng = np.random.default_rng(5)
+    seeds = []
+    for _ in range(40):
+        x = np.zeros((8, 8, 1), np.uint8)
+        x[:, 5:] = rng.integers(0, 256, size=(8, 3, 1))  # texture on the right, flat black on the left
+        if f.predict(x)[0] == g.predict(x)[0]:
+            seeds.append(x)
+    flat = MarginSearch._local_sd(seeds[0].astype(np.float32)) == 0  # columns 0-3: σ = 0 in every 3 × 3 window
+    assert flat[:, :4].all() and not flat[:, 5:].any()
+    found = 0
+    for i, x in enumerate(seeds[:8]):
+        f.seen.clear()
+        res = MarginSearch(f, g, max_queries=150, timeout=None, seed=i, texture=0.0, minimize=False).search(x)
+        seen = np.stack(f.seen)[1:]  # every candidate after the seed itself
+        assert np.array_equal(seen[:, flat], np.broadcast_to(x.astype(np.float64)[flat], seen[:, flat].shape))
+        found += res.success
+    assert found >= 4
+    with pytest.raises(InputError):
+        MarginSearch(f, g, max_queries=10, texture=1.5)

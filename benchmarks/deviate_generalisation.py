@@ -1,0 +1,225 @@
+"""Issue 19: ``twinspect deviate`` on model pairs it was never tuned on (the pair suite of ``deviate_suite.py``).
+
+For each pair of the suite and each configuration, runs the search (in process, one model load per
+pair for all configurations) on N seeds of the run-seed-0 seed list and reports per pair and pooled
+per split (``tune`` / ``heldout``): success rate over searched seeds, search queries (successful
+seeds) and minimisation queries apart, median L∞ / SSIM of the minimised triggers, the share of
+compressed-model errors (the original keeps the seed's true label), and how many triggers still
+trigger when re-run through freshly loaded copies of both models (the runtimes themselves:
+ONNX Runtime, the TFLite interpreter, TorchScript, Keras) — a trigger that does not is counted as a
+failure in ``verified %``.
+
+Configurations (``--configs``): ``default`` (the margin search with default settings), ``dflare``
+(``-a dflare``), ``reference`` (``-a dflare --preset reference``), ``diffchaser`` (population 1,000),
+``margin-v1`` (the margin search with the constants tuned on the LeNets before issue 19: fixed ε 48
+doubling after 50 stalled queries, no boundary refinement).
+
+Run from the repository root after ``benchmarks/deviate_suite.py build``::
+
+    nice -n 10 .venv/bin/python benchmarks/deviate_generalisation.py --split tune --seeds 30 --configs default
+    nice -n 10 .venv/bin/python benchmarks/deviate_generalisation.py --split heldout --seeds 50 --configs default,margin-v1,dflare
+    .venv/bin/python benchmarks/deviate_generalisation.py --report-only
+
+Output: ``benchmarks/results/deviate_generalisation.md`` and ``.json`` (rows merged and rewritten
+after every run); run directories under ``--work-dir`` (default ``runs/bench-generalisation``,
+resumed when re-run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("KERAS_BACKEND", "torch")
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from deviate_suite import DEFAULT_DIR, PAIRS, pair_by_name, resolve  # noqa: E402
+
+CONFIGS: dict[str, tuple[str, dict]] = {
+    "default": ("margin", {}),
+    "margin-v1": ("margin", {"eps": 48.0, "adaptive": False, "refine": False, "orig_weight": 0.0}),
+    "dflare": ("dflare", {}),
+    "reference": ("dflare", {"preset": "reference"}),
+    "diffchaser": ("diffchaser", {"pop_size": 1000}),
+}
+#: DFlare's published average queries on the shared pairs (TOSEM 2023, Table 4)
+PAPER = {"lenet1-tflite8": 83.97, "lenet5-tflite8": 117.02, "resnet20-tflite8": 30.43}
+
+
+def parse_config(config: str) -> tuple[str, dict]:
+    """``name[+key=value...]`` → (algorithm, parameters): a named configuration with overrides (tuning runs)."""
+    name, *over = config.split("+")
+    if name not in CONFIGS:
+        raise SystemExit(f"unknown config {name!r}; choose from {', '.join(CONFIGS)}")
+    algorithm, params = CONFIGS[name]
+    params = dict(params)
+    for kv in over:
+        k, _, v = kv.partition("=")
+        params[k] = {"true": True, "false": False}.get(v.lower(), None)
+        if params[k] is None:
+            params[k] = float(v) if "." in v else int(v)
+    return algorithm, params
+
+
+def _f(v, nd=1, pct=False):
+    if v is None:
+        return ""
+    return f"{100 * v:.{nd}f}" if pct else (f"{v:.{nd}f}" if isinstance(v, float) else str(v))
+
+
+def verify(run_dir: Path, models) -> tuple[int, int]:
+    """Re-run each trigger of a run through ``models`` (fresh loads): (still triggering, triggers)."""
+    import numpy as np
+
+    from twinspect.dl.deviate.results import RunDir, load_trigger
+
+    ok = n = 0
+    for rec in RunDir(run_dir).load_records().values():
+        if not rec.get("success") or not rec.get("trigger"):
+            continue
+        (t,) = load_trigger(run_dir / rec["trigger"], "trigger")
+        pf, pg = models[0].predict_proba(t[None]), models[1].predict_proba(t[None])
+        n += 1
+        ok += int(np.argmax(pf[0]) != np.argmax(pg[0]))
+    return ok, n
+
+
+def pooled(rows: list[dict]) -> dict:
+    """Pool the per-seed records of several rows (same config) into one summary."""
+    from twinspect.dl.deviate.results import summarize
+
+    recs = [r for row in rows for r in row["records"]]
+    s = summarize(recs)
+    s["verified"] = sum(r["verified"][0] for r in rows)
+    s["triggers"] = sum(r["verified"][1] for r in rows)
+    return s
+
+
+def write_report(rows: list[dict], meta: dict, out_dir: Path) -> None:
+    corder = {c: i for i, c in enumerate(CONFIGS)}
+    (out_dir / "deviate_generalisation.json").write_text(json.dumps({"meta": meta, "rows": [
+        {k: v for k, v in r.items() if k != "records"} for r in rows]}, indent=2))
+    head = ("| pair | split | config | seeds searched | success % | verified % | avg search queries (successful) | paper DFlare avg | "
+            "avg minimisation queries | median L∞ | median SSIM | compressed-model errors % | by status | wall s |")
+    lines = ["# twinspect deviate on pairs it was not tuned on (issue 19)", "",
+             "Generated by `benchmarks/deviate_generalisation.py`; pairs built by `benchmarks/deviate_suite.py` "
+             "(kinds and split listed there).", "",
+             f"- seeds: the first N of the run-seed-0 seed list of each pair; budget {meta['max_queries']} queries / "
+             f"{meta['timeout']} s per seed; machine: {meta['machine']}.",
+             "- `verified %`: triggers that still trigger when re-run through freshly loaded models (runtimes), over searched seeds.",
+             "- Search parameters of `default` were chosen on the `tune` pairs only; `heldout` rows are pairs the search never ran on "
+             "while it was designed.", "", head, "|" + "---|" * (head.count("|") - 1)]
+    for r in rows:
+        s = r["summary"]
+        st = ", ".join(f"{k} {v}" for k, v in s["by_status"].items() if v)
+        ver = None if not s["searched"] else r["verified"][0] / s["searched"]
+        lines.append(f"| {r['pair']} | {r['split']} | {r['config']} | {s['searched']} | {_f(s['success_rate'], pct=True)} | "
+                     f"{_f(ver, pct=True)} | {_f(s['avg_queries'])} | {_f(PAPER.get(r['pair']))} | {_f(s['avg_minimize_queries'])} | "
+                     f"{_f(s['median_linf'])} | {_f(s['median_ssim'], 3)} | {_f(s['compressed_error_share'], pct=True)} | {st} | "
+                     f"{_f(r['wall_s'], 0)} |")
+    lines += ["", "## Pooled per split", "", "| split | config | pairs | seeds searched | success % | verified % | "
+              "avg search queries (successful) | avg minimisation queries | median L∞ | median SSIM | compressed-model errors % | "
+              "worst pair success % | worst pair median L∞ | worst pair compressed-model errors % |", "|" + "---|" * 14]
+    for split in ("tune", "heldout"):
+        for config in sorted({r["config"] for r in rows}, key=lambda c: (corder.get(c.split("+")[0], 99), c)):
+            grp = [r for r in rows if r["split"] == split and r["config"] == config]
+            if not grp:
+                continue
+            s = pooled(grp)
+            ver = None if not s["searched"] else s["verified"] / s["searched"]
+            worst_sr = min((r["summary"]["success_rate"] or 0) for r in grp)
+            worst_linf = max((r["summary"]["median_linf"] or 0) for r in grp)
+            worst_ce = min((r["summary"]["compressed_error_share"] or 0) for r in grp)
+            lines.append(f"| {split} | {config} | {len(grp)} | {s['searched']} | {_f(s['success_rate'], pct=True)} | {_f(ver, pct=True)} | "
+                         f"{_f(s['avg_queries'])} | {_f(s['avg_minimize_queries'])} | {_f(s['median_linf'])} | "
+                         f"{_f(s['median_ssim'], 3)} | {_f(s['compressed_error_share'], pct=True)} | {_f(worst_sr, pct=True)} | "
+                         f"{_f(worst_linf)} | {_f(worst_ce, pct=True)} |")
+    (out_dir / "deviate_generalisation.md").write_text("\n".join(lines) + "\n")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--split", choices=["tune", "heldout", "all"], default="heldout")
+    ap.add_argument("--pairs", default="", help="comma-separated pair names (default: every pair of --split)")
+    ap.add_argument("--configs", default="default")
+    ap.add_argument("--seeds", type=int, default=50)
+    ap.add_argument("--max-queries", type=int, default=3000)
+    ap.add_argument("--timeout", type=float, default=60.0)
+    ap.add_argument("--suite-dir", type=Path, default=DEFAULT_DIR)
+    ap.add_argument("--work-dir", type=Path, default=ROOT / "runs" / "bench-generalisation")
+    ap.add_argument("--results", type=Path, default=ROOT / "benchmarks" / "results")
+    ap.add_argument("--report-only", action="store_true")
+    args = ap.parse_args()
+
+    import torch
+
+    torch.set_num_threads(1)
+    from twinspect.dl.data import load_images
+    from twinspect.dl.deviate.results import RunDir, seed_list, summarize
+    from twinspect.dl.deviate.runner import load_model, run_search
+
+    meta = {"seeds": args.seeds, "max_queries": args.max_queries, "timeout": args.timeout,
+            "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+                       f"Python {platform.python_version()}, torch {torch.__version__}"}
+    json_path = args.results / "deviate_generalisation.json"
+    rows: list[dict] = json.loads(json_path.read_text())["rows"] if json_path.exists() else []
+    pairs = [pair_by_name(n) for n in args.pairs.split(",") if n] or [p for p in PAIRS if args.split in ("all", p.split)]
+    order = {p.name: i for i, p in enumerate(PAIRS)}
+    corder = {c: i for i, c in enumerate(CONFIGS)}
+    for pair in pairs:
+        orig_p, comp_p = resolve(pair, args.suite_dir)
+        x, y = load_images(pair.data, split="test")
+        idx = seed_list(len(x), args.seeds, 0)
+        specs = [{"path": str(p), **({"preprocess": pair.preprocess} if pair.preprocess else {})} for p in (orig_p, comp_p)]
+        models = fresh = None
+        for config in args.configs.split(","):
+            algorithm, extra = parse_config(config)
+            out = args.work_dir / pair.name / config
+            wall = None
+            if not args.report_only:
+                if models is None:
+                    models = (load_model(specs[0]), load_model(specs[1]))
+                t0 = time.perf_counter()
+                run_search(specs[0], specs[1], x, y, idx, algorithm, out, resume=out.exists(), quiet=True, seed=0,
+                           params={"max_queries": args.max_queries, "timeout": args.timeout, **extra}, dataset=pair.data,
+                           models=models)
+                wall = time.perf_counter() - t0
+            if fresh is None:
+                fresh = (load_model(specs[0]), load_model(specs[1]))
+            recs = [r for i, r in RunDir(out).load_records().items()]
+            summary = summarize(recs)
+            row = {"pair": pair.name, "split": pair.split, "kind": pair.kind, "config": config, "algorithm": algorithm,
+                   "params": extra, "summary": summary, "verified": list(verify(out, fresh)), "wall_s": wall,
+                   "records": [{k: r.get(k) for k in ("status", "success", "queries", "time_s", "minimize_queries",
+                                                       "distances", "compressed_error") if k in r} for r in recs]}
+            old = [r for r in rows if (r["pair"], r["config"]) == (pair.name, config)]
+            if args.report_only and old and "records" not in row:
+                row = old[0]
+            rows = [r for r in rows if (r["pair"], r["config"]) != (pair.name, config)] + [row]
+            rows.sort(key=lambda r: (order.get(r["pair"], 99), corder.get(r["config"].split("+")[0], 99), r["config"]))
+            _ensure_records(rows, args.work_dir)
+            write_report(rows, meta, args.results)
+            print(f"{pair.name} {config}: success {summary['success_rate']} linf {summary['median_linf']} "
+                  f"ce {summary['compressed_error_share']} q {summary['avg_queries']}", flush=True)
+
+
+def _ensure_records(rows: list[dict], work_dir: Path) -> None:
+    """Rows read back from the JSON have no per-seed records: reload them from their run directories."""
+    from twinspect.dl.deviate.results import RunDir
+
+    for r in rows:
+        if "records" not in r:
+            recs = RunDir(work_dir / r["pair"] / r["config"]).load_records().values()
+            r["records"] = [{k: x.get(k) for k in ("status", "success", "queries", "time_s", "minimize_queries", "distances",
+                                                    "compressed_error") if k in x} for x in recs]
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,267 @@
+"""Issue 19's pair suite: original/compressed model pairs built with the runtimes' own tools, split by pair.
+
+``twinspect deviate``'s search parameters must be chosen on some model pairs and reported on
+others it never saw (a seed-level hold-out on the tuning pairs does not show how it carries to a new
+model). This script builds the pairs and names the split; ``benchmarks/deviate_generalisation.py``
+runs the searches on them.
+
+Pairs (``PAIRS``; ``split`` is ``tune`` or ``heldout``, fixed before any search was run on them):
+
+============================  =======  ========  ======================================================
+pair                           split    data      compressed model made by
+============================  =======  ========  ======================================================
+lenet1-tflite8                 tune     MNIST     shared DFlare pair (Keras 2.2.4 → 8-bit TFLite)
+resnet20-tflite8               tune     CIFAR-10  shared DFlare pair
+lenet1-tflite-fp16             tune     MNIST     shared LeNet-1 .h5 → TFLiteConverter float16
+lenet5t-ort-dyn                tune     MNIST     torch LeNet-5 → ONNX → ORT ``quantize_dynamic`` int8
+lenet5t-prune50                tune     MNIST     ``twinspect compress -m prune --sparsity 0.5``
+lenet5t-distill                tune     MNIST     ``twinspect compress -m distill`` (LeNet-1 student)
+lenet5-tflite8                 heldout  MNIST     shared DFlare pair
+lenet5-tflite-dyn              heldout  MNIST     shared LeNet-5 .h5 → TFLite dynamic-range int8
+lenet5-tflite-int8             heldout  MNIST     shared LeNet-5 .h5 → TFLite full int8 (float I/O)
+cnn-ort-dyn                    heldout  MNIST     torch CNN → ONNX → ORT ``quantize_dynamic`` int8
+cnn-ort-qdq                    heldout  MNIST     torch CNN → ONNX → ORT ``quantize_static`` QDQ int8
+cnn-torch-int8                 heldout  MNIST     ``twinspect compress -m quantize`` (torch eager int8)
+cnn-prune80                    heldout  MNIST     ``twinspect compress -m prune --sparsity 0.8`` (+1 epoch)
+resnet8-ort-dyn                heldout  CIFAR-10  torch ResNet-8 → ONNX → ORT ``quantize_dynamic`` int8
+resnet8-prune50                heldout  CIFAR-10  ``twinspect compress -m prune --sparsity 0.5``
+============================  =======  ========  ======================================================
+
+The torch originals (LeNet-5 seed 0, CNN seed 1, ResNet-8 seed 2 with 10 epochs) are trained here by
+``twinspect train``; the held-out pairs share no original with the tuning pairs except the Keras
+LeNet-5 of the shared data, whose 8-bit TFLite pair was the one the *previous* margin search was tuned
+on (so it is also reported apart). Nothing is downloaded: the shared data and the installed
+converters are all it needs.
+
+Run from the repository root (about 3 minutes; TensorFlow converts in a child process)::
+
+    .venv/bin/python benchmarks/deviate_suite.py build
+    .venv/bin/python benchmarks/deviate_suite.py list
+
+The models go to ``--dir`` (default ``~/.cache/twinspect-bench/deviate-suite``), never into the
+repository; each step is skipped when its file exists.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+os.environ.setdefault("KERAS_BACKEND", "torch")
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+DEFAULT_DIR = Path.home() / ".cache" / "twinspect-bench" / "deviate-suite"
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One original/compressed pair of the suite (paths relative to the suite directory, or ``shared:``)."""
+
+    name: str
+    split: str
+    data: str
+    orig: str
+    comp: str
+    preprocess: str | None
+    kind: str
+
+
+PAIRS: list[Pair] = [
+    Pair("lenet1-tflite8", "tune", "mnist", "shared:lenet1.h5", "shared:lenet1-quan.lite", "unit", "Keras → TFLite 8-bit (shared)"),
+    Pair("resnet20-tflite8", "tune", "cifar10", "shared:resnet.h5", "shared:resnet-quan.lite", "cifar10-dflare", "Keras → TFLite 8-bit (shared)"),
+    Pair("lenet1-tflite-fp16", "tune", "mnist", "shared:lenet1.h5", "lenet1-fp16.tflite", "unit", "Keras → TFLite float16"),
+    Pair("lenet5t-ort-dyn", "tune", "mnist", "mnist-lenet5.onnx", "mnist-lenet5-dyn.onnx", None, "torch → ONNX → ORT dynamic int8"),
+    Pair("lenet5t-prune50", "tune", "mnist", "mnist-lenet5.pt", "mnist-lenet5-prune50.pt", None, "magnitude pruning 50 %"),
+    Pair("lenet5t-distill", "tune", "mnist", "mnist-lenet5.pt", "mnist-lenet5-distill.pt", None, "distillation into LeNet-1"),
+    Pair("lenet5-tflite8", "heldout", "mnist", "shared:lenet5.h5", "shared:lenet5-quan.lite", "unit", "Keras → TFLite 8-bit (shared)"),
+    Pair("lenet5-tflite-dyn", "heldout", "mnist", "shared:lenet5.h5", "lenet5-dyn.tflite", "unit", "Keras → TFLite dynamic-range int8"),
+    Pair("lenet5-tflite-int8", "heldout", "mnist", "shared:lenet5.h5", "lenet5-int8.tflite", "unit", "Keras → TFLite full int8"),
+    Pair("cnn-ort-dyn", "heldout", "mnist", "mnist-cnn.onnx", "mnist-cnn-dyn.onnx", None, "torch → ONNX → ORT dynamic int8"),
+    Pair("cnn-ort-qdq", "heldout", "mnist", "mnist-cnn.onnx", "mnist-cnn-qdq.onnx", None, "torch → ONNX → ORT static QDQ int8"),
+    Pair("cnn-torch-int8", "heldout", "mnist", "mnist-cnn.pt", "mnist-cnn-int8.pt", None, "torch eager static int8"),
+    Pair("cnn-prune80", "heldout", "mnist", "mnist-cnn.pt", "mnist-cnn-prune80.pt", None, "magnitude pruning 80 % (+1 epoch)"),
+    Pair("resnet8-ort-dyn", "heldout", "cifar10", "cifar-resnet8.onnx", "cifar-resnet8-dyn.onnx", None, "torch → ONNX → ORT dynamic int8"),
+    Pair("resnet8-prune50", "heldout", "cifar10", "cifar-resnet8.pt", "cifar-resnet8-prune50.pt", None, "magnitude pruning 50 %"),
+]
+
+
+def pair_by_name(name: str) -> Pair:
+    for p in PAIRS:
+        if p.name == name:
+            return p
+    raise SystemExit(f"unknown pair {name!r}; choose from {', '.join(p.name for p in PAIRS)}")
+
+
+def resolve(pair: Pair, suite_dir: Path = DEFAULT_DIR) -> tuple[Path, Path]:
+    """Absolute paths of a pair's two model files."""
+    from twinspect.dl.data import find_shared_data
+
+    def one(rel: str) -> Path:
+        if rel.startswith("shared:"):
+            shared = find_shared_data()
+            if shared is None:
+                raise SystemExit("shared data not found (set TWINSPECT_DATA)")
+            return shared / "models" / "dflare" / rel.split(":", 1)[1]
+        return suite_dir / rel
+
+    return one(pair.orig), one(pair.comp)
+
+
+_TFLITE = textwrap.dedent('''
+    import os, sys
+    os.environ["KERAS_BACKEND"] = "tensorflow"
+    import numpy as np, keras, tensorflow as tf
+    src, out_dir, calib_file = sys.argv[1], sys.argv[2], sys.argv[3]
+    jobs = sys.argv[4:]
+    m = keras.models.load_model(src, compile=False)
+    sm = os.path.join(out_dir, "_savedmodel_" + os.path.basename(src))
+    m.export(sm, format="tf_saved_model", verbose=False)
+    calib = np.load(calib_file).astype(np.float32)
+    for job in jobs:
+        kind, name = job.split("=")
+        c = tf.lite.TFLiteConverter.from_saved_model(sm)
+        c.optimizations = [tf.lite.Optimize.DEFAULT]
+        if kind == "fp16":
+            c.target_spec.supported_types = [tf.float16]
+        elif kind == "int8":
+            c.representative_dataset = lambda: ([calib[i:i + 1]] for i in range(len(calib)))
+        tmp = os.path.join(out_dir, name + ".tmp")
+        open(tmp, "wb").write(c.convert())
+        os.replace(tmp, os.path.join(out_dir, name))
+''')
+
+
+def _run(cmd: list[str], **kw) -> None:
+    print("+", " ".join("<script>" if "\n" in a else a for a in cmd), flush=True)
+    subprocess.run(cmd, check=True, **kw)
+
+
+def _twinspect(*args: str) -> None:
+    _run([sys.executable, "-m", "twinspect", *args, "-q"])
+
+
+def _export_onnx(pt: Path, onnx_path: Path, calib: "object | None", qdq: Path | None, dyn: Path | None) -> None:
+    """torch → ONNX (TorchScript exporter) with the .pt's metadata as sidecar; ORT int8 copies."""
+    import numpy as np
+    import torch
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_dynamic, quantize_static
+
+    from twinspect.dl.adapters.metadata import read_metadata, write_metadata
+
+    meta = read_metadata(pt)
+    h, w, c = meta["input_shape"]
+    if not onnx_path.exists():
+        m = torch.jit.load(str(pt)).eval()
+        tmp = onnx_path.with_suffix(".tmp.onnx")
+        torch.onnx.export(m, (torch.zeros(1, c, h, w),), str(tmp), dynamo=False, input_names=["x"], output_names=["logits"],
+                          dynamic_axes={"x": {0: "N"}, "logits": {0: "N"}})
+        os.replace(tmp, onnx_path)
+        write_metadata(onnx_path, {**meta, "compression": None})
+    if dyn is not None and not dyn.exists():
+        quantize_dynamic(str(onnx_path), str(dyn), weight_type=QuantType.QInt8)
+        write_metadata(dyn, {**meta, "compression": {"method": "ort-quantize-dynamic"}})
+    if qdq is not None and not qdq.exists():
+        x = np.asarray(calib, dtype=np.float32)
+
+        class Reader(CalibrationDataReader):
+            def __init__(self):
+                self.it = iter([{"x": x[i:i + 1]} for i in range(len(x))])
+
+            def get_next(self):
+                return next(self.it, None)
+
+        quantize_static(str(onnx_path), str(qdq), Reader(), quant_format=QuantFormat.QDQ, weight_type=QuantType.QInt8,
+                        per_channel=True)
+        write_metadata(qdq, {**meta, "compression": {"method": "ort-quantize-static-qdq"}})
+
+
+def build(suite_dir: Path, datasets: tuple[str, ...] = ("mnist", "cifar10")) -> None:
+    """Train the torch originals and make every compressed model of ``datasets`` (skipping files that exist)."""
+    import numpy as np
+
+    from twinspect.dl.data import find_shared_data, load_images
+
+    suite_dir.mkdir(parents=True, exist_ok=True)
+    d = suite_dir
+    trains = [("lenet5", "mnist", "mnist-lenet5.pt", "0", []), ("cnn", "mnist", "mnist-cnn.pt", "1", []),
+              ("resnet8", "cifar10", "cifar-resnet8.pt", "2", ["--epochs", "10"])]
+    for arch, data, out, seed, extra in trains:
+        if data in datasets and not (d / out).exists():
+            _twinspect("train", arch, "-d", data, "-o", str(d / out), "--seed", seed, *extra)
+    comps = [("mnist-lenet5.pt", "mnist-lenet5-prune50.pt", ["-m", "prune", "--sparsity", "0.5"]),
+             ("mnist-lenet5.pt", "mnist-lenet5-distill.pt", ["-m", "distill"]),
+             ("mnist-cnn.pt", "mnist-cnn-int8.pt", ["-m", "quantize"]),
+             ("mnist-cnn.pt", "mnist-cnn-prune80.pt", ["-m", "prune", "--sparsity", "0.8", "--finetune-epochs", "1"]),
+             ("cifar-resnet8.pt", "cifar-resnet8-prune50.pt", ["-m", "prune", "--sparsity", "0.5"])]
+    for src, out, extra in comps:
+        if ("cifar10" if src.startswith("cifar") else "mnist") in datasets and not (d / out).exists():
+            _twinspect("compress", str(d / src), *extra, "-o", str(d / out))
+    # ONNX exports and ONNX Runtime's own int8 copies (calibration: 256 training images, model scale)
+    x_mnist = load_images("mnist", split="train")[0][:256].astype(np.float32) / 255.0
+    _export_onnx(d / "mnist-lenet5.pt", d / "mnist-lenet5.onnx", None, None, d / "mnist-lenet5-dyn.onnx")
+    _export_onnx(d / "mnist-cnn.pt", d / "mnist-cnn.onnx", x_mnist.transpose(0, 3, 1, 2), d / "mnist-cnn-qdq.onnx",
+                 d / "mnist-cnn-dyn.onnx")
+    if "cifar10" in datasets:
+        _export_onnx(d / "cifar-resnet8.pt", d / "cifar-resnet8.onnx", None, None, d / "cifar-resnet8-dyn.onnx")
+    # TFLite conversions of the shared Keras models (TensorFlow in a child process)
+    shared = find_shared_data() / "models" / "dflare"
+    todo = {"lenet1.h5": ["fp16=lenet1-fp16.tflite"], "lenet5.h5": ["dyn=lenet5-dyn.tflite", "int8=lenet5-int8.tflite"]}
+    np.save(d / "calib-unit.npy", x_mnist[:256])
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
+    for src, jobs in todo.items():
+        jobs = [j for j in jobs if not (d / j.split("=")[1]).exists()]
+        if jobs:
+            _run([sys.executable, "-c", _TFLITE, str(shared / src), str(d), str(d / "calib-unit.npy"), *jobs], env=env)
+
+
+def check(suite_dir: Path, n: int = 1000) -> list[dict]:
+    """Load every pair and measure both models' accuracy and top-1 agreement on the first ``n`` test images."""
+    import numpy as np
+
+    from twinspect.dl.data import load_images
+    from twinspect.dl.deviate.runner import load_model
+
+    rows = []
+    for p in PAIRS:
+        o, c = resolve(p, suite_dir)
+        if not (o.exists() and c.exists()):
+            print(f"{p.name:22s} not built", flush=True)
+            continue
+        x, y = load_images(p.data, split="test")
+        x, y = x[:n], y[:n]
+        fo = load_model({"path": str(o), "preprocess": p.preprocess})
+        fc = load_model({"path": str(c), "preprocess": p.preprocess})
+        lo, lc = fo.predict_proba(x).argmax(1), fc.predict_proba(x).argmax(1)
+        rows.append({"pair": p.name, "split": p.split, "kind": p.kind, "acc_orig": float((lo == y).mean()),
+                     "acc_comp": float((lc == y).mean()), "agreement": float((lo == lc).mean())})
+        print(f"{p.name:22s} {p.split:8s} orig {rows[-1]['acc_orig']:.3f} comp {rows[-1]['acc_comp']:.3f} "
+              f"agree {rows[-1]['agreement']:.3f}  {p.kind}", flush=True)
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("command", choices=["build", "list", "check"])
+    ap.add_argument("--dir", type=Path, default=DEFAULT_DIR)
+    ap.add_argument("--datasets", default="mnist,cifar10", help="build: only the pairs of these data sets")
+    args = ap.parse_args()
+    if args.command == "build":
+        build(args.dir, tuple(args.datasets.split(",")))
+    elif args.command == "check":
+        rows = check(args.dir)
+        out = ROOT / "benchmarks" / "results" / "deviate_suite.json"
+        out.write_text(json.dumps(rows, indent=2))
+    else:
+        for p in PAIRS:
+            print(f"{p.name:22s} {p.split:8s} {p.data:8s} {p.kind}")
+
+
+if __name__ == "__main__":
+    main()

@@ -256,8 +256,14 @@ def main() -> None:
         build(args.dir, tuple(args.datasets.split(",")))
     elif args.command == "check":
         rows = check(args.dir)
-        out = ROOT / "benchmarks" / "results" / "deviate_suite.json"
-        out.write_text(json.dumps(rows, indent=2))
+        out = ROOT / "benchmarks" / "results"
+        (out / "deviate_suite.json").write_text(json.dumps(rows, indent=2))
+        lines = ["# The pair suite of issue 19 (`benchmarks/deviate_suite.py check`)", "",
+                 "Accuracy of both models and their top-1 agreement on the first 1,000 test images.", "",
+                 "| pair | split | compressed model | original acc % | compressed acc % | top-1 agreement % |", "|---|---|---|---|---|---|"]
+        lines += [f"| {r['pair']} | {r['split']} | {r['kind']} | {100 * r['acc_orig']:.1f} | {100 * r['acc_comp']:.1f} | "
+                  f"{100 * r['agreement']:.1f} |" for r in rows]
+        (out / "deviate_suite.md").write_text("\n".join(lines) + "\n")
     else:
         for p in PAIRS:
             print(f"{p.name:22s} {p.split:8s} {p.data:8s} {p.kind}")

@@ -176,6 +176,9 @@ def write_report(rows: list[dict], meta: dict, out_dir: Path) -> None:
              "(kinds and split listed there).", "",
              f"- seeds: the first N of the run-seed-0 seed list of each pair; budget {meta['max_queries']} queries / "
              f"{meta['timeout']} s per seed; machine: {meta['machine']}.",
+             f"- this file: `{meta.get('command', '')}` at commit {meta.get('commit', '?')}, {meta.get('date', '?')}, "
+             f"load average {', '.join(f'{v:.1f}' for v in meta.get('load', []))}; the rows' wall times come from the runs that "
+             "made them (per row; other work shared the 2 cores).",
              "- `verified %`: triggers that still trigger when re-run through each model's own runtime outside twinspect "
              "(onnxruntime, LiteRT, torch.jit, Keras), over searched seeds.",
              "- Search parameters of `default` were chosen on the `tune` pairs only; `heldout` rows are pairs the search never ran on "
@@ -229,7 +232,12 @@ def main() -> None:
     from twinspect.dl.deviate.results import RunDir, seed_list, summarize
     from twinspect.dl.deviate.runner import load_model, run_search
 
-    meta = {"seeds": args.seeds, "max_queries": args.max_queries, "timeout": args.timeout,
+    import subprocess
+
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    meta = {"seeds": args.seeds, "max_queries": args.max_queries, "timeout": args.timeout, "commit": commit,
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "load": list(os.getloadavg()),
+            "command": " ".join(["benchmarks/deviate_generalisation.py", *sys.argv[1:]]),
             "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
                        f"Python {platform.python_version()}, torch {torch.__version__}"}
     json_path = args.results / "deviate_generalisation.json"

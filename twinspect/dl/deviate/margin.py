@@ -257,7 +257,7 @@ class MarginSearch(PairSearch):
         p_cur, m_cur = (pf0, pg0), margin(pg0, c)
         j_cur = m_cur - self.orig_weight * margin(pf0, c)
         it = rejected = improvements = last_gain = escalations = refinements = 0
-        last_check, m_check = 0, m_cur
+        last_check, m_check, crossings = 0, m_cur, 0
         aside: tuple[int, np.ndarray, np.ndarray, np.ndarray] | None = None
         patience = self.patience
         status = "max_queries"
@@ -292,6 +292,8 @@ class MarginSearch(PairSearch):
             lf, lg = int(np.argmax(pf)), int(np.argmax(pg))
             if self._triggers(pf, pg) and (not seek_ce or lf == c):
                 return self._result("found", it, t0, x0, x_new, pf, pg, extra={**info(), "set_aside": False})
+            if lf != c and lg != c:
+                crossings += 1
             if self.refine and lf != c and lg != c:
                 # both left c on this step: the compressed model may have crossed first along it
                 spent, got = self._refine(x0, x0 + delta, x_new, c, t0)
@@ -315,7 +317,13 @@ class MarginSearch(PairSearch):
             if self.adaptive:
                 # the margin trend over the last ``stall`` queries: stronger changes when it would not
                 # reach the boundary within ``horizon`` queries at this rate
-                if it - last_check >= self.stall and (eps < cap or tex < 1):
+                if it - last_check >= self.stall and crossings:
+                    # steps that take both models across: the strength suffices, the boundary is here;
+                    # finer steps (not stronger ones) find the band where only g has crossed
+                    if m_check - m_cur <= 0:
+                        eps = max(min(self.eps, cap) / 4, eps * 0.7)
+                    last_check, m_check, crossings = it, m_cur, 0
+                elif it - last_check >= self.stall and (eps < cap or tex < 1):
                     rate = (m_check - m_cur) / max(1, it - last_check)
                     if rate <= 0 or m_cur / rate > self.horizon:
                         # the ladder: ε up to soft_eps, then the flat regions opened, then ε up to 255

@@ -263,6 +263,11 @@ def main() -> None:
                            params={"max_queries": args.max_queries, "timeout": args.timeout, **extra}, dataset=pair.data,
                            models=models)
                 wall = time.perf_counter() - t0
+                (out / "bench_wall.json").write_text(json.dumps({"wall_s": wall, "load": list(os.getloadavg())}))
+            elif (out / "bench_wall.json").exists():
+                wall = json.loads((out / "bench_wall.json").read_text())["wall_s"]
+            if args.report_only and not (out / "results.jsonl").exists():
+                continue
             if fresh is None:
                 fresh = (raw_predictor(orig_p, pair.preprocess), raw_predictor(comp_p, pair.preprocess))
             recs = [r for i, r in RunDir(out).load_records().items()]
@@ -271,9 +276,6 @@ def main() -> None:
                    "params": extra, "summary": summary, "verified": list(verify(out, fresh)), "wall_s": wall,
                    "records": [{k: r.get(k) for k in ("status", "success", "queries", "time_s", "minimize_queries",
                                                        "distances", "compressed_error") if k in r} for r in recs]}
-            old = [r for r in rows if (r["pair"], r["config"]) == (pair.name, config)]
-            if args.report_only and old and "records" not in row:
-                row = old[0]
             rows = [r for r in rows if (r["pair"], r["config"]) != (pair.name, config)] + [row]
             rows.sort(key=lambda r: (order.get(r["pair"], 99), corder.get(r["config"].split("+")[0], 99), r["config"]))
             _ensure_records(rows, args.work_dir)

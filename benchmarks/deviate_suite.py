@@ -18,7 +18,7 @@ lenet5t-prune50                tune     MNIST     ``twinspect compress -m prune 
 lenet5t-distill                tune     MNIST     ``twinspect compress -m distill`` (LeNet-1 student)
 lenet5-tflite8                 heldout  MNIST     shared DFlare pair
 lenet5-tflite-dyn              heldout  MNIST     shared LeNet-5 .h5 → TFLite dynamic-range int8
-lenet5-tflite-int8             heldout  MNIST     shared LeNet-5 .h5 → TFLite full int8 (float I/O)
+lenet5-tflite-int8             tune     MNIST     shared LeNet-5 .h5 → TFLite full int8 (float I/O) [1]_
 cnn-ort-dyn                    heldout  MNIST     torch CNN → ONNX → ORT ``quantize_dynamic`` int8
 cnn-ort-qdq                    heldout  MNIST     torch CNN → ONNX → ORT ``quantize_static`` QDQ int8
 cnn-torch-int8                 heldout  MNIST     ``twinspect compress -m quantize`` (torch eager int8)
@@ -26,6 +26,10 @@ cnn-prune80                    heldout  MNIST     ``twinspect compress -m prune 
 resnet8-ort-dyn                heldout  CIFAR-10  torch ResNet-8 → ONNX → ORT ``quantize_dynamic`` int8
 resnet8-prune50                heldout  CIFAR-10  ``twinspect compress -m prune --sparsity 0.5``
 ============================  =======  ========  ======================================================
+
+.. [1] held out at first; its default run failed on 96 % of seeds, which led to two fixes (a quantised
+   softmax read as logits by the adapters, and the margin search's plateau rule), so it was moved to
+   the tuning half and is not reported as held out.
 
 The torch originals (LeNet-5 seed 0, CNN seed 1, ResNet-8 seed 2 with 10 epochs) are trained here by
 ``twinspect train``; the held-out pairs share no original with the tuning pairs except the Keras
@@ -82,7 +86,9 @@ PAIRS: list[Pair] = [
     Pair("lenet5t-distill", "tune", "mnist", "mnist-lenet5.pt", "mnist-lenet5-distill.pt", None, "distillation into LeNet-1"),
     Pair("lenet5-tflite8", "heldout", "mnist", "shared:lenet5.h5", "shared:lenet5-quan.lite", "unit", "Keras → TFLite 8-bit (shared)"),
     Pair("lenet5-tflite-dyn", "heldout", "mnist", "shared:lenet5.h5", "lenet5-dyn.tflite", "unit", "Keras → TFLite dynamic-range int8"),
-    Pair("lenet5-tflite-int8", "heldout", "mnist", "shared:lenet5.h5", "lenet5-int8.tflite", "unit", "Keras → TFLite full int8"),
+    # held out at first; moved to the tuning half after its failure (a twice-applied softmax on its
+    # quantised output, and g's margin on a plateau) was read and fixed during the design
+    Pair("lenet5-tflite-int8", "tune", "mnist", "shared:lenet5.h5", "lenet5-int8.tflite", "unit", "Keras → TFLite full int8 (seen)"),
     Pair("cnn-ort-dyn", "heldout", "mnist", "mnist-cnn.onnx", "mnist-cnn-dyn.onnx", None, "torch → ONNX → ORT dynamic int8"),
     Pair("cnn-ort-qdq", "heldout", "mnist", "mnist-cnn.onnx", "mnist-cnn-qdq.onnx", None, "torch → ONNX → ORT static QDQ int8"),
     Pair("cnn-torch-int8", "heldout", "mnist", "mnist-cnn.pt", "mnist-cnn-int8.pt", None, "torch eager static int8"),

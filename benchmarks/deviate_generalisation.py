@@ -243,11 +243,11 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(1)
+    import subprocess
+
     from twinspect.dl.data import load_images
     from twinspect.dl.deviate.results import RunDir, seed_list, summarize
     from twinspect.dl.deviate.runner import load_model, run_search
-
-    import subprocess
 
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     meta = {"seeds": args.seeds, "max_queries": args.max_queries, "timeout": args.timeout, "commit": commit,

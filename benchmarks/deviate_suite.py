@@ -153,11 +153,17 @@ def _twinspect(*args: str) -> None:
     _run([sys.executable, "-m", "twinspect", *args, "-q"])
 
 
-def _export_onnx(pt: Path, onnx_path: Path, calib: "object | None", qdq: Path | None, dyn: Path | None) -> None:
+def _export_onnx(pt: Path, onnx_path: Path, calib: object | None, qdq: Path | None, dyn: Path | None) -> None:
     """torch → ONNX (TorchScript exporter) with the .pt's metadata as sidecar; ORT int8 copies."""
     import numpy as np
     import torch
-    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_dynamic, quantize_static
+    from onnxruntime.quantization import (
+        CalibrationDataReader,
+        QuantFormat,
+        QuantType,
+        quantize_dynamic,
+        quantize_static,
+    )
 
     from twinspect.dl.adapters.metadata import read_metadata, write_metadata
 
@@ -229,7 +235,6 @@ def build(suite_dir: Path, datasets: tuple[str, ...] = ("mnist", "cifar10")) -> 
 
 def check(suite_dir: Path, n: int = 1000) -> list[dict]:
     """Load every pair and measure both models' accuracy and top-1 agreement on the first ``n`` test images."""
-    import numpy as np
 
     from twinspect.dl.data import load_images
     from twinspect.dl.deviate.runner import load_model

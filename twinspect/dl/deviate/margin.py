@@ -276,7 +276,7 @@ class MarginSearch(PairSearch):
             r, q = int(rng.integers(0, h - side + 1)), int(rng.integers(0, w - side + 1))
             cand = delta.copy()
             cand[r:r + side, q:q + side, :] = eps * rng.choice(np.array([-1.0, 1.0], np.float32), size=(1, 1, ch))
-            if tex < 1:
+            if rel is not None and tex < 1:
                 cand[r:r + side, q:q + side, :] *= tex + (1.0 - tex) * rel[r:r + side, q:q + side, :]
             x_new = self._admit(x0, np.clip(x0 + cand, 0.0, 255.0).astype(np.float32))
             if x_new is None:  # outside the change budget: never reaches a model, not a query

@@ -49,6 +49,10 @@ CONFIGS: dict[str, tuple[str, dict]] = {
     "reference": ("dflare", {"preset": "reference"}),
     "diffchaser": ("diffchaser", {"pop_size": 1000}),
 }
+#: configuration name → its place in the tables (overrides ``name+key=value`` sort after their base)
+CONFIG_ORDER = {c: i for i, c in enumerate(CONFIGS)}
+#: the fields of a results.jsonl record the tables need
+RECORD_KEYS = ("status", "success", "queries", "time_s", "minimize_queries", "distances", "compressed_error")
 #: DFlare's published average queries on the shared pairs (TOSEM 2023, Table 4)
 PAPER = {"lenet1-tflite8": 83.97, "lenet5-tflite8": 117.02, "resnet20-tflite8": 30.43}
 
@@ -66,6 +70,16 @@ def parse_config(config: str) -> tuple[str, dict]:
         if params[k] is None:
             params[k] = float(v) if "." in v else int(v)
     return algorithm, params
+
+
+def config_key(config: str) -> tuple[int, str]:
+    """Sort key of a configuration name: its base's place in :data:`CONFIGS`, then the full name."""
+    return CONFIG_ORDER.get(config.split("+")[0], len(CONFIG_ORDER)), config
+
+
+def trim(record: dict) -> dict:
+    """The :data:`RECORD_KEYS` of a results.jsonl record."""
+    return {k: record[k] for k in RECORD_KEYS if k in record}
 
 
 def _f(v, nd=1, pct=False):
@@ -176,7 +190,6 @@ def pooled(rows: list[dict]) -> dict:
 
 
 def write_report(rows: list[dict], meta: dict, out_dir: Path) -> None:
-    corder = {c: i for i, c in enumerate(CONFIGS)}
     (out_dir / "deviate_generalisation.json").write_text(json.dumps({"meta": meta, "rows": [
         {k: v for k, v in r.items() if k != "records"} for r in rows]}, indent=2))
     head = ("| pair | split | config | seeds searched | success % | verified % | avg search queries (successful) | paper DFlare avg | "
@@ -209,7 +222,7 @@ def write_report(rows: list[dict], meta: dict, out_dir: Path) -> None:
               "compressed-model errors where possible % | worst pair success % | worst pair median L∞ | worst pair "
               "compressed-model errors % |", "|" + "---|" * 15]
     for split in ("tune", "heldout"):
-        for config in sorted({r["config"] for r in rows}, key=lambda c: (corder.get(c.split("+")[0], 99), c)):
+        for config in sorted({r["config"] for r in rows}, key=config_key):
             grp = [r for r in rows if r["split"] == split and r["config"] == config]
             if not grp:
                 continue
@@ -259,7 +272,6 @@ def main() -> None:
     rows: list[dict] = json.loads(json_path.read_text())["rows"] if json_path.exists() else []
     pairs = [pair_by_name(n) for n in args.pairs.split(",") if n] or [p for p in PAIRS if args.split in ("all", p.split)]
     order = {p.name: i for i, p in enumerate(PAIRS)}
-    corder = {c: i for i, c in enumerate(CONFIGS)}
     for pair in pairs:
         orig_p, comp_p = resolve(pair, args.suite_dir)
         x, y = load_images(pair.data, split="test")
@@ -285,14 +297,13 @@ def main() -> None:
                 continue
             if fresh is None:
                 fresh = (raw_predictor(orig_p, pair.preprocess), raw_predictor(comp_p, pair.preprocess))
-            recs = [r for i, r in RunDir(out).load_records().items()]
+            recs = list(RunDir(out).load_records().values())
             summary = summarize(recs)
             row = {"pair": pair.name, "split": pair.split, "kind": pair.kind, "config": config, "algorithm": algorithm,
                    "params": extra, "summary": summary, "verified": list(verify(out, fresh)), "wall_s": wall,
-                   "records": [{k: r.get(k) for k in ("status", "success", "queries", "time_s", "minimize_queries",
-                                                       "distances", "compressed_error") if k in r} for r in recs]}
+                   "records": [trim(r) for r in recs]}
             rows = [r for r in rows if (r["pair"], r["config"]) != (pair.name, config)] + [row]
-            rows.sort(key=lambda r: (order.get(r["pair"], 99), corder.get(r["config"].split("+")[0], 99), r["config"]))
+            rows.sort(key=lambda r: (order.get(r["pair"], len(order)), config_key(r["config"])))
             _ensure_records(rows, args.work_dir)
             write_report(rows, meta, args.results)
             print(f"{pair.name} {config}: success {summary['success_rate']} linf {summary['median_linf']} "
@@ -305,9 +316,7 @@ def _ensure_records(rows: list[dict], work_dir: Path) -> None:
 
     for r in rows:
         if "records" not in r:
-            recs = RunDir(work_dir / r["pair"] / r["config"]).load_records().values()
-            r["records"] = [{k: x.get(k) for k in ("status", "success", "queries", "time_s", "minimize_queries", "distances",
-                                                    "compressed_error") if k in x} for x in recs]
+            r["records"] = [trim(x) for x in RunDir(work_dir / r["pair"] / r["config"]).load_records().values()]
 
 
 if __name__ == "__main__":

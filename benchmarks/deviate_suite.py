@@ -105,17 +105,21 @@ def pair_by_name(name: str) -> Pair:
     raise SystemExit(f"unknown pair {name!r}; choose from {', '.join(p.name for p in PAIRS)}")
 
 
-def resolve(pair: Pair, suite_dir: Path = DEFAULT_DIR) -> tuple[Path, Path]:
-    """Absolute paths of a pair's two model files."""
+def shared_models() -> Path:
+    """The shared DFlare model folder (``shared/data/models/dflare``)."""
     from twinspect.dl.data import find_shared_data
 
+    shared = find_shared_data()
+    if shared is None:
+        raise SystemExit("shared data not found (set TWINSPECT_DATA)")
+    return shared / "models" / "dflare"
+
+
+def resolve(pair: Pair, suite_dir: Path = DEFAULT_DIR) -> tuple[Path, Path]:
+    """Absolute paths of a pair's two model files."""
+
     def one(rel: str) -> Path:
-        if rel.startswith("shared:"):
-            shared = find_shared_data()
-            if shared is None:
-                raise SystemExit("shared data not found (set TWINSPECT_DATA)")
-            return shared / "models" / "dflare" / rel.split(":", 1)[1]
-        return suite_dir / rel
+        return shared_models() / rel.split(":", 1)[1] if rel.startswith("shared:") else suite_dir / rel
 
     return one(pair.orig), one(pair.comp)
 
@@ -198,7 +202,7 @@ def build(suite_dir: Path, datasets: tuple[str, ...] = ("mnist", "cifar10")) -> 
     """Train the torch originals and make every compressed model of ``datasets`` (skipping files that exist)."""
     import numpy as np
 
-    from twinspect.dl.data import find_shared_data, load_images
+    from twinspect.dl.data import load_images
 
     suite_dir.mkdir(parents=True, exist_ok=True)
     d = suite_dir
@@ -216,26 +220,27 @@ def build(suite_dir: Path, datasets: tuple[str, ...] = ("mnist", "cifar10")) -> 
         if ("cifar10" if src.startswith("cifar") else "mnist") in datasets and not (d / out).exists():
             _twinspect("compress", str(d / src), *extra, "-o", str(d / out))
     # ONNX exports and ONNX Runtime's own int8 copies (calibration: 256 training images, model scale)
+    if "cifar10" in datasets:
+        _export_onnx(d / "cifar-resnet8.pt", d / "cifar-resnet8.onnx", None, None, d / "cifar-resnet8-dyn.onnx")
+    if "mnist" not in datasets:
+        return
     x_mnist = load_images("mnist", split="train")[0][:256].astype(np.float32) / 255.0
     _export_onnx(d / "mnist-lenet5.pt", d / "mnist-lenet5.onnx", None, None, d / "mnist-lenet5-dyn.onnx")
     _export_onnx(d / "mnist-cnn.pt", d / "mnist-cnn.onnx", x_mnist.transpose(0, 3, 1, 2), d / "mnist-cnn-qdq.onnx",
                  d / "mnist-cnn-dyn.onnx")
-    if "cifar10" in datasets:
-        _export_onnx(d / "cifar-resnet8.pt", d / "cifar-resnet8.onnx", None, None, d / "cifar-resnet8-dyn.onnx")
     # TFLite conversions of the shared Keras models (TensorFlow in a child process)
-    shared = find_shared_data() / "models" / "dflare"
     todo = {"lenet1.h5": ["fp16=lenet1-fp16.tflite"], "lenet5.h5": ["dyn=lenet5-dyn.tflite", "int8=lenet5-int8.tflite"]}
-    np.save(d / "calib-unit.npy", x_mnist[:256])
+    np.save(d / "calib-unit.npy", x_mnist)
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
     for src, jobs in todo.items():
         jobs = [j for j in jobs if not (d / j.split("=")[1]).exists()]
         if jobs:
-            _run([sys.executable, "-c", _TFLITE, str(shared / src), str(d), str(d / "calib-unit.npy"), *jobs], env=env)
+            _run([sys.executable, "-c", _TFLITE, str(shared_models() / src), str(d), str(d / "calib-unit.npy"), *jobs],
+                 env=env)
 
 
 def check(suite_dir: Path, n: int = 1000) -> list[dict]:
     """Load every pair and measure both models' accuracy and top-1 agreement on the first ``n`` test images."""
-
     from twinspect.dl.data import load_images
     from twinspect.dl.deviate.runner import load_model
 

@@ -15,10 +15,14 @@ a score-based black-box attack on g's margin, constrained by f:
   stays in the L∞ ball of radius ε around the seed; the window covers ``window`` of the image at
   first and halves after 50, 150, 350, … queries (Square Attack's schedule, simplified);
   optionally (``texture`` < 1) the change is scaled by the seed's local σ, so flat regions stay flat;
-* a candidate is kept only when it lowers the objective *and* f still gives ``c`` (greedy acceptance);
+* a candidate is kept only when f still gives ``c`` and g's margin falls (then the lower objective
+  wins), or, on a plateau of g's margin (a saturated or coarsely quantised output), f's margin falls
+  (greedy acceptance);
 * adaptive strength, per seed: ε starts at ``eps`` (32 levels); every ``stall`` queries the trend of
-  ``m_g`` is read, and when at its rate g's margin would not reach 0 within ``horizon`` queries, ε
-  grows ×1.5 (×2 when it did not fall at all), up to 255;
+  the mean of both margins is read. When some step since the last look took both models across,
+  the boundary is reached: ε does not grow, and shrinks ×0.7 (down to ε/4) if the mean did not fall.
+  Otherwise, when at its rate the mean would not reach 0 within ``horizon`` queries, ε grows ×1.5
+  (×2 when it did not fall at all), up to 255;
 * boundary refinement: a close twin's decision boundaries nearly coincide with its original's, and
   the band where only g has changed is thin, so a step usually takes both models across at once;
   such a step is bisected (``refine_steps``) for the point where g has left ``c`` and f has not —
@@ -55,7 +59,7 @@ from twinspect.errors import InputError
 DEFAULT_EPS = 32.0
 #: Initial window area as a fraction of the image.
 DEFAULT_WINDOW = 0.1
-#: Queries without improvement after which ε doubles.
+#: Queries between two looks at the margin trend (adaptive), or without improvement before ε doubles.
 DEFAULT_STALL = 50
 #: Extra queries spent looking for a compressed-model error after a trigger in which the original changed.
 DEFAULT_PATIENCE = 100
@@ -113,6 +117,8 @@ class MarginSearch(PairSearch):
             ``texture + (1 − texture)·σ/σ_max``, σ the seed's 3 × 3 local standard deviation (a σ-map
             as in Croce & Hein, "Sparse and imperceivable adversarial attacks", ICCV 2019), so that
             changes go where the seed has structure and a flat background stays flat (1: off).
+        soft_eps: adaptive, with ``texture`` < 1: ε grows up to this many levels first, then the flat
+            regions open (texture +0.25 per look), then ε grows on up to 255 (1–255).
         orig_weight: λ in [0, 1): a candidate is kept when it lowers ``m_g − λ·m_f`` (``m_f`` the
             original's margin on the seed's label), so that among changes toward the boundary those
             that leave the original surer are preferred.
@@ -190,7 +196,8 @@ class MarginSearch(PairSearch):
         """The search parameters (for run.json)."""
         return {"eps": self.eps, "window": self.window, "stall": self.stall, "patience": self.patience,
                 "adaptive": self.adaptive, "horizon": self.horizon, "refine": self.refine,
-                "refine_steps": self.refine_steps, "orig_weight": self.orig_weight, "texture": self.texture, "soft_eps": self.soft_eps, **super().params()}
+                "refine_steps": self.refine_steps, "orig_weight": self.orig_weight, "texture": self.texture,
+                "soft_eps": self.soft_eps, **super().params()}
 
     @staticmethod
     def _local_sd(x0: np.ndarray) -> np.ndarray:
@@ -292,19 +299,20 @@ class MarginSearch(PairSearch):
             if np.isnan(pf).any() or np.isnan(pg).any():
                 return self._result("nan", it, t0, x0, x_new, pf, pg, extra=info())
             lf, lg = int(np.argmax(pf)), int(np.argmax(pg))
-            if self._triggers(pf, pg) and (not seek_ce or lf == c):
+            trigger = self._triggers(pf, pg)
+            if trigger and (not seek_ce or lf == c):
                 return self._result("found", it, t0, x0, x_new, pf, pg, extra={**info(), "set_aside": False})
             if lf != c and lg != c:
                 crossings += 1
-            if self.refine and lf != c and lg != c:
-                # both left c on this step: the compressed model may have crossed first along it
-                spent, got = self._refine(x0, x0 + delta, x_new, c, t0)
-                it += spent
-                refinements += 1
-                if got is not None:
-                    return self._result("found", it, t0, x0, got[0], got[1], got[2],
-                                        extra={**info(), "set_aside": False, "refined": True})
-            if self._triggers(pf, pg) and aside is None:
+                if self.refine:
+                    # both left c on this step: the compressed model may have crossed first along it
+                    spent, got = self._refine(x0, x0 + delta, x_new, c, t0)
+                    it += spent
+                    refinements += 1
+                    if got is not None:
+                        return self._result("found", it, t0, x0, got[0], got[1], got[2],
+                                            extra={**info(), "set_aside": False, "refined": True})
+            if trigger and aside is None:
                 aside = (it, x_new, pf, pg)
                 # patience in proportion to what the first trigger cost, up to ``patience``
                 patience = min(self.patience, max(25, it)) if self.adaptive else self.patience
@@ -318,17 +326,17 @@ class MarginSearch(PairSearch):
                 delta, p_cur, m_cur, mf_cur, j_cur = x_new - x0, (pf, pg), m, mf, j
                 improvements += 1
                 last_gain = it
-            if self.adaptive:
-                # the margin trend over the last ``stall`` queries: stronger changes when it would not
-                # reach the boundary within ``horizon`` queries at this rate
-                if it - last_check >= self.stall and crossings:
+            if self.adaptive and it - last_check >= self.stall:
+                # the trend of the two margins' mean over the last ``stall`` queries
+                m_avg = (m_cur + mf_cur) / 2
+                if crossings:
                     # steps that take both models across: the strength suffices, the boundary is here;
                     # finer steps (not stronger ones) find the band where only g has crossed
-                    if m_check - (m_cur + mf_cur) / 2 <= 0:
+                    if m_check - m_avg <= 0:
                         eps = max(min(self.eps, cap) / 4, eps * 0.7)
-                    last_check, m_check, crossings = it, (m_cur + mf_cur) / 2, 0
-                elif it - last_check >= self.stall and (eps < cap or tex < 1):
-                    m_avg = (m_cur + mf_cur) / 2
+                    last_check, m_check, crossings = it, m_avg, 0
+                elif eps < cap or tex < 1:
+                    # stronger changes when at this rate it would not reach 0 within ``horizon`` queries
                     rate = (m_check - m_avg) / max(1, it - last_check)
                     if rate <= 0 or m_avg / rate > self.horizon:
                         # the ladder: ε up to soft_eps, then the flat regions opened, then ε up to 255
@@ -340,7 +348,7 @@ class MarginSearch(PairSearch):
                             eps = min(cap, eps * (2.0 if rate <= 0 else 1.5))
                         escalations += 1
                     last_check, m_check = it, m_avg
-            elif it - last_gain >= self.stall and eps < cap:
+            elif not self.adaptive and it - last_gain >= self.stall and eps < cap:
                 eps = min(cap, 2 * eps)
                 escalations += 1
                 last_gain = it

@@ -13,11 +13,11 @@ Builds a labelled set of MNIST models with twinspect's own ``train``/``compress`
   two have different base models (same architecture from another seed, or another architecture
   trained on the same data). Siblings (two children of one parent) are left out.
 
-All models are compared with :func:`twinspect.dl.models.compare_models` on 500 MNIST test images.
+All models are compared with :func:`twinspect.dl.modelclones.compare_models` on 500 MNIST test images.
 **Split**: families (a base and its descendants) of seed 0 and LeNet-1 seed 2 form the *calibration*
 split, the others the *test* split; pairs across the splits are not used. The reuse score's logistic
 coefficients are fitted on the calibration split only (and written to
-``twinspect/dl/models/reuse_calibration.json``, the coefficients the CLI ships); every number in the
+``twinspect/dl/modelclones/reuse_calibration.json``, the coefficients the CLI ships); every number in the
 "test" columns is on the other split. ROC-AUC (scikit-learn) of every measure ("higher is similar"
 measures as they are, distances negated), of the reuse score and of ModelDiff's DDV similarity;
 detection rate of every derived kind and false-positive rate on independent pairs at the default
@@ -114,10 +114,10 @@ def build(work: Path, epochs: int, train_size: int, quiet: bool) -> list[dict]:
     """Train/compress every model (cached); returns the manifest."""
     import torch
 
+    from twinspect.dl.architectures import build_model
     from twinspect.dl.compress import distill, prune_magnitude
     from twinspect.dl.data import load_images
     from twinspect.dl.train import FitConfig, default_preprocess, fit, train_model
-    from twinspect.dl.zoo import build_model
 
     work.mkdir(parents=True, exist_ok=True)
     man_path = work / "manifest.json"
@@ -152,7 +152,7 @@ def build(work: Path, epochs: int, train_size: int, quiet: bool) -> list[dict]:
             add({"name": name, "path": str(path), "arch": arch, "seed": seed, "kind": "base", "parents": [], "root": name,
                  "accuracy": res.test_accuracy, "build_s": round(time.perf_counter() - t, 1)})
             log(f"  {name}: acc {res.test_accuracy:.3f}")
-        from twinspect.dl.zoo import load_zoo_module
+        from twinspect.dl.architectures import load_zoo_module
 
         modules[name] = load_zoo_module(path)
     for arch, seed in PARENTS:
@@ -278,9 +278,9 @@ def main() -> None:
     from twinspect.dl.adapters.torch import set_torch_threads
 
     set_torch_threads(1)
-    from twinspect.dl.models import CompareConfig, compare_models, fit_params, reuse_score
-    from twinspect.dl.models.compare import MEASURES
-    from twinspect.dl.models.reuse import CALIBRATION_FILE, DEFAULT_THRESHOLD, FEATURE_SETS
+    from twinspect.dl.modelclones import CompareConfig, compare_models, fit_params, reuse_score
+    from twinspect.dl.modelclones.compare import MEASURES
+    from twinspect.dl.modelclones.reuse import CALIBRATION_FILE, DEFAULT_THRESHOLD, FEATURE_SETS
 
     work = Path(args.work_dir)
     t0 = time.perf_counter()

@@ -4,7 +4,7 @@ Study on Clone Analysis of Deep Learning Software" (ICPC 2020) with ``twinspect 
 What is reproduced, and how it is scaled down (2 shared CPU cores):
 
 * **Models** — the paper's seven families (LeNet-5, ResNet-18, ResNet-34, DenseNet-121, DenseNet-161,
-  VGG-16, AlexNet), written in :mod:`twinspect.dl.zoo`, at ``--width`` (default 0.25; DenseNet-161 at
+  VGG-16, AlexNet), written in :mod:`twinspect.dl.architectures`, at ``--width`` (default 0.25; DenseNet-161 at
   half of it, LeNet-5 at full width) of their channel counts, trained ``--epochs`` epoch(s) on ``--train-size`` images of the shared MNIST and CIFAR-10
   training sets (accuracies recorded: they are far below the paper's fully trained models).
 * **Code level** — the source of each family's model class (``inspect.getsource`` of the zoo class,
@@ -109,7 +109,7 @@ def ood_npz(tmp: Path, dataset: str, n: int) -> Path:
 
 
 def code_programs(tmp: Path) -> list[Path]:
-    from twinspect.dl import zoo
+    from twinspect.dl import architectures as zoo
 
     files = []
     for arch in FAMILIES:
@@ -147,7 +147,7 @@ def main() -> None:
     args = ap.parse_args()
 
     from twinspect.dl.adapters.torch import set_torch_threads
-    from twinspect.dl.models import CompareConfig, compare_models, write_plots
+    from twinspect.dl.modelclones import CompareConfig, compare_models, write_plots
 
     set_torch_threads(1)
     work = Path(args.work_dir)
@@ -171,11 +171,11 @@ def main() -> None:
             args.skip_code, datasets = True, []
         progs = [] if args.skip_code else code_programs(tmp)
         cross = [ROOT / "benchmarks" / "models_study_code" / "lenet5_torch.py", ROOT / "benchmarks" / "models_study_code" / "lenet5_keras.py"]
-        from twinspect.dl.models.source import (
+        from twinspect.dl.modelclones.source import (
             copydetect_scores,
             pycode_similar_score,
             read_program,
-            twinspect_code_scores,
+            token_lcs_scores,
         )
 
         programs = [] if args.skip_code else [read_program(p) for p in progs + cross]
@@ -186,7 +186,7 @@ def main() -> None:
         code_mats = [] if args.skip_code else [
             ("code_pycode_similar", [[pycode_similar_score(programs[i], programs[j]) if i != j else 1.0 for j in range(n)] for i in range(n)]),
             ("code_copydetect", copydetect_scores(programs)),
-            ("code_twinspect", twinspect_code_scores(programs))]
+            ("code_token_lcs", token_lcs_scores(programs))]
         for name, m in code_mats:
             arr = np.array([[np.nan if v is None else v for v in row] for row in m], dtype=float)
             heatmap(arr, plots / f"{name}.png", labels, labels, title=name, vmin=0, vmax=1)
@@ -240,10 +240,10 @@ def main() -> None:
         import torch
 
         from twinspect.dl.adapters.torch import TorchModel
+        from twinspect.dl.architectures import build_model
         from twinspect.dl.data import load_images
-        from twinspect.dl.models import compare_weights
+        from twinspect.dl.modelclones import compare_weights
         from twinspect.dl.train import FitConfig, accuracy, default_preprocess, eval_subset, fit, predict_logits
-        from twinspect.dl.zoo import build_model
 
         x, y = load_images(t3_data, "train")
         xt, yt = load_images(t3_data, "test")

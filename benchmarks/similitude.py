@@ -39,7 +39,7 @@ import numpy as np
 from twinspect.code.similitude.analysis import analyze
 from twinspect.code.similitude.cfg import ProgramGraph, program_graph
 from twinspect.code.similitude.cluster import best_clusters, silhouette
-from twinspect.code.similitude.measures import MEASURES, TwinspectParams, similarity_matrix
+from twinspect.code.similitude.measures import MEASURES, WLTokenParams, similarity_matrix
 from twinspect.code.similitude.structure import CfgParams, cfg_matrix
 from twinspect.errors import InputError
 from twinspect.reports.table import markdown_table
@@ -129,7 +129,7 @@ def part_silhouette(split: str, seed: int, measures: list[str], full: bool, per:
         recs = load_split(split, None, seed)
         gs, labs, bad = graphs_of(recs)
         t = time.perf_counter()
-        s = similarity_matrix(gs, "twinspect")
+        s = similarity_matrix(gs, "wl-tokens")
         secs = time.perf_counter() - t
         sil = silhouette(s, labs)
         data["full"] = {"programs": len(gs), "skipped": len(bad), "twinspect": sil, "seconds": secs}
@@ -147,16 +147,16 @@ def part_tune(seed: int) -> None:
             for ng in (2, 3, 4):
                 for svd in (0, 10, 15, 20, 25, 30, 40):
                     for w_wl in (0.5, 1.0, 1.5):
-                        p = TwinspectParams(wl_iterations=wl, token_ngram=ng, svd=svd, w_wl=w_wl, loop_depth=depth)
+                        p = WLTokenParams(wl_iterations=wl, token_ngram=ng, svd=svd, w_wl=w_wl, loop_depth=depth)
                         if depth and (ng != 4 or w_wl != 1.0 or svd not in (20, 30)):
                             continue
                         if not depth and (ng != 3 or wl != 3) and (svd != 20 or w_wl != 1.0):
                             continue
                         rows.append([depth, wl, ng, svd, w_wl,
-                                     silhouette(similarity_matrix(gs, "twinspect", params=p), labs)])
+                                     silhouette(similarity_matrix(gs, "wl-tokens", params=p), labs)])
                         print(rows[-1], file=sys.stderr)
     write("similitude_tune_valid", markdown_table(rows, ["loop depth", "wl", "ngram", "svd", "w_wl", "silhouette"],
-                                                  ".3f"), {"rows": rows, "default": vars(TwinspectParams())})
+                                                  ".3f"), {"rows": rows, "default": vars(WLTokenParams())})
 
 
 def part_tune_cfg(seed: int) -> None:

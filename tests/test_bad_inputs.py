@@ -127,7 +127,7 @@ def test_repair_never_writes_into_a_foreign_directory(capsys, tmp_path, run_dir,
 def fake_models(tmp_path, monkeypatch) -> list[Path]:
     """Two model files that must never be loaded: compare_models fails the test when called."""
     pytest.importorskip("torch")
-    forbid(monkeypatch, "twinspect.dl.models.compare", "compare_models")
+    forbid(monkeypatch, "twinspect.dl.modelclones.compare", "compare_models")
     paths = [tmp_path / "a.onnx", tmp_path / "b.onnx"]
     for p in paths:
         p.write_bytes(b"never loaded")

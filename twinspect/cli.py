@@ -51,7 +51,7 @@ def _root(
 CAPABILITY_CLIS: tuple[str, ...] = (
     "twinspect.code.cli",
     "twinspect.dl.cli",
-    "twinspect.dl.models.cli",
+    "twinspect.dl.modelclones.cli",
     "twinspect.code.similitude.cli",
     "twinspect.dl.fuzz.cli",
 )

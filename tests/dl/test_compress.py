@@ -12,9 +12,9 @@ torch = pytest.importorskip("torch")
 
 from twinspect.cli import main  # noqa: E402
 from twinspect.dl.adapters import load_classifier, read_metadata  # noqa: E402
+from twinspect.dl.architectures import count_parameters, quiet_torch_warnings  # noqa: E402
 from twinspect.dl.compress import compress_model  # noqa: E402
 from twinspect.dl.train import eval_subset, save_model, train_model  # noqa: E402
-from twinspect.dl.zoo import count_parameters, quiet_torch_warnings  # noqa: E402
 
 SHARED = Path(__file__).resolve().parents[2] / ".." / "shared"
 TEST_N = 400

@@ -31,6 +31,7 @@ import torch
 from torch import nn
 
 from twinspect.dl.adapters.base import Preprocess
+from twinspect.dl.architectures import ARCHS, build_model, count_parameters, load_zoo_module, quiet_torch_warnings
 from twinspect.dl.train import (
     FitConfig,
     accuracy,
@@ -42,7 +43,6 @@ from twinspect.dl.train import (
     predict_logits,
     save_model,
 )
-from twinspect.dl.zoo import ARCHS, build_model, count_parameters, load_zoo_module, quiet_torch_warnings
 from twinspect.errors import InputError, ModelError
 
 METHODS = ("quantize", "prune", "distill")

@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from twinspect.dl.adapters.base import PRESETS, Preprocess
-from twinspect.dl.zoo import ARCHS, DATASETS, build_model, count_parameters, save_torchscript
+from twinspect.dl.architectures import ARCHS, DATASETS, build_model, count_parameters, save_torchscript
 from twinspect.errors import InputError
 from twinspect.progress import progress
 
@@ -300,7 +300,7 @@ def train_model(
     """Train a zoo architecture on a dataset and measure its test accuracy.
 
     Args:
-        arch: zoo architecture (see :data:`twinspect.dl.zoo.ARCHS`).
+        arch: zoo architecture (see :data:`twinspect.dl.architectures.ARCHS`).
         dataset: ``"mnist"``, ``"cifar10"`` or an ``.npz`` with ``x``, ``y`` (the training split of
             the named datasets is ``train_10k.npz`` / ``train_20k.npz``; for an ``.npz`` the same file
             serves as test set).
@@ -386,5 +386,5 @@ def example_input(meta: dict, n: int = 2) -> torch.Tensor:
 
 
 def save_model(module: nn.Module, path: str | Path, meta: dict) -> Path:
-    """Save ``module`` as TorchScript + metadata (atomic); see :func:`twinspect.dl.zoo.save_torchscript`."""
+    """Save ``module`` as TorchScript + metadata (atomic); see :func:`twinspect.dl.architectures.save_torchscript`."""
     return save_torchscript(module, path, meta, example_input(meta))

@@ -35,7 +35,7 @@ def test_symmetric_in_unit_interval(matrices, measure):
     assert s.min() >= 0 and s.max() <= 1
 
 
-@pytest.mark.parametrize("measure", ["twinspect", "cfg", "normalized-node-sym", "lav"])
+@pytest.mark.parametrize("measure", ["wl-tokens", "cfg", "normalized-node-sym", "lav"])
 def test_self_similarity_is_one(matrices, measure):
     np.testing.assert_allclose(np.diag(matrices[measure]), 1.0)
 
@@ -60,13 +60,13 @@ def test_min_and_max_indistinguishable(matrices, measure):
 
 
 def test_min_max_nearest_under_default_measure(matrices):
-    s = matrices["twinspect"].copy()
+    s = matrices["wl-tokens"].copy()
     np.fill_diagonal(s, -1)
     i, j = NAMES.index("min"), NAMES.index("max")
     assert s[i].argmax() == j and s[j].argmax() == i
 
 
-@pytest.mark.parametrize("measure", ["lav", "twinspect"])
+@pytest.mark.parametrize("measure", ["lav", "wl-tokens"])
 def test_bubble_nearest_is_gnome(matrices, measure):
     s = matrices[measure].copy()
     np.fill_diagonal(s, -1)
@@ -101,7 +101,7 @@ def test_renamed_program_scores_one_and_unknown_measure_fails():
     a = program_graph("int f(int x){ if (x > 0) { y = 1; } return x; }", "c")
     b = program_graph("int g(int q){ if (q > 9) { z = 2; } return q; }", "c")
     c = program_graph("int h(int x){ while (x > 0) { x = x / 2; } return x; }", "c")
-    s = similarity_matrix([a, b, c], "twinspect")
+    s = similarity_matrix([a, b, c], "wl-tokens")
     assert s[0, 1] == pytest.approx(1.0) and s[0, 2] < 0.9
     with pytest.raises(InputError, match="unknown measure"):
         similarity_matrix([a], "bogus")
@@ -127,4 +127,10 @@ def test_cfg_measure_does_not_depend_on_tokens(graphs):
 
     stripped = [dataclasses.replace(g, tokens=[]) for g in graphs]
     np.testing.assert_array_equal(similarity_matrix(stripped, "cfg"), similarity_matrix(graphs, "cfg"))
-    assert not np.array_equal(similarity_matrix(stripped, "twinspect"), similarity_matrix(graphs, "twinspect"))
+    assert not np.array_equal(similarity_matrix(stripped, "wl-tokens"), similarity_matrix(graphs, "wl-tokens"))
+
+
+def test_deprecated_measure_name_warns_and_gives_the_same_matrix(graphs):
+    with pytest.warns(DeprecationWarning, match="wl-tokens"):
+        old = similarity_matrix(graphs, "twinspect")
+    np.testing.assert_array_equal(old, similarity_matrix(graphs, "wl-tokens"))

@@ -29,7 +29,7 @@ def test_default_measure_separates_problems(shared_dir):
     graphs = [program_graph(r["code"], "cpp", path=r["index"]) for r in recs]
     labels = [r["label"] for r in recs]
     assert all(g.n_nodes >= 2 and g.functions for g in graphs)
-    default = silhouette(similarity_matrix(graphs, "twinspect"), labels)
+    default = silhouette(similarity_matrix(graphs, "wl-tokens"), labels)
     baseline = silhouette(similarity_matrix(graphs, "normalized-node-sym"), labels)
     assert default is not None and baseline is not None
     assert default > 0.2 and default > baseline

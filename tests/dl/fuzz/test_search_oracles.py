@@ -10,7 +10,7 @@ import pytest
 
 from twinspect.dl.fuzz import oracles, triage
 from twinspect.dl.fuzz.campaign import parse_budget
-from twinspect.dl.fuzz.search import SeedSelector, Stats, acceptance
+from twinspect.dl.fuzz.seed_selection import SeedSelector, Stats, acceptance
 from twinspect.errors import InputError
 
 

@@ -17,7 +17,7 @@ import numpy as np
 from twinspect.code.files import discover, scan_base
 from twinspect.code.similitude.cfg import ProgramGraph, load_program, load_program_dir
 from twinspect.code.similitude.cluster import agglomerative, best_clusters, silhouette
-from twinspect.code.similitude.measures import MEASURES, similarity_matrix
+from twinspect.code.similitude.measures import MEASURES, canonical_measure, similarity_matrix
 from twinspect.errors import InputError
 
 
@@ -100,7 +100,7 @@ def read_labels_csv(path: str | Path) -> dict[str, str]:
 
 def analyze(
     paths: Sequence[str | Path],
-    measure: str = "twinspect",
+    measure: str = "wl-tokens",
     labels: str | None = None,
     program_per_dir: bool = False,
     clusters: int | None = None,
@@ -130,6 +130,7 @@ def analyze(
         InputError: a missing path, an unknown measure, ``workers < 1``, or a labels CSV naming
             unknown files.
     """
+    measure = canonical_measure(measure)
     if measure not in MEASURES:
         raise InputError(f"unknown measure {measure!r}", hint=f"choose one of: {', '.join(MEASURES)}")
     if workers is not None and workers < 1:

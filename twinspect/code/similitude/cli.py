@@ -23,7 +23,7 @@ def similitude_command(
     labels: Annotated[Optional[str], typer.Option(
         "--labels", help="'dirs' (label = parent folder name) or a CSV file of path,label rows.")] = None,
     measure: Annotated[str, typer.Option(
-        "--measure", "-m", help="twinspect, cfg, node-sym, normalized-node-sym or lav.")] = "twinspect",
+        "--measure", "-m", help="wl-tokens (WL over the CFG + token n-grams), cfg, node-sym, normalized-node-sym or lav.")] = "wl-tokens",
     fmt: Annotated[str, typer.Option("--format", "-f", help="table, json or csv.")] = "table",
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the report to this file.")] = None,
     plots: Annotated[Optional[Path], typer.Option(

@@ -1,9 +1,9 @@
-"""Program similarity measures over CFGs: twinspect (default), cfg, node-sym, normalized-node-sym, LAV.
+"""Program similarity measures over CFGs: wl-tokens (default), cfg, node-sym, normalized-node-sym, LAV.
 
 Every measure maps N :class:`~twinspect.code.similitude.cfg.ProgramGraph` objects to an (N, N)
 float64 matrix, symmetric with values in [0, 1]. Which one to use:
 
-- ``twinspect`` (default, below): control flow *and* tokens; the best at telling problems apart.
+- ``wl-tokens`` (default, below; called ``twinspect`` before 0.2, still accepted with a warning): control flow *and* tokens; the best at telling problems apart.
 - ``cfg`` (:mod:`.structure`): control-flow structure only — blocks, edges, statement kinds, loop
   depth, WL labels over the CFG, no tokens — to answer how far control-flow similarity alone goes.
 - ``node-sym`` / ``normalized-node-sym`` (below): the seed's node-matching measures as we read them.
@@ -28,7 +28,7 @@ each row's maximum, as the seed observed, but it is not 1 for programs smaller t
 ``normalized-node-sym`` is node-sym relative to each program's self-similarity:
 ``m(A, B) / sqrt(m(A, A) · m(B, B)) = m(A, B) / sqrt(|A| · |B|)`` (1 on the diagonal).
 
-``twinspect`` (default): the cosine of TF-IDF weighted feature vectors, centred on the compared set.
+``wl-tokens`` (default): the cosine of TF-IDF weighted feature vectors, centred on the compared set.
 Blocks, each TF-IDF weighted (sublinear tf, smoothed idf over the compared programs), L2-normalised
 and multiplied by its weight: Weisfeiler–Lehman subtree labels of the program graph (iterations
 0..``wl_iterations``, neighbourhood = sorted successor labels and sorted predecessor labels; node
@@ -59,7 +59,29 @@ import scipy.sparse as sp
 from twinspect.code.similitude.cfg import KINDS, ProgramGraph, adjacency
 from twinspect.errors import InputError
 
-MEASURES: tuple[str, ...] = ("twinspect", "cfg", "node-sym", "normalized-node-sym", "lav")
+MEASURES: tuple[str, ...] = ("wl-tokens", "cfg", "node-sym", "normalized-node-sym", "lav")
+
+#: Deprecated measure names (kept for one release) → their current name.
+DEPRECATED_MEASURES: dict[str, str] = {"twinspect": "wl-tokens"}
+
+
+def canonical_measure(name: str) -> str:
+    """The current name of a measure; a deprecated name warns (:class:`DeprecationWarning`) and maps.
+
+    Args:
+        name: a measure name, current or deprecated.
+
+    Returns:
+        ``name`` itself, or the current name of a deprecated one. Unknown names are returned
+        unchanged (the caller reports them).
+    """
+    new = DEPRECATED_MEASURES.get(name)
+    if new is None:
+        return name
+    import warnings
+
+    warnings.warn(f"similitude measure {name!r} is now called {new!r}", DeprecationWarning, stacklevel=3)
+    return new
 
 _KIND_INDEX = {k: i for i, k in enumerate(("entry", "exit", *KINDS))}
 
@@ -152,7 +174,7 @@ def wl_labels(g: ProgramGraph, iterations: int) -> list[str]:
 
 
 @dataclass(frozen=True)
-class TwinspectParams:
+class WLTokenParams:
     """Settings of the default measure (chosen on POJ-104 valid; see the module docstring).
 
     Attributes:
@@ -172,7 +194,7 @@ class TwinspectParams:
     loop_depth: bool = True
 
 
-def _bags(graphs: Sequence[ProgramGraph], p: TwinspectParams) -> tuple[list[Counter], list[Counter]]:
+def _bags(graphs: Sequence[ProgramGraph], p: WLTokenParams) -> tuple[list[Counter], list[Counter]]:
     if p.loop_depth:
         from twinspect.code.similitude.structure import depth_wl_bag
 
@@ -207,13 +229,13 @@ def tfidf(bags: Sequence[Counter]) -> sp.csr_matrix:
     return sp.csr_matrix(sp.diags(1.0 / np.maximum(norms, 1e-12)) @ x)
 
 
-def twinspect_features(graphs: Sequence[ProgramGraph], params: TwinspectParams | None = None) -> np.ndarray:
+def wl_token_features(graphs: Sequence[ProgramGraph], params: WLTokenParams | None = None) -> np.ndarray:
     """Centred (and optionally SVD-reduced), unit-length feature rows of the default measure.
 
     Returns:
         float64 array (N, D); the matrix is ``(1 + F Fᵀ) / 2``.
     """
-    p = params or TwinspectParams()
+    p = params or WLTokenParams()
     wl, toks = _bags(graphs, p)
     x = sp.hstack([p.w_wl * tfidf(wl), p.w_tok * tfidf(toks)]).tocsr()
     return project_rows(x, p.svd)
@@ -250,22 +272,22 @@ def cosine_matrix(f: np.ndarray) -> np.ndarray:
     return s
 
 
-def twinspect_matrix(graphs: Sequence[ProgramGraph], params: TwinspectParams | None = None) -> np.ndarray:
+def wl_token_matrix(graphs: Sequence[ProgramGraph], params: WLTokenParams | None = None) -> np.ndarray:
     """The default measure's matrix (float64, (N, N), symmetric, in [0, 1], diagonal 1)."""
     if not graphs:
         return np.zeros((0, 0))
-    return cosine_matrix(twinspect_features(graphs, params))
+    return cosine_matrix(wl_token_features(graphs, params))
 
 
-def similarity_matrix(graphs: Sequence[ProgramGraph], measure: str = "twinspect", verbose: int = 0,
-                      params: TwinspectParams | None = None, workers: int | None = None) -> np.ndarray:
+def similarity_matrix(graphs: Sequence[ProgramGraph], measure: str = "wl-tokens", verbose: int = 0,
+                      params: WLTokenParams | None = None, workers: int | None = None) -> np.ndarray:
     """All-pairs similarity of program graphs by a named measure.
 
     Args:
         graphs: N program graphs.
         measure: one of :data:`MEASURES`.
         verbose: > 0 shows progress (LAV) on stderr.
-        params: settings of the ``twinspect`` measure (default :class:`TwinspectParams`).
+        params: settings of the ``wl-tokens`` measure (default :class:`WLTokenParams`).
         workers: worker processes of LAV (None = :func:`~twinspect.code.similitude.lav.default_workers`).
 
     Returns:
@@ -274,8 +296,9 @@ def similarity_matrix(graphs: Sequence[ProgramGraph], measure: str = "twinspect"
     Raises:
         InputError: unknown measure name, or ``workers < 1`` for LAV.
     """
-    if measure == "twinspect":
-        return twinspect_matrix(graphs, params)
+    measure = canonical_measure(measure)
+    if measure == "wl-tokens":
+        return wl_token_matrix(graphs, params)
     if measure == "cfg":
         from twinspect.code.similitude.structure import cfg_matrix
 

@@ -12,7 +12,7 @@ suffix                                 adapter
 =====================================  ===================================================
 
 Beneath the classifier view, :func:`load_model` opens any model file as a general
-:class:`~twinspect.dl.adapters.model.LoadedModel` (input/output specs, ``forward``/``predict`` on
+:class:`~twinspect.dl.adapters.loaded.LoadedModel` (input/output specs, ``forward``/``predict`` on
 arrays in the model's own layout, ``weights()`` per layer, ``activations()`` per layer), with file
 *formats* and *runtimes* as separate notions (:mod:`twinspect.dl.adapters.formats`); every
 :class:`Classifier` exposes its model as ``clf.loaded``.
@@ -38,8 +38,8 @@ from twinspect.dl.adapters.base import (
     resolve_preprocess,
 )
 from twinspect.dl.adapters.formats import FORMATS, RUNTIMES, ModelFormat, Runtime, choose_runtime, detect_format
+from twinspect.dl.adapters.loaded import LoadedModel, NotSupportedError, TensorSpec, Weights, dequantize
 from twinspect.dl.adapters.metadata import read_metadata, sidecar_path, write_metadata
-from twinspect.dl.adapters.model import LoadedModel, NotSupportedError, TensorSpec, Weights, dequantize
 from twinspect.errors import InputError
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -7,7 +7,7 @@ so in :attr:`Classifier.output_kind`), and counts the inputs it has answered in
 :attr:`Classifier.queries`.
 
 Adapters (one module per framework, Foolbox-style) only implement :meth:`Classifier._forward`, and
-:meth:`Classifier._load_model` to expose the general :class:`~twinspect.dl.adapters.model.LoadedModel`
+:meth:`Classifier._load_model` to expose the general :class:`~twinspect.dl.adapters.loaded.LoadedModel`
 underneath (weights, intermediate activations, input specs): :attr:`Classifier.loaded`.
 """
 
@@ -20,7 +20,7 @@ from typing import Literal
 
 import numpy as np
 
-from twinspect.dl.adapters.model import LoadedModel, NotSupportedError, Weights
+from twinspect.dl.adapters.loaded import LoadedModel, NotSupportedError, Weights
 from twinspect.errors import IncompatibleModelsError, InputError, ModelError
 
 OutputKind = Literal["auto", "probabilities", "logits"]
@@ -209,7 +209,7 @@ class Classifier(ABC):
 
     @property
     def loaded(self) -> LoadedModel:
-        """The general :class:`~twinspect.dl.adapters.model.LoadedModel` under this classifier
+        """The general :class:`~twinspect.dl.adapters.loaded.LoadedModel` under this classifier
         (built on first access, sharing the framework object where it can).
 
         Raises:

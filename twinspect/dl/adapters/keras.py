@@ -21,7 +21,7 @@ import numpy as np
 
 from twinspect.dl.adapters._util import check_shape_agrees, choose_preprocess, finish_load, load_error
 from twinspect.dl.adapters.base import Classifier, OutputKind, Preprocess
-from twinspect.dl.adapters.model import LoadedModel, NotSupportedError, TensorSpec, Weights
+from twinspect.dl.adapters.loaded import LoadedModel, NotSupportedError, TensorSpec, Weights
 from twinspect.errors import ModelError
 
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from twinspect.dl.adapters._util import check_shape_agrees, choose_preprocess, finish_load, load_error
 from twinspect.dl.adapters.base import Classifier, OutputKind, Preprocess
-from twinspect.dl.adapters.model import PLUMBING_OPS, LoadedModel, NotSupportedError, TensorSpec, Weights, dequantize
+from twinspect.dl.adapters.loaded import PLUMBING_OPS, LoadedModel, NotSupportedError, TensorSpec, Weights, dequantize
 from twinspect.errors import ModelError
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 from twinspect._lazy import lazy_exports
 
 _LAZY: dict[str, str] = {
-    "PairSearch": "twinspect.dl.deviate.search",
+    "PairSearch": "twinspect.dl.deviate.pair_search",
     "DFlare": "twinspect.dl.deviate.dflare",
     "MarginSearch": "twinspect.dl.deviate.margin",
     "DiffChaser": "twinspect.dl.deviate.diffchaser",

@@ -37,8 +37,8 @@ from twinspect.dl.deviate.fitness import (
     prob_difference,
 )
 from twinspect.dl.deviate.mutations import MutationOperator, get_operators, reference_operators
+from twinspect.dl.deviate.pair_search import REJECT_LIMIT, PairSearch, SeedLike
 from twinspect.dl.deviate.results import SearchResult
-from twinspect.dl.deviate.search import REJECT_LIMIT, PairSearch, SeedLike
 from twinspect.dl.deviate.selection import SELECTIONS, make_selector
 from twinspect.errors import InputError
 
@@ -80,7 +80,7 @@ class DFlare(PairSearch):
         seed: random seed (int, sequence of ints, SeedSequence or Generator); :meth:`search` may
             override it per seed input.
         max_linf, min_ssim, minimize, require: change budget, trigger minimisation and trigger
-            requirement, see :class:`~twinspect.dl.deviate.search.PairSearch`.
+            requirement, see :class:`~twinspect.dl.deviate.pair_search.PairSearch`.
 
     Raises:
         IncompatibleModelsError: the models do not take the same inputs / classes.

@@ -38,8 +38,8 @@ import numpy as np
 from twinspect.dl.adapters.base import Classifier
 from twinspect.dl.deviate.fitness import k_uncertainty
 from twinspect.dl.deviate.mutations import MutationOperator, get_operators
+from twinspect.dl.deviate.pair_search import PairSearch, SeedLike, top1_labels
 from twinspect.dl.deviate.results import SearchResult
-from twinspect.dl.deviate.search import PairSearch, SeedLike, top1_labels
 from twinspect.errors import InputError
 
 
@@ -63,7 +63,7 @@ class DiffChaser(PairSearch):
         timeout: seconds per seed (checked between generations; None: no limit).
         seed: random seed.
         max_linf, min_ssim, minimize, require: change budget, trigger minimisation and trigger
-            requirement, see :class:`~twinspect.dl.deviate.search.PairSearch`.
+            requirement, see :class:`~twinspect.dl.deviate.pair_search.PairSearch`.
 
     Raises:
         IncompatibleModelsError: the models do not take the same inputs / classes.

@@ -51,8 +51,8 @@ import time
 import numpy as np
 
 from twinspect.dl.adapters.base import Classifier
+from twinspect.dl.deviate.pair_search import REJECT_LIMIT, PairSearch, SeedLike
 from twinspect.dl.deviate.results import SearchResult
-from twinspect.dl.deviate.search import REJECT_LIMIT, PairSearch, SeedLike
 from twinspect.errors import InputError
 
 #: Initial square strength ε in pixel levels.
@@ -123,7 +123,7 @@ class MarginSearch(PairSearch):
             original's margin on the seed's label), so that among changes toward the boundary those
             that leave the original surer are preferred.
         max_queries, timeout, seed, max_linf, min_ssim, minimize, require: see
-            :class:`~twinspect.dl.deviate.search.PairSearch`.
+            :class:`~twinspect.dl.deviate.pair_search.PairSearch`.
 
     Raises:
         IncompatibleModelsError: the models do not take the same inputs / classes.

@@ -37,8 +37,8 @@ from twinspect.dl.adapters.base import Classifier, check_compatible
 from twinspect.dl.deviate.dflare import DFlare
 from twinspect.dl.deviate.diffchaser import DiffChaser
 from twinspect.dl.deviate.margin import MarginSearch
+from twinspect.dl.deviate.pair_search import PairSearch
 from twinspect.dl.deviate.results import RunDir, SearchResult, records_in_order, summarize
-from twinspect.dl.deviate.search import PairSearch
 from twinspect.errors import InputError
 from twinspect.progress import progress
 

@@ -21,10 +21,10 @@ import numpy as np
 
 from twinspect._io import atomic_path, write_json
 from twinspect.dl.fuzz import backends as bk
-from twinspect.dl.fuzz import graph, operators, oracles, reduction, search, seeds, triage
+from twinspect.dl.fuzz import graph, operators, oracles, reduction, seed_selection, seeds, triage
 from twinspect.dl.fuzz.coverage import Coverage, model_coverage
 from twinspect.dl.fuzz.executors import Executor, LocalExecutor, make_executor
-from twinspect.dl.fuzz.search import SeedSelector
+from twinspect.dl.fuzz.seed_selection import SeedSelector
 from twinspect.errors import InputError
 
 STATE = "state.json"
@@ -64,7 +64,7 @@ class Config:
     threshold: float | None = None
     minimise_tries: int = 6
     max_added_layers: int = 40
-    mh_p: float = search.DEFAULT_P
+    mh_p: float = seed_selection.DEFAULT_P
 
 
 def parse_budget(text: str) -> float:
@@ -128,7 +128,7 @@ class Campaign:
         if config.variant not in ("memo", "memo_r", "memo_o", "memo_noreduce"):
             raise InputError(f"unknown variant {config.variant!r}")
         try:
-            search.check_p(config.mh_p)
+            seed_selection.check_p(config.mh_p)
         except ValueError as exc:
             raise InputError(str(exc)) from exc
         names = [bk.canonical(b) for b in config.backends]

@@ -1,45 +1,29 @@
-"""DL model clone analysis (capability 3, ``twinspect models``): Wu et al.'s three levels (ICPC 2020),
-linear CKA, ModelDiff's DDV baseline and a calibrated reuse score.
+"""Deprecated alias of :mod:`twinspect.dl.modelclones` (model clone analysis), kept for one release.
 
-Entry point: :func:`compare_models` (``twinspect models compare``); the measures live one per module
-(:mod:`.weights`, :mod:`.cka`, :mod:`.outputs`, :mod:`.modeldiff`, :mod:`.source`, :mod:`.reuse`).
-Importing this package does not import torch or any model framework.
+``twinspect.dl.models`` was renamed because the name said "models" where the package holds model
+*clone analysis* (the architectures live in :mod:`twinspect.dl.architectures`). Importing this
+package emits a :class:`DeprecationWarning`; every name of the old ``__all__`` still resolves, to
+the same object as in :mod:`twinspect.dl.modelclones`. Sub-modules (``twinspect.dl.models.cka``…)
+are not aliased: import them from :mod:`twinspect.dl.modelclones`.
 """
 
 from __future__ import annotations
 
-from twinspect._lazy import lazy_exports
+import warnings
+from typing import Any
 
-# Names load on first use: importing the package (the CLI does, for every command) does not
-# import scipy or the measures.
-_LAZY: dict[str, str] = {
-    "cka_map": "twinspect.dl.models.cka",
-    "gram": "twinspect.dl.models.cka",
-    "hsic_unbiased": "twinspect.dl.models.cka",
-    "linear_cka": "twinspect.dl.models.cka",
-    "model_cka": "twinspect.dl.models.cka",
-    "MEASURES": "twinspect.dl.models.compare",
-    "CompareConfig": "twinspect.dl.models.compare",
-    "Comparison": "twinspect.dl.models.compare",
-    "compare_models": "twinspect.dl.models.compare",
-    "load_models": "twinspect.dl.models.compare",
-    "write_plots": "twinspect.dl.models.compare",
-    "ddv": "twinspect.dl.models.modeldiff",
-    "ddv_similarity": "twinspect.dl.models.modeldiff",
-    "profiling_pairs": "twinspect.dl.models.modeldiff",
-    "class_jaccard": "twinspect.dl.models.outputs",
-    "jsd": "twinspect.dl.models.outputs",
-    "label_jsd": "twinspect.dl.models.outputs",
-    "mean_input_jsd": "twinspect.dl.models.outputs",
-    "top1_agreement": "twinspect.dl.models.outputs",
-    "fit_params": "twinspect.dl.models.reuse",
-    "load_params": "twinspect.dl.models.reuse",
-    "reuse_score": "twinspect.dl.models.reuse",
-    "DifferentArchitectures": "twinspect.dl.models.weights",
-    "WeightComparison": "twinspect.dl.models.weights",
-    "compare_weights": "twinspect.dl.models.weights",
-}
+from twinspect.dl import modelclones as _new
 
-__all__ = list(_LAZY)
+warnings.warn("twinspect.dl.models is deprecated; use twinspect.dl.modelclones", DeprecationWarning, stacklevel=2)
 
-__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())
+__all__ = list(_new.__all__)
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        return getattr(_new, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -14,7 +14,7 @@ import pytest  # noqa: E402
 
 from twinspect.cli import main  # noqa: E402
 from twinspect.dl.adapters.metadata import extra_files, write_metadata  # noqa: E402
-from twinspect.dl.models import CompareConfig, compare_models  # noqa: E402
+from twinspect.dl.modelclones import CompareConfig, compare_models  # noqa: E402
 
 
 def run(argv, capsys):
@@ -173,12 +173,12 @@ def test_code_level_known_answers(models, tmp_path):
         files.append(tmp_path / name)
     paths = [models["ts"], models["perm"], models["other"]]
     r = compare_models(paths, code=files, config=_cfg(levels=("code",)))
-    pc, cd, tw = r.matrix("code_pycode_similar"), r.matrix("code_copydetect"), r.matrix("code_twinspect")
+    pc, cd, tw = r.matrix("code_pycode_similar"), r.matrix("code_copydetect"), r.matrix("code_token_lcs")
     assert pc[0, 1] == pytest.approx(1.0)  # renaming leaves the AST unchanged
     assert tw[0, 1] == pytest.approx(1.0)  # T2 tokens abstract identifiers
     assert cd[0, 1] > 0.9
     assert pc[0, 2] < 0.5 and cd[0, 2] < 0.2 and tw[0, 2] < 0.6
-    assert set(r.measures) == {"code_pycode_similar", "code_copydetect", "code_twinspect"}
+    assert set(r.measures) == {"code_pycode_similar", "code_copydetect", "code_token_lcs"}
 
 
 def assert_user_error(code, err, *needles):

@@ -4,7 +4,7 @@ Wu, Qin, Yu, Xie, Ma, Xue, Liu & Zhao, "How are Deep Learning Models Similar? An
 Analysis of Deep Learning Software" (ICPC 2020) compare models of one architecture by the cosine
 similarity and the Euclidean distance of their weights. Here both are computed per layer and over
 all weights at once, on the arrays of
-:meth:`~twinspect.dl.adapters.model.LoadedModel.canonical_weights` (dequantised, pruned zeros kept,
+:meth:`~twinspect.dl.adapters.loaded.LoadedModel.canonical_weights` (dequantised, pruned zeros kept,
 PyTorch layout), so a Keras model and its TFLite int8 conversion line up array for array.
 
 Two models have the same architecture when their canonical weight arrays have the same shapes in
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from twinspect.dl.adapters.model import Weights
+from twinspect.dl.adapters.loaded import Weights
 
 
 class DifferentArchitectures(ValueError):

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from twinspect.dl.models.cka import cka_map, gram, hsic_unbiased, linear_cka, model_cka
-from twinspect.dl.models.modeldiff import ddv, ddv_similarity, profiling_pairs
-from twinspect.dl.models.outputs import class_jaccard, jsd, label_jsd, mean_input_jsd, top1_agreement
-from twinspect.dl.models.weights import DifferentArchitectures, compare_weights
+from twinspect.dl.modelclones.cka import cka_map, gram, hsic_unbiased, linear_cka, model_cka
+from twinspect.dl.modelclones.modeldiff import ddv, ddv_similarity, profiling_pairs
+from twinspect.dl.modelclones.outputs import class_jaccard, jsd, label_jsd, mean_input_jsd, top1_agreement
+from twinspect.dl.modelclones.weights import DifferentArchitectures, compare_weights
 from twinspect.errors import InputError
 
 
@@ -171,7 +171,7 @@ def test_weight_order_inside_a_layer_does_not_matter():
 
 
 def test_logprob_cosine_sees_the_other_classes():
-    from twinspect.dl.models.outputs import logprob_cosine
+    from twinspect.dl.modelclones.outputs import logprob_cosine
 
     def soft(z):
         e = np.exp(z - z.max(1, keepdims=True))
@@ -190,7 +190,7 @@ def test_logprob_cosine_sees_the_other_classes():
 
 # --- reuse score -------------------------------------------------------------------------------
 def test_reuse_score_uses_the_largest_available_feature_set_and_fits(tmp_path):
-    from twinspect.dl.models.reuse import FEATURE_SETS, feature_set, fit_params, load_params, reuse_score
+    from twinspect.dl.modelclones.reuse import FEATURE_SETS, feature_set, fit_params, load_params, reuse_score
 
     full = {"weights": 0.99, "cka": 0.99, "io_jsd": 0.99, "io_agreement": 0.99, "modeldiff": 0.99, "io_logprob": 0.99}
     assert feature_set(full) == "full"
@@ -216,7 +216,7 @@ def test_fit_params_fits_each_set_on_the_pairs_it_scores_and_caps_false_positive
     """A rare derived kind among cross-architecture pairs (distillation) is separable on one feature;
     fitted on all pairs it is outvoted by the easy same-architecture pairs, fitted on its own
     population it is detected, and the calibration false-positive rate stays within the budget."""
-    from twinspect.dl.models.reuse import FEATURE_SETS, fit_params, reuse_score
+    from twinspect.dl.modelclones.reuse import FEATURE_SETS, fit_params, reuse_score
 
     rng = _rng(5)
     rows, labels = [], []

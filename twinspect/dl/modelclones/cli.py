@@ -1,4 +1,4 @@
-"""``twinspect models compare``: all-pairs DL model clone analysis (see :mod:`twinspect.dl.models.compare`).
+"""``twinspect models compare``: all-pairs DL model clone analysis (see :mod:`twinspect.dl.modelclones.compare`).
 
 Heavy libraries are imported inside the command (``twinspect --help`` stays fast).
 """
@@ -81,7 +81,7 @@ def _check_inputs(models: list[Path], data: Optional[str], preprocess: Optional[
 
         resolve_preprocess(preprocess)
     if distill is not None:
-        from twinspect.dl.zoo import ARCHS
+        from twinspect.dl.architectures import ARCHS
 
         if distill.lower() not in ARCHS:
             raise InputError(f"unknown --distill student {distill!r}; choose one of {', '.join(ARCHS)}")
@@ -132,7 +132,7 @@ def compare_cmd(
 
     os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
     from twinspect._io import atomic_write, json_default
-    from twinspect.dl.models.compare import CompareConfig, compare_models, write_plots
+    from twinspect.dl.modelclones.compare import CompareConfig, compare_models, write_plots
     from twinspect.errors import InputError
     from twinspect.reports.table import markdown_table, print_table
 

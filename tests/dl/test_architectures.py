@@ -9,7 +9,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from twinspect.dl.zoo import ARCHS, build_model, count_parameters, load_zoo_module, save_torchscript  # noqa: E402
+from twinspect.dl.architectures import ARCHS, build_model, count_parameters, load_zoo_module, save_torchscript  # noqa: E402
 from twinspect.errors import InputError, ModelError  # noqa: E402
 
 SHAPES = {"mnist": (28, 28, 1), "cifar10": (32, 32, 3)}
@@ -94,7 +94,7 @@ def test_load_zoo_module_rejects_files_without_zoo_metadata(tmp_path):
 def test_study_families_run_on_mnist_and_cifar_shapes(arch):
     import torch
 
-    from twinspect.dl.zoo import build_model, count_parameters
+    from twinspect.dl.architectures import build_model, count_parameters
 
     sizes = []
     for shape in ((28, 28, 1), (32, 32, 3)):

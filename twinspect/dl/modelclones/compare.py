@@ -4,7 +4,7 @@ Follows the three levels of Wu et al., "How are Deep Learning Models Similar? An
 Clone Analysis of Deep Learning Software" (ICPC 2020) — source code, structure (weights, distilled
 students) and I/O semantics — plus representation similarity (linear CKA, Kornblith et al. 2019),
 ModelDiff's DDV (Li et al., ISSTA 2021) as a baseline, and a calibrated reuse score
-(:mod:`twinspect.dl.models.reuse`).
+(:mod:`twinspect.dl.modelclones.reuse`).
 
 Per model, once: load (:func:`~twinspect.dl.adapters.load_classifier`), class probabilities on the
 comparison inputs, canonical weights, and the Gram matrix of every layer's activations on the first
@@ -37,17 +37,17 @@ from typing import Any
 import numpy as np
 
 from twinspect.dl.adapters.base import Classifier
-from twinspect.dl.adapters.model import NotSupportedError
-from twinspect.dl.models import cka as cka_mod
-from twinspect.dl.models import modeldiff, outputs, reuse
-from twinspect.dl.models.weights import DifferentArchitectures, compare_weights
+from twinspect.dl.adapters.loaded import NotSupportedError
+from twinspect.dl.modelclones import cka as cka_mod
+from twinspect.dl.modelclones import modeldiff, outputs, reuse
+from twinspect.dl.modelclones.weights import DifferentArchitectures, compare_weights
 from twinspect.errors import InputError
 
 #: measure name → (level, higher_is_similar)
 MEASURES: dict[str, tuple[str, bool]] = {
     "code_pycode_similar": ("code", True),
     "code_copydetect": ("code", True),
-    "code_twinspect": ("code", True),
+    "code_token_lcs": ("code", True),
     "weights_cosine": ("weights", True),
     "weights_euclidean": ("weights", False),
     "distill_cosine": ("weights", True),
@@ -275,9 +275,9 @@ def _distill_student(cfg: CompareConfig, st: _ModelState, index: int, dataset: s
 
     from twinspect.dl import data as dl_data
     from twinspect.dl.adapters.torch import TorchModel
+    from twinspect.dl.architectures import build_model
     from twinspect.dl.compress import distill
     from twinspect.dl.train import FitConfig, default_preprocess
-    from twinspect.dl.zoo import build_model
 
     if dataset not in dl_data.DATASETS:
         raise NotSupportedError("distillation needs a named training set (mnist or cifar10) in --data or the metadata")
@@ -340,7 +340,7 @@ def compare_models(
         raise InputError("n_inputs and cka_inputs must be at least 4")
     programs = None
     if code is not None and "code" in cfg.levels:
-        from twinspect.dl.models.source import read_program
+        from twinspect.dl.modelclones.source import read_program
 
         programs = [read_program(c) for c in code]  # missing files fail before any model is loaded
     timings: dict[str, float] = {}
@@ -429,19 +429,19 @@ def compare_models(
 
     params = reuse.load_params(cfg.calibration) if "reuse" in cfg.levels else None
     if programs is not None:
-        from twinspect.dl.models.source import (
+        from twinspect.dl.modelclones.source import (
             NotApplicable,
             copydetect_scores,
             pycode_similar_score,
-            twinspect_code_scores,
+            token_lcs_scores,
         )
 
         cd = copydetect_scores(programs)
-        tw = twinspect_code_scores(programs)
+        tw = token_lcs_scores(programs)
         for i in range(n):
             for j in range(n):
                 if i == j:
-                    for name in ("code_pycode_similar", "code_copydetect", "code_twinspect"):
+                    for name in ("code_pycode_similar", "code_copydetect", "code_token_lcs"):
                         put(name, i, j, 1.0, symmetric=False)
                     continue
                 try:
@@ -452,11 +452,11 @@ def compare_models(
                     else:
                         mats.setdefault("code_pycode_similar", [[None] * n for _ in range(n)])
                 put("code_copydetect", i, j, cd[i][j], symmetric=False)
-                put("code_twinspect", i, j, tw[i][j], symmetric=False)
+                put("code_token_lcs", i, j, tw[i][j], symmetric=False)
                 if i < j and cd[i][j] is None:
                     skip("code_copydetect", i, j, "a program is too short or not tokenisable for winnowing")
                 if i < j and tw[i][j] is None:
-                    skip("code_twinspect", i, j, "a program is in a language twinspect.code does not parse")
+                    skip("code_token_lcs", i, j, "a program is in a language twinspect.code does not parse")
 
     wanted = None if pairs is None else {(min(i, j), max(i, j)) for i, j in pairs}
     n_pairs = n * (n - 1) // 2 if wanted is None else len({p for p in wanted if p[0] != p[1]})

@@ -12,7 +12,7 @@ tools; twinspect runs both, through their own packages, next to its own clone ma
   defaults) of the pygments-tokenised, identifier-abstracted programs; the score is the fraction of
   the reference's tokens covered by fingerprints shared with the candidate. Any language pygments
   knows.
-* ``twinspect`` — twinspect's own clone machinery (:mod:`twinspect.code`): functions extracted with
+* ``token_lcs`` — twinspect's own clone machinery (:mod:`twinspect.code`): functions extracted with
   tree-sitter (:func:`~twinspect.code.fragments.extract_fragments`), T2-abstracted tokens
   (:func:`~twinspect.code.normalize.abstract_tokens`), and for each reference function its best
   :func:`~twinspect.code.normalize.token_similarity` (BigCloneBench's min-ratio LCS) with a candidate
@@ -32,7 +32,7 @@ from pathlib import Path
 from twinspect.errors import InputError
 
 #: The source-code measures, in report order.
-CODE_MEASURES = ("code_pycode_similar", "code_copydetect", "code_twinspect")
+CODE_MEASURES = ("code_pycode_similar", "code_copydetect", "code_token_lcs")
 
 #: copydetect's defaults (noise threshold 25 tokens, guarantee threshold 30 → window 6).
 COPYDETECT_K = 25
@@ -162,7 +162,7 @@ def _fragments(prog: Program):
     return frags
 
 
-def twinspect_code_scores(programs: Sequence[Program]) -> list[list[float | None]]:
+def token_lcs_scores(programs: Sequence[Program]) -> list[list[float | None]]:
     """twinspect's fragment-matching share for every ordered pair (see the module docstring); None
     for programs in a language twinspect.code does not parse."""
     from twinspect.code.normalize import abstract_tokens, token_similarity

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from twinspect.dl.models.cka import cka_map, gram, linear_cka, model_cka
+from twinspect.dl.modelclones.cka import cka_map, gram, linear_cka, model_cka
 from twinspect.errors import InputError
 
 

@@ -22,7 +22,7 @@ import pytest  # noqa: E402
 
 from twinspect.dl.adapters import load_model  # noqa: E402
 from twinspect.dl.adapters.metadata import extra_files, write_metadata  # noqa: E402
-from twinspect.dl.models import CompareConfig, compare_models  # noqa: E402
+from twinspect.dl.modelclones import CompareConfig, compare_models  # noqa: E402
 
 TS_META = {
     "input_shape": [28, 28, 1],

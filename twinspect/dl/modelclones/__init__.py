@@ -1,0 +1,45 @@
+"""DL model clone analysis (capability 3, ``twinspect models``): Wu et al.'s three levels (ICPC 2020),
+linear CKA, ModelDiff's DDV baseline and a calibrated reuse score.
+
+Entry point: :func:`compare_models` (``twinspect models compare``); the measures live one per module
+(:mod:`.weights`, :mod:`.cka`, :mod:`.outputs`, :mod:`.modeldiff`, :mod:`.source`, :mod:`.reuse`).
+Importing this package does not import torch or any model framework.
+"""
+
+from __future__ import annotations
+
+from twinspect._lazy import lazy_exports
+
+# Names load on first use: importing the package (the CLI does, for every command) does not
+# import scipy or the measures.
+_LAZY: dict[str, str] = {
+    "cka_map": "twinspect.dl.modelclones.cka",
+    "gram": "twinspect.dl.modelclones.cka",
+    "hsic_unbiased": "twinspect.dl.modelclones.cka",
+    "linear_cka": "twinspect.dl.modelclones.cka",
+    "model_cka": "twinspect.dl.modelclones.cka",
+    "MEASURES": "twinspect.dl.modelclones.compare",
+    "CompareConfig": "twinspect.dl.modelclones.compare",
+    "Comparison": "twinspect.dl.modelclones.compare",
+    "compare_models": "twinspect.dl.modelclones.compare",
+    "load_models": "twinspect.dl.modelclones.compare",
+    "write_plots": "twinspect.dl.modelclones.compare",
+    "ddv": "twinspect.dl.modelclones.modeldiff",
+    "ddv_similarity": "twinspect.dl.modelclones.modeldiff",
+    "profiling_pairs": "twinspect.dl.modelclones.modeldiff",
+    "class_jaccard": "twinspect.dl.modelclones.outputs",
+    "jsd": "twinspect.dl.modelclones.outputs",
+    "label_jsd": "twinspect.dl.modelclones.outputs",
+    "mean_input_jsd": "twinspect.dl.modelclones.outputs",
+    "top1_agreement": "twinspect.dl.modelclones.outputs",
+    "fit_params": "twinspect.dl.modelclones.reuse",
+    "load_params": "twinspect.dl.modelclones.reuse",
+    "reuse_score": "twinspect.dl.modelclones.reuse",
+    "DifferentArchitectures": "twinspect.dl.modelclones.weights",
+    "WeightComparison": "twinspect.dl.modelclones.weights",
+    "compare_weights": "twinspect.dl.modelclones.weights",
+}
+
+__all__ = list(_LAZY)
+
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())

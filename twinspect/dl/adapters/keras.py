@@ -188,7 +188,7 @@ class KerasClassifier(Classifier):
 
         torch = self._torch
 
-        class _Wrapped(torch.nn.Module):
+        class _Wrapped(torch.nn.Module):  # type: ignore[name-defined]  # torch is a runtime handle
             def __init__(self, model):
                 super().__init__()
                 self.model = model

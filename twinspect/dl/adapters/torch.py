@@ -349,7 +349,9 @@ class TorchModel(LoadedModel):
         if self._script_fn is None:
             torch = self._torch
             g = self.module.inlined_graph
-            picked, names, counts = [], [], {}
+            picked: list[Any] = []
+            names: list[str] = []
+            counts: dict[str, int] = {}
             for node in list(g.nodes()):
                 kind = node.kind()
                 if not (kind.startswith("aten::") or kind.startswith("quantized::")) or node.outputsSize() != 1:

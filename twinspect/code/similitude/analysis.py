@@ -127,8 +127,9 @@ def analyze(
         A :class:`SimilitudeResult`. Files that do not parse are in ``skipped`` and not scored.
 
     Raises:
-        InputError: a missing path, an unknown measure, ``workers < 1``, or a labels CSV naming
-            unknown files.
+        InputError: a missing path, an unknown measure, ``workers < 1``, a labels CSV naming
+            unknown files, or fewer than two programs to compare (an empty tree, or all but one
+            file unparsable).
     """
     measure = canonical_measure(measure)
     if measure not in MEASURES:
@@ -160,6 +161,13 @@ def analyze(
             continue
         graphs.append(g)
         rels.append(rel)
+    if len(graphs) < 2:
+        where = ", ".join(str(p) for p in paths)
+        if not units:
+            raise InputError("no source file to compare (similitude needs at least two programs)", where)
+        raise InputError(f"{len(graphs)} program parsed ({len(skipped)} skipped): similitude needs at least two",
+                         where, hint=(f"first skipped: {skipped[0]['path']}: {skipped[0]['reason']}"
+                                      if skipped else None))
     labs: list[str | None]
     if labels == "dirs":
         labs = [Path(full_rel).parent.name or Path(base).name for full_rel in

@@ -66,6 +66,39 @@ class Config:
     max_added_layers: int = 40
     mh_p: float = seed_selection.DEFAULT_P
 
+    def validate(self, differential: bool = True) -> list[str]:
+        """Check every setting before any work; return the canonical backend names.
+
+        Args:
+            differential: require two distinct backends (:func:`run_campaign`, the entry of
+                ``twinspect fuzz run``, does). :meth:`Campaign.create` accepts one backend: such a
+                campaign can only find crashes and NaN outputs, which tests use to stay fast.
+
+        Raises:
+            InputError: an unknown variant or backend, fewer than two distinct backends when
+                ``differential``, no backend at all, no seed model, ``timeout_s <= 0``,
+                ``minimise_tries < 0``, ``max_added_layers < 0``, or ``mh_p`` outside (0, 1).
+        """
+        if self.variant not in ("memo", "memo_r", "memo_o", "memo_noreduce"):
+            raise InputError(f"unknown variant {self.variant!r}")
+        names = [bk.canonical(b) for b in self.backends]
+        if len(set(names)) < (2 if differential else 1):
+            raise InputError(f"backends {', '.join(self.backends) or '(none)'}: a differential test needs at least "
+                             "two distinct backends")
+        if not self.seeds:
+            raise InputError("no seed model given")
+        if not self.timeout_s > 0:
+            raise InputError(f"timeout {self.timeout_s} s must be positive")
+        if self.minimise_tries < 0:
+            raise InputError(f"minimise_tries {self.minimise_tries} must be >= 0")
+        if self.max_added_layers < 0:
+            raise InputError(f"max_added_layers {self.max_added_layers} must be >= 0")
+        try:
+            seed_selection.check_p(self.mh_p)
+        except ValueError as exc:
+            raise InputError(str(exc)) from exc
+        return names
+
 
 def parse_budget(text: str) -> float:
     """Seconds of a budget such as ``90s``, ``15m``, ``1h``, ``1h30m`` or a bare number of seconds.
@@ -121,17 +154,13 @@ class Campaign:
     def create(cls, root: str | Path, config: Config) -> Campaign:
         """A new campaign state in ``root`` (not yet seeded; :meth:`run` seeds it)."""
         root = Path(root)
+        if root.exists() and not root.is_dir():
+            raise InputError("exists and is not a directory (a campaign is a directory)", root)
         if (root / STATE).exists():
             return cls.open(root)
         if root.exists() and any(root.iterdir()):
             raise InputError("exists, is not empty and holds no campaign (state.json)", root)
-        if config.variant not in ("memo", "memo_r", "memo_o", "memo_noreduce"):
-            raise InputError(f"unknown variant {config.variant!r}")
-        try:
-            seed_selection.check_p(config.mh_p)
-        except ValueError as exc:
-            raise InputError(str(exc)) from exc
-        names = [bk.canonical(b) for b in config.backends]
+        names = config.validate(differential=False)
         ops = operators.LEMON_OPERATORS if config.variant == "memo_o" else operators.MEMO_OPERATORS
         state = {
             "format": FORMAT, "config": {**config.__dict__, "backends": names}, "seeded": False,
@@ -454,11 +483,20 @@ def run_campaign(root: str | Path, budget_s: float, config: Config | None = None
         address: Ray cluster to join (``executor="ray"`` only); None starts a local Ray instance.
 
     Raises:
-        InputError: a bad campaign directory or config, an unknown executor, Ray missing or unreachable.
+        InputError: a bad campaign directory or config (:meth:`Config.validate`), ``max_models < 1``,
+            ``budget_s <= 0``, an unknown executor, Ray missing or unreachable.
     """
     root = Path(root)
     config = config or Config()
+    if max_models is not None and max_models < 1:
+        raise InputError(f"max_models {max_models} must be >= 1 (or None for the budget only)")
+    if not budget_s > 0:
+        raise InputError(f"budget {budget_s} s must be positive")
+    if root.exists() and not root.is_dir():
+        raise InputError("exists and is not a directory (a campaign is a directory)", root)
     camp = Campaign.open(root) if (root / STATE).exists() else None
+    if camp is None:
+        config.validate()  # before the executor starts workers
     # the executor starts before a new campaign directory is created, so a bad executor leaves nothing behind
     ex = make_executor(executor, timeout_s=camp.state["config"]["timeout_s"] if camp else config.timeout_s,
                        address=address)

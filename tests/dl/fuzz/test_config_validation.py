@@ -1,0 +1,48 @@
+"""`fuzz run` settings are checked before any worker starts or anything is written (issue 17 item 5:
+``--timeout -1``, ``--max-models -3`` and a single backend used to run and exit 0)."""
+
+from __future__ import annotations
+
+import pytest
+
+from twinspect.dl.fuzz.campaign import Config, run_campaign
+from twinspect.errors import InputError
+
+
+@pytest.mark.parametrize("config, needle", [
+    (Config(timeout_s=-1), "timeout"),
+    (Config(timeout_s=0), "timeout"),
+    (Config(backends=["tensorflow"]), "two distinct backends"),
+    (Config(backends=["tensorflow", "keras-tensorflow"]), "two distinct backends"),
+    (Config(backends=["tensorflw", "jax"]), "unknown backend"),
+    (Config(seeds=[]), "no seed model"),
+    (Config(variant="lemon"), "unknown variant"),
+    (Config(mh_p=1.5), "(0, 1)"),
+    (Config(minimise_tries=-1), "minimise_tries"),
+])
+def test_bad_config_is_refused_before_anything_is_written(tmp_path, config, needle):
+    out = tmp_path / "camp"
+    with pytest.raises(InputError, match=None) as info:
+        run_campaign(out, 10.0, config)
+    assert needle in str(info.value)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("max_models, budget", [(-3, 10.0), (0, 10.0), (None, 0.0), (None, -5.0)])
+def test_bad_run_limits_are_refused(tmp_path, max_models, budget):
+    out = tmp_path / "camp"
+    with pytest.raises(InputError):
+        run_campaign(out, budget, Config(), max_models=max_models)
+    assert not out.exists()
+
+
+def test_output_that_is_a_file_is_refused_and_kept(tmp_path):
+    out = tmp_path / "existing"
+    out.write_text("keep me")
+    with pytest.raises(InputError, match="not a directory"):
+        run_campaign(out, 10.0, Config())
+    assert out.read_text() == "keep me"
+
+
+def test_default_config_is_valid():
+    assert len(Config().validate()) == 4

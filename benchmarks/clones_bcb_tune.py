@@ -21,6 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import _provenance  # sibling module in benchmarks/: the results files' provenance header
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -114,7 +116,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.json:
         from twinspect._io import write_json
 
-        write_json(args.json, json.loads(json.dumps(results, default=str)))
+        write_json(args.json, {"provenance": _provenance.info(__file__), **json.loads(json.dumps(results, default=str))})
 
 
 def rep_t3(rep, a: int, b: int) -> float | None:

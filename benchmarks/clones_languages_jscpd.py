@@ -59,6 +59,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import _provenance  # sibling module in benchmarks/: the results files' provenance header
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from clones_speed_jscpd import install_jscpd, stated_pairs, twinspect_env  # noqa: E402
 
@@ -425,8 +427,8 @@ def main(argv: list[str] | None = None) -> None:
            "jscpd_version": JSCPD_VERSION, "machine": f"{platform.processor() or platform.machine()}, "
            f"{os.cpu_count()} cores, {platform.platform()}", "trees": trees}
     out = Path(args.out)
-    out.with_suffix(".json").write_text(json.dumps(res, indent=1) + "\n")
-    out.with_suffix(".md").write_text(render(res))
+    out.with_suffix(".json").write_text(json.dumps({"provenance": _provenance.info(__file__), **res}, indent=1) + "\n")
+    out.with_suffix(".md").write_text(_provenance.md_header(__file__) + render(res))
     print(f"wrote {out}.md and {out}.json")
 
 

@@ -76,6 +76,8 @@ import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
+import _provenance  # sibling module in benchmarks/: the results files' provenance header
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 RESULTS = ROOT / "benchmarks" / "results"
@@ -233,7 +235,7 @@ def score(old: bool = False) -> None:
                      f"Cohen's κ {kappa:.2f}; clones {sum(ca)} (first judge) vs {sum(cb)} (second).\n")
     print(text)
     with atomic_write(OLD_REPORT if old else REPORT) as fh:
-        fh.write(text)
+        fh.write(_provenance.md_header(__file__) + text)
 
 
 def _write_blind(out: Path, title: str, entries: list[tuple[str, str, str]]) -> None:
@@ -373,7 +375,7 @@ def score_t4(labels_path: Path = T4_LABELS, report_path: Path = T4_REPORT) -> No
     text += f"Unlabelled: {len(missing)}. Ids not in the sample: {len(unknown)}. Other labels: {len(bad)}.\n"
     print(text)
     with atomic_write(report_path) as fh:
-        fh.write(text)
+        fh.write(_provenance.md_header(__file__) + text)
 
 
 def main() -> None:

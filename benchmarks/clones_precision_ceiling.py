@@ -35,6 +35,7 @@ import sys
 import time
 from pathlib import Path
 
+import _provenance  # sibling module in benchmarks/: the results files' provenance header
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -254,9 +255,9 @@ def main() -> None:
     print(text)
     if args.out is not None:
         with atomic_write(args.out.with_suffix(".md")) as fh:
-            fh.write(text)
+            fh.write(_provenance.md_header(__file__) + text)
         with atomic_write(args.out.with_suffix(".json")) as fh:
-            fh.write(json.dumps(res, indent=1) + "\n")
+            fh.write(json.dumps({"provenance": _provenance.info(__file__), **res}, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -78,6 +78,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import _provenance  # sibling module in benchmarks/: the results files' provenance header
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 JSCPD5, JSCPD4 = "5.3.3", "4.3.0"
@@ -824,8 +826,8 @@ def main(argv: list[str] | None = None) -> None:
             x["summary"] = {k: v for k, v in x["summary"].items() if k != "report"}
     md_path, json_path = args.out.with_suffix(".md"), args.out.with_suffix(".json")
     old = md_path.read_text() if md_path.is_file() else None
-    write_atomic(json_path, json.dumps(res, indent=1, default=str) + "\n")
-    write_atomic(md_path, render_md(res, old))
+    write_atomic(json_path, json.dumps({"provenance": _provenance.info(__file__), **res}, indent=1, default=str) + "\n")
+    write_atomic(md_path, _provenance.md_header(__file__) + render_md(res, old))
     print(f"wrote {md_path} and {json_path} ({res['total_seconds']:.0f} s)")
     if args.keep is None:
         shutil.rmtree(workdir, ignore_errors=True)

@@ -72,6 +72,8 @@ import time
 import warnings
 from pathlib import Path
 
+import _provenance  # sibling module in benchmarks/: the results files' provenance header
+
 os.environ.setdefault("KERAS_BACKEND", "torch")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -800,8 +802,8 @@ def write_results(res: dict, results_dir: Path, t_start: float, final: bool) -> 
     res["finished"] = final
     md = render_markdown(res)
     with atomic_write(results_dir / "deviate.md") as fh:
-        fh.write(md + "\n")
-    write_json(results_dir / "deviate.json", strip_records(res))
+        fh.write(_provenance.md_header(__file__) + md + "\n")
+    write_json(results_dir / "deviate.json", {"provenance": _provenance.info(__file__), **strip_records(res)})
     if final:
         print(md)
         print(f"\nwrote {results_dir / 'deviate.md'} and {results_dir / 'deviate.json'}")

@@ -35,6 +35,8 @@ import sys
 import time
 from pathlib import Path
 
+import _provenance  # sibling module in benchmarks/: the results files' provenance header
+
 os.environ.setdefault("KERAS_BACKEND", "torch")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -190,7 +192,7 @@ def pooled(rows: list[dict]) -> dict:
 
 
 def write_report(rows: list[dict], meta: dict, out_dir: Path) -> None:
-    (out_dir / "deviate_generalisation.json").write_text(json.dumps({"meta": meta, "rows": [
+    (out_dir / "deviate_generalisation.json").write_text(json.dumps({"provenance": _provenance.info(__file__), "meta": meta, "rows": [
         {k: v for k, v in r.items() if k != "records"} for r in rows]}, indent=2))
     head = ("| pair | split | config | seeds searched | success % | verified % | avg search queries (successful) | paper DFlare avg | "
             "avg minimisation queries | median L∞ | median SSIM | compressed-model errors % | compressed-model errors where possible % | by status | wall s |")
@@ -236,7 +238,7 @@ def write_report(rows: list[dict], meta: dict, out_dir: Path) -> None:
                          f"{_f(s['median_ssim'], 3)} | {_f(s['compressed_error_share'], pct=True)} | {_f(s['ce_right'], pct=True)} | "
                          f"{_f(worst_sr, pct=True)} | "
                          f"{_f(worst_linf)} | {_f(worst_ce, pct=True)} |")
-    (out_dir / "deviate_generalisation.md").write_text("\n".join(lines) + "\n")
+    (out_dir / "deviate_generalisation.md").write_text(_provenance.md_header(__file__) + "\n".join(lines) + "\n")
 
 
 def main() -> None:

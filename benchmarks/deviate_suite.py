@@ -57,6 +57,8 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
+import _provenance  # sibling module in benchmarks/: the results files' provenance header
+
 os.environ.setdefault("KERAS_BACKEND", "torch")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -273,13 +275,13 @@ def main() -> None:
     elif args.command == "check":
         rows = check(args.dir)
         out = ROOT / "benchmarks" / "results"
-        (out / "deviate_suite.json").write_text(json.dumps(rows, indent=2))
+        (out / "deviate_suite.json").write_text(json.dumps({"provenance": _provenance.info(__file__), "rows": rows}, indent=2))
         lines = ["# The pair suite of issue 19 (`benchmarks/deviate_suite.py check`)", "",
                  "Accuracy of both models and their top-1 agreement on the first 1,000 test images.", "",
                  "| pair | split | compressed model | original acc % | compressed acc % | top-1 agreement % |", "|---|---|---|---|---|---|"]
         lines += [f"| {r['pair']} | {r['split']} | {r['kind']} | {100 * r['acc_orig']:.1f} | {100 * r['acc_comp']:.1f} | "
                   f"{100 * r['agreement']:.1f} |" for r in rows]
-        (out / "deviate_suite.md").write_text("\n".join(lines) + "\n")
+        (out / "deviate_suite.md").write_text(_provenance.md_header(__file__) + "\n".join(lines) + "\n")
     else:
         for p in PAIRS:
             print(f"{p.name:22s} {p.split:8s} {p.data:8s} {p.kind}")

@@ -44,6 +44,8 @@ import sys
 import time
 from pathlib import Path
 
+import _provenance  # sibling module in benchmarks/: the results files' provenance header
+
 os.environ.setdefault("KERAS_BACKEND", "torch")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -69,7 +71,7 @@ def _f(v, nd=1):
 
 
 def write_report(rows: list[dict], meta: dict, out_dir: Path) -> None:
-    (out_dir / "deviate_triggers.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2))
+    (out_dir / "deviate_triggers.json").write_text(json.dumps({"provenance": _provenance.info(__file__), "meta": meta, "rows": rows}, indent=2))
     head = ("| pair | config | seed offset | budget (queries / s per seed) | seeds searched | success % | avg search queries (successful) | avg search queries "
             "(all, failures at budget) | paper DFlare avg | avg minimisation queries | median L0 | median L2 | "
             "median L∞ | median SSIM | compressed-model errors % | by status | wall s | load (1 min) at end |")
@@ -94,7 +96,7 @@ def write_report(rows: list[dict], meta: dict, out_dir: Path) -> None:
             ", ".join(f"{k} {v}" for k, v in s["by_status"].items() if v),
             _f(r.get("wall_s"), 0), _f((r.get("load_end") or [None])[0]),
         ]) + " |")
-    (out_dir / "deviate_triggers.md").write_text("\n".join(lines) + "\n")
+    (out_dir / "deviate_triggers.md").write_text(_provenance.md_header(__file__) + "\n".join(lines) + "\n")
     print("\n".join(lines), flush=True)
 
 

@@ -2,7 +2,7 @@
 
 Runs MEMO, MEMO_r (random seed selection), MEMO_o (LEMON operators) and MEMO without reduction, one after
 the other, each for the same budget on the same backends and seeds, and writes
-``benchmarks/results/fuzz.json`` and ``fuzz.md`` (coverage, models per hour, unique findings).
+``benchmarks/results/fuzz.json`` and ``fuzz.md`` (``--name`` changes the stem) (coverage, models per hour, unique findings).
 Campaign directories (models, findings bundles) go to ``--work`` (default a temporary directory) and are
 not committed. Run with ``nice -n 10``; the issue's budgets are 15 and 60 minutes per variant.
 
@@ -19,6 +19,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+import _provenance  # sibling module in benchmarks/: the results files' provenance header
+
 from twinspect._io import atomic_write
 from twinspect.dl.fuzz import report
 from twinspect.dl.fuzz.campaign import Config, parse_budget, run_campaign
@@ -34,6 +36,9 @@ def main() -> None:
     ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--work", default=None)
     ap.add_argument("--out", default="benchmarks/results")
+    ap.add_argument("--name", default="fuzz",
+                    help="Results file stem: writes OUT/NAME.json and OUT/NAME.md (e.g. fuzz_60m for a 60-minute run); "
+                         "OUT/NAME_notes.md, when it exists, is copied verbatim under a 'Notes' heading.")
     ap.add_argument("--summarise-only", action="store_true", help="Only summarise the campaigns already in --work.")
     ap.add_argument("--parallel", action="store_true",
                     help="Run the variants at the same time (one `twinspect fuzz run` process each), so that they "
@@ -63,8 +68,8 @@ def main() -> None:
         rows[v] = s
         print(v, json.dumps(s["coverage"]), s["models_tested"], len(s["findings"]), flush=True)
     out = Path(a.out)
-    with atomic_write(out / "fuzz.json") as fh:
-        json.dump({"budget_s": budget, "backends": a.backends, "seeds": a.seeds, "runs": rows}, fh, indent=1, default=str)
+    with atomic_write(out / f"{a.name}.json") as fh:
+        json.dump({"provenance": _provenance.info(__file__), "budget_s": budget, "backends": a.backends, "seeds": a.seeds, "runs": rows}, fh, indent=1, default=str)
     lines = ["| variant | loop s (+ seeding s) | layer type | layer pair | layer param | models generated | valid | tested | tested/h | unique findings |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for v, s in rows.items():
@@ -72,8 +77,11 @@ def main() -> None:
         lines.append(f"| {v} | {s['elapsed_s']:.0f} (+{s.get('seeding_s') or 0:.0f}) | {c['layer_type']['ratio']:.1%} | {c['layer_pair']['ratio']:.1%} | "
                      f"{c['layer_param']['ratio']:.1%} | {s['models_generated']} | {s['models_valid']} | {s['models_tested']} | "
                      f"{s['models_per_hour']:.0f} | {len(s['findings'])} |")
-    with atomic_write(out / "fuzz.md") as fh:
-        fh.write("\n".join(lines) + "\n")
+    notes = out / f"{a.name}_notes.md"
+    with atomic_write(out / f"{a.name}.md") as fh:
+        fh.write(_provenance.md_header(__file__) + "\n".join(lines) + "\n")
+        if notes.is_file():
+            fh.write(f"\n## Notes (written by hand, copied verbatim from `{notes.name}`)\n\n" + notes.read_text())
     print("\n".join(lines))
 
 

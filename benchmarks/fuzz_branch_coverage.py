@@ -27,6 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import _provenance  # sibling module in benchmarks/: the results files' provenance header
+
 PACKAGES = ("keras", "tf2onnx")
 
 
@@ -113,7 +115,7 @@ def main() -> None:
 
     out = Path(a.out)
     with atomic_write(out / "fuzz_branch_coverage.json") as fh:
-        json.dump({"n": a.n, "export": not a.no_export, "runs": rows}, fh, indent=1)
+        json.dump({"provenance": _provenance.info(__file__), "n": a.n, "export": not a.no_export, "runs": rows}, fh, indent=1)
     lines = ["| variant | models replayed (ok / failed) | " + " | ".join(f"{p} lines | {p} branches" for p in PACKAGES) + " |",
              "|---|---|" + "---|---|" * len(PACKAGES)]
     for r in rows:
@@ -124,7 +126,7 @@ def main() -> None:
             cells.append(f"{acc.get('covered_branches', 0)}/{acc.get('branches', 0)} ({acc.get('branch_ratio', 0):.1%})")
         lines.append(f"| {r['variant']} | {r['models_replayed']} ({r['replay_ok']} / {r['replay_failed']}) | " + " | ".join(cells) + " |")
     with atomic_write(out / "fuzz_branch_coverage.md") as fh:
-        fh.write("\n".join(lines) + "\n")
+        fh.write(_provenance.md_header(__file__) + "\n".join(lines) + "\n")
     print("\n".join(lines))
 
 

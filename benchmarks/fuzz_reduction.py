@@ -19,6 +19,8 @@ import os
 import time
 from pathlib import Path
 
+import _provenance  # sibling module in benchmarks/: the results files' provenance header
+
 from twinspect._io import atomic_write
 from twinspect.dl.fuzz import graph, seeds
 from twinspect.dl.fuzz.coverage import model_coverage
@@ -55,7 +57,7 @@ def write_results(rows: dict, out: Path, runs: int) -> None:
     """Write ``fuzz_reduction.{json,md}`` of ``rows`` (model name → measurements) into ``out``, atomically."""
     load = os.getloadavg()
     with atomic_write(out / "fuzz_reduction.json") as fh:
-        json.dump({"runs": runs, "loadavg": load, "models": rows}, fh, indent=1)
+        json.dump({"provenance": _provenance.info(__file__), "runs": runs, "loadavg": load, "models": rows}, fh, indent=1)
     lines = [
         "# Model reduction of the large seed models (`benchmarks/fuzz_reduction.py`)", "",
         f"Inference: seconds per batch of 2 on the reference backend (Keras, {os.environ.get('KERAS_BACKEND', 'torch')} "
@@ -71,7 +73,7 @@ def write_results(rows: dict, out: Path, runs: int) -> None:
                      f"{b['inference_s']:.3f} | {f['inference_s']:.3f} | {r['reduce_s']} | {'yes' if r['coverage_kept'] else 'NO'} |")
     lines += ["", "The paper (MEMO/COMET): InceptionResNetV2 782 → 69 layers, inference 65 s → 6 s (GPU servers, Keras 2)."]
     with atomic_write(out / "fuzz_reduction.md") as fh:
-        fh.write("\n".join(lines) + "\n")
+        fh.write(_provenance.md_header(__file__) + "\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

@@ -39,6 +39,8 @@ import sys
 import time
 from pathlib import Path
 
+import _provenance  # sibling module in benchmarks/: the results files' provenance header
+
 os.environ.setdefault("KERAS_BACKEND", "torch")
 os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
 
@@ -407,7 +409,7 @@ def main() -> None:
           "## Base models", "", markdown_table(acc_rows, ["model", "kind", "arch", "test acc % (2,000 imgs)"], floatfmt=".1f"), ""]
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    (out.with_suffix(".md")).write_text("\n".join(md))
+    (out.with_suffix(".md")).write_text(_provenance.md_header(__file__) + "\n".join(md))
     def small(p):
         return {"name_a": p["name_a"], "name_b": p["name_b"], "label": p["label"], "kind": p["kind"], "split": p["split"],
                 "features": {k: (None if v is None else round(v, 5)) for k, v in p["features"].items()},
@@ -418,7 +420,7 @@ def main() -> None:
     indep = [p for p in pairs if p["label"] == 0]
     kept = [p for p in pairs if p["label"] == 1] + [indep[i] for i in sorted(rng.choice(len(indep), min(100, len(indep)), replace=False))]
     write_json(out.with_suffix(".json"), {
-        "auc": auc_json, "detection": det_json, "false_positive_rate": fpr, "threshold": th, "params": params,
+        "provenance": _provenance.info(__file__), "auc": auc_json, "detection": det_json, "false_positive_rate": fpr, "threshold": th, "params": params,
         "dflare": dflare_rows, "speed_10_models_s": speed10, "distill_3_models_s": distill_s, "distill_cosine": distill_cos,
         "models": [{k: m[k] for k in ("name", "kind", "arch", "seed", "parents", "accuracy")} for m in manifest],
         "pairs_note": f"all {sum(p['label'] for p in pairs)} derived pairs and a seeded sample of 100 of the "

@@ -40,6 +40,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import _provenance  # sibling module in benchmarks/: the results files' provenance header
+
 os.environ.setdefault("KERAS_BACKEND", "torch")
 os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
 
@@ -273,8 +275,8 @@ def main() -> None:
            f"1-min load average {load0[0]:.1f} at the start, {load1[0]:.1f} at the end "
            f"(other jobs were running).", ""]
     with atomic_write(out.with_suffix(".md")) as fh:
-        fh.write("\n".join(md))
-    write_json(out.with_suffix(".json"), result)
+        fh.write(_provenance.md_header(__file__) + "\n".join(md))
+    write_json(out.with_suffix(".json"), {"provenance": _provenance.info(__file__), **result})
     print("\n".join(md))
 
 

@@ -22,6 +22,7 @@ import sysconfig
 import time
 from pathlib import Path
 
+import _provenance  # sibling module in benchmarks/: the results files' provenance header
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -88,7 +89,7 @@ def main() -> None:
         print(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]:.1f} | {r[4]:.4f} | {r[5]:.4f} | {r[6]:.3f} | {r[7]:.3f} |")
     if args.json:
         keys = ["runtime", "precision", "max_tokens", "fragments_per_s", "mean_cos", "min_cos", "top1_agree", "top10_overlap"]
-        args.json.write_text(json.dumps({"n": len(texts), "load": load[0], "rows": [dict(zip(keys, r)) for r in rows]}, indent=2))
+        args.json.write_text(json.dumps({"provenance": _provenance.info(__file__), "n": len(texts), "load": load[0], "rows": [dict(zip(keys, r)) for r in rows]}, indent=2))
 
 
 if __name__ == "__main__":

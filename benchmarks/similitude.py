@@ -34,6 +34,7 @@ import sys
 import time
 from pathlib import Path
 
+import _provenance  # sibling module in benchmarks/: the results header
 import numpy as np
 
 from twinspect.code.similitude.analysis import analyze
@@ -80,8 +81,8 @@ def write(name: str, md: str, data: dict) -> None:
     from twinspect._io import atomic_write, write_json
 
     with atomic_write(OUT / f"{name}.md") as fh:
-        fh.write(md + "\n")
-    write_json(OUT / f"{name}.json", data)
+        fh.write(_provenance.md_header(__file__) + md + "\n")
+    write_json(OUT / f"{name}.json", {"provenance": _provenance.info(__file__), **data})
     print(md)
 
 
@@ -132,8 +133,8 @@ def part_silhouette(split: str, seed: int, measures: list[str], full: bool, per:
         s = similarity_matrix(gs, "wl-tokens")
         secs = time.perf_counter() - t
         sil = silhouette(s, labs)
-        data["full"] = {"programs": len(gs), "skipped": len(bad), "twinspect": sil, "seconds": secs}
-        md += ["", f"All {len(gs)} programs ({len(bad)} skipped): twinspect silhouette {sil:.3f} ({secs:.0f} s)"]
+        data["full"] = {"programs": len(gs), "skipped": len(bad), "wl-tokens": sil, "seconds": secs}
+        md += ["", f"All {len(gs)} programs ({len(bad)} skipped): wl-tokens silhouette {sil:.3f} ({secs:.0f} s)"]
     write(f"similitude_silhouette_{split}_{per}" + ("_" + "_".join(measures) if measures != list(MEASURES) else ""),
           "\n".join(md), data)
 
@@ -326,7 +327,7 @@ def main() -> None:
     ap.add_argument("--per-problem", type=int, default=50, help="silhouette: programs sampled per problem")
     ap.add_argument("--speed-one", nargs=2, metavar=("MEASURE", "N"))
     ap.add_argument("--speed-name", default="similitude_speed", help="speed: results file name")
-    ap.add_argument("--plan", default="twinspect:100,twinspect:600,twinspect:1000,twinspect:6000,"
+    ap.add_argument("--plan", default="wl-tokens:100,wl-tokens:600,wl-tokens:1000,wl-tokens:6000,"
                     "node-sym:100,node-sym:600,node-sym:1000,normalized-node-sym:1000,lav:100")
     a = ap.parse_args()
     if a.speed_one:

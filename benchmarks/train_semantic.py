@@ -33,6 +33,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import _provenance  # sibling module in benchmarks/: the results files' provenance header
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -186,7 +187,7 @@ def main() -> None:
     model = SemanticModel(s_terms, n_terms, idf, best[2], args.max_n, args.name_weight, info)
     model.save(args.output)
     with atomic_write(args.log) as fh:
-        fh.write(json.dumps({"info": info, "history": history, "argv": sys.argv[1:]}, indent=1) + "\n")
+        fh.write(json.dumps({"provenance": _provenance.info(__file__), "info": info, "history": history, "argv": sys.argv[1:]}, indent=1) + "\n")
     print(f"kept step {best[1]} (valid MAP@R {best[0]:.4f}); wrote {args.output} "
           f"({args.output.stat().st_size / 1e6:.1f} MB) and {args.log}", flush=True)
 

@@ -22,6 +22,7 @@ import json
 import sys
 from pathlib import Path
 
+import _provenance  # sibling module in benchmarks/: the results files' provenance header
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -85,9 +86,9 @@ def main() -> None:
         from twinspect._io import atomic_write
 
         with atomic_write(args.out.with_suffix(".md")) as fh:
-            fh.write("\n".join(md) + "\n")
+            fh.write(_provenance.md_header(__file__) + "\n".join(md) + "\n")
         with atomic_write(args.out.with_suffix(".json")) as fh:
-            fh.write(json.dumps({"holdout": names, "pairs": int(len(y)), "clones": int(y.sum()), "models": results},
+            fh.write(json.dumps({"provenance": _provenance.info(__file__), "holdout": names, "pairs": int(len(y)), "clones": int(y.sum()), "models": results},
                                 indent=1) + "\n")
 
 if __name__ == "__main__":

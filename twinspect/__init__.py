@@ -52,3 +52,11 @@ __all__ = ["__version__", "TwinspectError", "InputError", "ModelError", *_LAZY]
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())
+
+import os as _os
+
+if _os.environ.get("TWINSPECT_QUIET_LOGS") == "1":  # a worker process of a CLI run without --verbose
+    from twinspect._quiet import silence_python_warnings as _silence
+
+    _silence()
+

@@ -8,6 +8,7 @@ without a traceback and without half-written outputs.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import logging
 import os
@@ -92,19 +93,62 @@ def print_error(message: str) -> None:
     print_plain(message, prefix="error: ", prefix_style="bold red", console=_err)
 
 
+def _is_verbose(argv: list[str]) -> bool:
+    """Whether ``-v``/``--verbose`` (alone or in a bundle of short flags such as ``-qv``) is among ``argv``."""
+    return any(a == "--verbose" or (a.startswith("-") and not a.startswith("--") and "v" in a[1:] and a[1:].isalpha())
+               for a in argv if a != "--")
+
+
+def _usage_error_line(exc: Exception) -> str:
+    """One line for a click usage error: its message and where to find the usage (no usage block, no panel)."""
+    message = exc.format_message().strip().replace("\n", " ")  # type: ignore[attr-defined]
+    ctx = getattr(exc, "ctx", None)
+    if ctx is not None:
+        message += f" (see '{ctx.command_path} --help')"
+    return message
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: run the CLI, map user errors to exit code 2 and Ctrl-C to 130.
+
+    Every user error (a :class:`~twinspect.errors.TwinspectError` or a click usage error such as an
+    unknown option or a value of the wrong type) prints one line ``error: ...`` on stderr and exits 2.
+    Unless ``-v/--verbose`` is given, third-party log noise is silenced first
+    (:mod:`twinspect._quiet`), also for the worker processes a command starts.
 
     Args:
         argv: arguments without the program name; ``None`` reads ``sys.argv[1:]``.
     """
+    from typer import Abort
+    from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
+
+    from twinspect import _quiet
+
     args = list(sys.argv[1:] if argv is None else argv)
     _setup_logging(args)
+    verbose = _is_verbose(args)
+    if not verbose:
+        _quiet.silence_third_party()
+    # native start-up lines (absl, oneDNN, TFLite) ignore every switch: filter fd 2 itself, but only when
+    # stderr is the process's own (not a test's capture)
+    native_filter = not verbose and sys.stderr is sys.__stderr__
+    code: int = 0
     try:
-        typer.main.get_command(app).main(args=args, prog_name="twinspect", standalone_mode=True)
+        with _quiet.filter_native_stderr() if native_filter else contextlib.nullcontext():
+            result = typer.main.get_command(app).main(args=args, prog_name="twinspect", standalone_mode=False)
+            code = result if isinstance(result, int) else 0
     except TwinspectError as exc:
         print_error(str(exc))
-        sys.exit(exc.exit_code)
-    except KeyboardInterrupt:
+        code = exc.exit_code
+    except NoArgsIsHelpError as exc:  # the help was printed
+        code = exc.exit_code
+    except UsageError as exc:
+        print_error(_usage_error_line(exc))
+        code = 2
+    except ClickException as exc:
+        print_error(exc.format_message())
+        code = exc.exit_code
+    except (KeyboardInterrupt, Abort):
         _err.print("interrupted")
-        sys.exit(130)
+        code = 130
+    sys.exit(code)  # also 0: callers (and tests) see SystemExit as from click's standalone mode

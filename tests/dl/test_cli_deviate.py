@@ -131,7 +131,7 @@ def test_small_real_run_json_output_and_resume(tmp_path, capsys):
     assert_user_error(code, err, "--resume")
     # resume with one more seed: only the new seed runs
     first = (out / "results.jsonl").read_text()
-    code, stdout, err = run(base + ["--seeds", "3", "--resume"], capsys)
+    code, stdout, err = run(base[:-1] + ["--seeds", "3", "--resume"], capsys)  # without --quiet: the table
     assert code == 0, err
     text = (out / "results.jsonl").read_text()
     assert text.startswith(first) and len(text.splitlines()) == 3
@@ -148,6 +148,10 @@ def test_small_real_run_json_output_and_resume(tmp_path, capsys):
     successes = sum(json.loads(line)["success"] for line in text.splitlines())
     assert page.count("<div class='card'>") == successes
     assert page.count("data:image/png;base64,") == 3 * successes and "http" not in page
+    # the summary as a JSON report file, written with -o like every report
+    code, stdout, err = run(["deviate", "report", str(out), "-f", "json", "-o", str(tmp_path / "s.json")], capsys)
+    assert code == 0 and stdout == "", err
+    assert json.loads((tmp_path / "s.json").read_text())["seeds"] == 3
 
 
 def _fake_inputs(tmp_path):

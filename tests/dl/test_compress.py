@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 
 import numpy as np
@@ -142,10 +143,11 @@ def run_cli(args, capsys):
 def test_cli_compress_reports_the_deviation(original, tmp_path, capsys):
     out = tmp_path / "cli.pt"
     code, stdout, _ = run_cli(["compress", str(original), "--method", "prune", "--sparsity", "0.5", "-o", str(out),
-                               "--test-size", "100", "-q"], capsys)
+                               "--test-size", "100", "-q", "-f", "json"], capsys)
     assert code == 0 and out.exists()
     info = read_metadata(out)["compression"]
-    assert "disagree" in stdout and str(info["disagreements"]) in stdout
+    summary = json.loads(stdout)  # -q hides the table; -f json is the report itself
+    assert summary["disagree"] == info["disagreements"] and summary["model"] == str(out)
 
 
 @pytest.mark.parametrize(

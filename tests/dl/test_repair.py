@@ -181,10 +181,12 @@ def test_cli_repair(run_dir, tmp_path, capsys):
     from twinspect.cli import main
 
     with pytest.raises(SystemExit) as exc:
-        main(["repair", str(run_dir), "-o", str(tmp_path / "r"), "--folds", "4", "--hidden", "16", "-q"])
+        main(["repair", str(run_dir), "-o", str(tmp_path / "r"), "--folds", "4", "--hidden", "16", "-q", "-f", "json"])
     out = capsys.readouterr()
     assert exc.value.code == 0, out.err
-    assert "mean" in out.out and (tmp_path / "r" / "repair.json").exists()
+    report = json.loads(out.out)  # -q hides the table; -f json is the report itself
+    assert len(report["folds"]) == 4 and "repair_ratio" in report["mean"]
+    assert (tmp_path / "r" / "repair.json").exists()
     with pytest.raises(SystemExit) as exc:
         main(["repair", str(tmp_path / "missing"), "-o", str(tmp_path / "r2")])
     err = capsys.readouterr().err

@@ -94,10 +94,10 @@ def test_cli_train_writes_model_and_sidecar(tmp_path, capsys):
     out = tmp_path / "m.pt"
     code, stdout, _ = run_cli(
         ["train", "lenet1", "--data", "mnist", "-o", str(out), "--epochs", "1", "--train-size", "128",
-         "--test-size", "100", "--batch-size", "32", "-q"], capsys)
+         "--test-size", "100", "--batch-size", "32", "-q", "-f", "json"], capsys)
     assert code == 0
     assert out.exists() and (tmp_path / "m.pt.json").exists()
-    assert "lenet1" in stdout
+    assert json.loads(stdout)["arch"] == "lenet1"  # -q hides the table; -f json is the report itself
 
 
 @pytest.mark.parametrize(

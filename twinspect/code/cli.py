@@ -24,6 +24,7 @@ from typer.core import TyperGroup
 if TYPE_CHECKING:
     from rich.console import JustifyMethod
 
+from twinspect.cli_options import VerboseOpt as PlainVerboseOpt
 from twinspect.code.clones import DetectConfig
 from twinspect.errors import InputError
 
@@ -391,6 +392,7 @@ def embed_command(
     runtime: RuntimeOpt = None,
     exclude: ExcludeOpt = None,
     quiet: QuietOpt = False,
+    verbose: PlainVerboseOpt = False,
 ) -> None:
     """Embed fragments and write them to a .npz file: paths, start_lines, end_lines, names, languages and
     float32 vectors (N x d, L2-normalised), the vectors the clone search uses."""
@@ -478,6 +480,7 @@ def index_command(
     no_gitignore: NoGitignoreOpt = False,
     max_file_bytes: MaxFileBytesOpt = 1 << 20,
     quiet: QuietOpt = False,
+    verbose: PlainVerboseOpt = False,
     seed: SeedOpt = _D.seed,
 ) -> None:
     """Build (or --update) a persistent clone index of source files, for later `clones query`."""
@@ -529,9 +532,10 @@ def query_command(
     top_k: TopKOpt = _D.top_k,
     threshold: ThresholdOpt = _D.threshold,
     language: LanguageOpt = None,
-    fmt: Annotated[str, typer.Option("--format", "-f", help="Output format: table or json.")] = "table",
+    fmt: Annotated[str, typer.Option("--format", "-f", help="Report format: table or json.")] = "table",
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the result to this file.")] = None,
     quiet: QuietOpt = False,
+    verbose: PlainVerboseOpt = False,
 ) -> None:
     """Find the clones of one function in a persisted index (the file may lie outside the indexed tree)."""
     import json
@@ -604,6 +608,7 @@ def finetune_command(
     lr: Annotated[float, typer.Option("--lr", help="Peak AdamW learning rate.")] = 2e-5,
     language: LanguageOpt = None,
     quiet: QuietOpt = False,
+    verbose: PlainVerboseOpt = False,
     seed: SeedOpt = _D.seed,
 ) -> None:
     """Fine-tune the neural encoder contrastively on labelled clone pairs (use it with --model-path)."""

@@ -83,7 +83,16 @@ def _pct(x: Any) -> Any:
     return None if x is None or (isinstance(x, float) and math.isnan(x)) else 100.0 * float(x)
 
 
-def _emit(result: dict, rows: list[list[Any]], headers: list[str], title: str, fmt: str, output: Optional[Path]) -> None:
+def _check_format(fmt: str) -> None:
+    """Refuse an unknown ``--format`` before the benchmark runs (minutes), not after it."""
+    from twinspect.errors import InputError
+
+    if fmt not in ("table", "json"):
+        raise InputError(f"unknown --format {fmt!r}", hint="choose table or json")
+
+
+def _emit(result: dict, rows: list[list[Any]], headers: list[str], title: str, fmt: str, output: Optional[Path],
+          quiet: bool = False) -> None:
     from twinspect._io import write_json
     from twinspect.errors import InputError
     from twinspect.reports.table import print_table
@@ -95,7 +104,7 @@ def _emit(result: dict, rows: list[list[Any]], headers: list[str], title: str, f
     if fmt == "json":
         if output is None:
             print(json.dumps(result, indent=2, default=str))
-    else:
+    elif not quiet:
         print_table(rows, headers, title=title)
 
 
@@ -121,9 +130,10 @@ def register_eval(clones: typer.Typer) -> None:
     par_opt = typer.Option(None, "--encoder-param", "-P",
                            help="Encoder keyword KEY=VALUE (repeatable; VALUE parsed as JSON), "
                                 "e.g. literal_mode=keep, ngram_range=[1,4], sublinear_tf=false.")
-    fmt_opt = typer.Option("table", "--format", help="table or json.")
+    fmt_opt = typer.Option("table", "--format", "-f", help="Report format: table or json.")
     out_opt = typer.Option(None, "-o", "--output", help="Also write the JSON result to this file (atomically).")
-    quiet_opt = typer.Option(False, "--quiet", "-q", help="No progress output.")
+    quiet_opt = typer.Option(False, "--quiet", "-q", help="No progress output, no table.")
+    verbose_opt = typer.Option(False, "--verbose", "-v", help="Also let third-party libraries log to stderr.")
 
     @ev_app.command("sscd")
     def sscd_cmd(
@@ -134,11 +144,12 @@ def register_eval(clones: typer.Typer) -> None:
         identifier_weight: Optional[float] = idw_opt, dim: Optional[int] = dim_opt,
         model_path: Optional[Path] = model_opt, seed: int = seed_opt,
         encoder_param: Optional[list[str]] = par_opt, verifier: str = ver_opt,
-        fmt: str = fmt_opt, output: Optional[Path] = out_opt, quiet: bool = quiet_opt,
+        fmt: str = fmt_opt, output: Optional[Path] = out_opt, quiet: bool = quiet_opt, verbose: bool = verbose_opt,
     ) -> None:
         """SSCD Company-C: pair recall/precision (70 % line overlap) and query-mode recall@k / MRR."""
         from twinspect.code.evaluate import run_sscd
 
+        _check_format(fmt)
         cfg = _config(encoder, index, top_k, threshold, class_threshold, linkage, min_lines, identifier_weight, dim,
                       model_path, seed, encoder_param, verifier)
         res = run_sscd(data, cfg, quiet=quiet)
@@ -153,7 +164,7 @@ def register_eval(clones: typer.Typer) -> None:
         ]
         _emit(res, rows, ["metric (%)", "twinspect", "SSCD paper", "SourcererCC"],
               f"SSCD Company-C ({res['found']}/{res['labels']} labelled pairs found, {res['fragments']} fragments)",
-              fmt, output)
+              fmt, output, quiet)
 
     @ev_app.command("bcb")
     def bcb_cmd(
@@ -167,12 +178,13 @@ def register_eval(clones: typer.Typer) -> None:
         fraction: float = typer.Option(1.0, "--fraction", help="Score this share of each type's labelled pairs (quick runs)."),
         split: Optional[str] = typer.Option(None, "--split", help="Score one half split by functionality: tune or "
                                             "test (tune settings on one, report the other); default all labels."),
-        fmt: str = fmt_opt, output: Optional[Path] = out_opt, quiet: bool = quiet_opt,
+        fmt: str = fmt_opt, output: Optional[Path] = out_opt, quiet: bool = quiet_opt, verbose: bool = verbose_opt,
     ) -> None:
         """BigCloneBench typed subset: per-type pair recall and class-implied recall (pair or same class), each with its false-positive rate."""
         from twinspect.code.evaluate import run_bcb
         from twinspect.errors import InputError
 
+        _check_format(fmt)
         if not 0.0 < fraction <= 1.0:
             raise InputError(f"--fraction must be in (0, 1], got {fraction}")
         cfg = _config(encoder, index, top_k, threshold, class_threshold, linkage, min_lines, identifier_weight, dim,
@@ -186,7 +198,7 @@ def register_eval(clones: typer.Typer) -> None:
         part = f", {split} half by functionality" if split else ""
         _emit(res, rows, ["type", "pair recall %", "class-implied recall %", "SSCD paper"],
               f"BigCloneBench ({res['functions']} functions{part}, {res['unmined']} unmined, {res['pairs']} pairs, "
-              f"largest class {res['largest_class']})", fmt, output)
+              f"largest class {res['largest_class']})", fmt, output, quiet)
 
     @ev_app.command("poj104")
     def poj_cmd(
@@ -196,17 +208,18 @@ def register_eval(clones: typer.Typer) -> None:
         model_path: Optional[Path] = model_opt, seed: int = seed_opt,
         encoder_param: Optional[list[str]] = par_opt,
         limit: Optional[int] = typer.Option(None, "--limit", help="Score a random subset of this many programs."),
-        fmt: str = fmt_opt, output: Optional[Path] = out_opt,
+        fmt: str = fmt_opt, output: Optional[Path] = out_opt, quiet: bool = quiet_opt, verbose: bool = verbose_opt,
     ) -> None:
         """POJ-104: MAP@R of every program against all the others (CodeXGLUE's retrieval metric)."""
         from twinspect.code.evaluate import run_poj104
 
+        _check_format(fmt)
         cfg = _config(encoder, "exact", None, None, None, None, None, identifier_weight, dim, model_path, seed,
                       encoder_param)
         res = run_poj104(data, cfg, limit=limit, seed=seed)
         res["config"] = cfg.to_dict()
         rows = [["MAP@R", _pct(res["map_at_r"]), "55.12", "82.67"]]
         _emit(res, rows, ["metric (%)", "twinspect", "Aroma", "CodeBERT"],
-              f"POJ-104 ({res['programs']} programs, {res['labels']} problems)", fmt, output)
+              f"POJ-104 ({res['programs']} programs, {res['labels']} problems)", fmt, output, quiet)
 
     clones.add_typer(ev_app, name="eval")

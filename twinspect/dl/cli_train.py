@@ -10,6 +10,8 @@ from typing import Optional
 
 import typer
 
+from twinspect.cli_options import VerboseOpt, check_format, emit_report, format_option
+
 
 def _set_threads(threads: Optional[int]) -> None:
     import os
@@ -34,14 +36,16 @@ def train_cmd(
     test_size: Optional[int] = typer.Option(None, "--test-size", help="Evaluate on N evenly spaced test images only (default: all)."),
     augment: Optional[bool] = typer.Option(None, "--augment/--no-augment", help="Random crop + flip (default: on for CIFAR nets)."),
     threads: Optional[int] = typer.Option(None, "--threads", help="torch CPU threads (default $TWINSPECT_THREADS or 1)."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress output."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress output, no summary."),
+    fmt: str = format_option(("table", "json")),
+    verbose: VerboseOpt = False,
 ) -> None:
     """Train a model-zoo architecture on MNIST/CIFAR-10 and save it as TorchScript with metadata."""
     from twinspect._io import check_output_file
     from twinspect.dl.train import save_model, train_model
     from twinspect.errors import InputError
-    from twinspect.reports.table import print_table
 
+    check_format(fmt, ("table", "json"))
     _set_threads(threads)
     if output.suffix.lower() not in (".pt", ".pth", ".ts"):
         raise InputError("output must be a TorchScript file ending in .pt, .pth or .ts", output)
@@ -50,12 +54,11 @@ def train_cmd(
                       width=width, augment=augment, test_size=test_size, quiet=quiet)
     save_model(res.module, output, res.meta)
     tr = res.meta["training"]
-    print_table(
-        [[res.meta["arch"], str(data), res.meta["parameters"], tr["train_size"], tr["epochs"], 100 * res.test_accuracy,
-          res.meta["test_size"], tr["time_s"]]],
-        ["arch", "data", "params", "train imgs", "epochs", "test acc %", "test imgs", "train time s"],
-        title=f"trained -> {output}",
-    )
+    row = [res.meta["arch"], str(data), res.meta["parameters"], tr["train_size"], tr["epochs"], 100 * res.test_accuracy,
+           res.meta["test_size"], tr["time_s"]]
+    headers = ["arch", "data", "params", "train imgs", "epochs", "test acc %", "test imgs", "train time s"]
+    emit_report({"model": str(output), **dict(zip(headers, row))}, [row], headers, f"trained -> {output}", fmt,
+                quiet=quiet)
 
 
 def compress_cmd(
@@ -80,12 +83,14 @@ def compress_cmd(
     test_size: Optional[int] = typer.Option(None, "--test-size", help="Evaluate on N evenly spaced test images only (default: all)."),
     seed: int = typer.Option(0, "--seed", help="Seed."),
     threads: Optional[int] = typer.Option(None, "--threads", help="torch CPU threads (default $TWINSPECT_THREADS or 1)."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress output."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress output, no summary."),
+    fmt: str = format_option(("table", "json")),
+    verbose: VerboseOpt = False,
 ) -> None:
     """Make the compressed twin of a model (quantize / prune / distill) and report how it deviates."""
     from twinspect.dl.compress import compress_model
-    from twinspect.reports.table import print_table
 
+    check_format(fmt, ("table", "json"))
     _set_threads(threads)
     res = compress_model(
         model, method, output, data=data, calibration=calibration, calib_size=calib_size, dynamic=dynamic,
@@ -96,12 +101,11 @@ def compress_cmd(
     c = res.meta["compression"]
     detail = {"quantize": c.get("mode"), "prune": f"sparsity {c.get('sparsity', 0):.3f}",
               "distill": f"{c.get('student')} ({c.get('student_parameters')} params)"}[method]
-    print_table(
-        [[method, detail, 100 * res.original_accuracy, 100 * res.compressed_accuracy, res.disagreements, res.test_size,
-          res.time_s]],
-        ["method", "detail", "orig acc %", "comp acc %", "disagree", "test imgs", "time s"],
-        title=f"{model.name} -> {output}",
-    )
+    row = [method, detail, 100 * res.original_accuracy, 100 * res.compressed_accuracy, res.disagreements,
+           res.test_size, res.time_s]
+    headers = ["method", "detail", "orig acc %", "comp acc %", "disagree", "test imgs", "time s"]
+    emit_report({"model": str(output), **dict(zip(headers, row))}, [row], headers, f"{model.name} -> {output}", fmt,
+                quiet=quiet)
 
 
 def repair_cmd(
@@ -113,12 +117,14 @@ def repair_cmd(
     seed: int = typer.Option(0, "--seed", help="Seed of fold assignment and perceptron initialisation."),
     solver: str = typer.Option("lbfgs", "--solver", help="Perceptron solver: lbfgs, adam or sgd."),
     threads: Optional[int] = typer.Option(None, "--threads", help="torch CPU threads (default $TWINSPECT_THREADS or 1)."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress output."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress output, no summary."),
+    fmt: str = format_option(("table", "json")),
+    verbose: VerboseOpt = False,
 ) -> None:
     """Drepair: learn a perceptron that maps the compressed model's probabilities to the original's label."""
     from twinspect.dl.deviate.repair import repair_run
-    from twinspect.reports.table import print_table
 
+    check_format(fmt, ("table", "json"))
     _set_threads(threads)
     rep = repair_run(run_dir, output, folds=folds, hidden=hidden, max_iter=max_iter, seed=seed, solver=solver, quiet=quiet)
     def pct(v):  # a ratio without denominator (no deviated input in a fold) shows as "-"
@@ -127,8 +133,8 @@ def repair_cmd(
     keys = ("repair_ratio", "inducing_ratio", "improvement_ratio")
     rows = [[f"fold {f['fold']}", f["n_deviated"], f["n_non_deviated"], *(pct(f[k]) for k in keys)] for f in rep["folds"]]
     rows.append(["mean", "", "", *(pct(rep["mean"][k]) for k in keys)])
-    print_table(rows, ["fold", "deviated", "non-deviated", "repair %", "inducing %", "improvement %"],
-                title=f"Drepair on {run_dir} -> {output}")
+    emit_report(rep, rows, ["fold", "deviated", "non-deviated", "repair %", "inducing %", "improvement %"],
+                f"Drepair on {run_dir} -> {output}", fmt, quiet=quiet)
 
 
 def register(app: typer.Typer) -> None:

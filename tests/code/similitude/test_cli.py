@@ -78,8 +78,10 @@ def test_lav_reports_iterations_and_runs_in_workers(capsys, corpus):
     assert 1 <= d["iterations_mean"] <= d["iterations_max"] < d["max_iter"]
     code, out1, _ = run(capsys, "similitude", corpus / "sorts", "--measure", "lav", "-j", "1", "-f", "json", "-q")
     assert json.loads(out1)["matrix"] == rep["matrix"]
-    code, out, _ = run(capsys, "similitude", corpus / "sorts", "--measure", "lav", "-q")
+    code, out, _ = run(capsys, "similitude", corpus / "sorts", "--measure", "lav")
     assert code == 0 and "LAV iterations to eps 0.0001" in out
+    code, out, _ = run(capsys, "similitude", corpus / "sorts", "--measure", "lav", "-q")  # quiet: no table
+    assert code == 0 and out == ""
 
 
 def test_fewer_than_two_labels_gives_null_silhouette(capsys, corpus):
@@ -126,5 +128,5 @@ def test_bad_input_exits_2_with_one_line(capsys, corpus, tmp_path, args, message
 
 
 def test_table_output(capsys, corpus):
-    code, out, _ = run(capsys, "similitude", corpus / "scans", "-q")
+    code, out, _ = run(capsys, "similitude", corpus / "scans")
     assert code == 0 and "silhouette n/a" in out and "skipped broken.c" in out

@@ -12,6 +12,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from twinspect.cli_options import VerboseOpt
 from twinspect.errors import InputError
 
 _FORMATS = ("table", "json", "csv")
@@ -27,7 +28,7 @@ def similitude_command(
     fmt: Annotated[str, typer.Option("--format", "-f", help="table, json or csv.")] = "table",
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the report to this file.")] = None,
     plots: Annotated[Optional[Path], typer.Option(
-        "--plots", help="Write heatmap.png and the 2-D projection (mds.png or pca.png) into this directory.")] = None,
+        "--plots", metavar="DIR", help="Write heatmap.png and the 2-D projection (mds.png or pca.png) into this directory.")] = None,
     projection: Annotated[str, typer.Option(
         "--projection", help="2-D projection of --plots: mds (classical MDS) or pca.")] = "mds",
     clusters: Annotated[Optional[int], typer.Option(
@@ -38,7 +39,8 @@ def similitude_command(
         "--language", "-l", help="Parse every file as this language (python, java, c, cpp).")] = None,
     workers: Annotated[Optional[int], typer.Option(
         "--workers", "-j", help="Worker processes for --measure lav (default: the CPUs available, at most 8).")] = None,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr, no table.")] = False,
+    verbose: VerboseOpt = False,
 ) -> None:
     """Whole-program similarity from control-flow graphs, with clusters, silhouette and plots."""
     from twinspect.code.similitude.analysis import analyze
@@ -60,11 +62,11 @@ def similitude_command(
         text = None
     if output is not None:
         write_text(text if text is not None else to_json(result), output)
-        if text is None:
+        if text is None and not quiet:
             _print_table(result)
     elif text is not None:
         sys.stdout.write(text)
-    else:
+    elif not quiet:
         _print_table(result)
 
 

@@ -5,6 +5,7 @@ Examples::
     twinspect deviate --pair lenet1 --seeds 100 -o runs/lenet1
     twinspect deviate orig.h5 comp.tflite --data mnist --preprocess unit --algorithm diffchaser -o runs/x
     twinspect deviate --pair lenet1 --seeds 500 -o runs/lenet1 --resume     # continue / extend a run
+    twinspect deviate report runs/lenet1 -f html -o lenet1.html              # a page of the triggers
 
 Everything (models, data, options, output directory) is validated before the run directory is
 created; a user error prints one line and exits 2. An output directory that cannot be created or
@@ -19,13 +20,14 @@ from typing import Annotated, Optional
 
 import typer
 
+from twinspect.cli_options import VerboseOpt
 from twinspect.errors import InputError
 
 
 def deviate(
     original: Annotated[Optional[Path], typer.Argument(help="Original model file (.h5/.keras/.tflite/.onnx/.pt).", show_default=False)] = None,
     compressed: Annotated[Optional[Path], typer.Argument(help="Compressed model file.", show_default=False)] = None,
-    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Run directory to write (results.jsonl, triggers/, summary.json); for `deviate report`, the report file (default RUN_DIR/report.html).")] = None,
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Run directory to write (results.jsonl, triggers/, summary.json).")] = None,
     data: Annotated[Optional[str], typer.Option("--data", help="Seed images: mnist, cifar10 or an .npz with arrays x (and y).")] = None,
     split: Annotated[str, typer.Option("--split", help="Dataset split for mnist/cifar10.")] = "test",
     preprocess: Annotated[Optional[str], typer.Option("--preprocess", help="Preprocessing preset for both models (unit, cifar10-dflare, ...); default: model metadata, else unit.")] = None,
@@ -46,14 +48,15 @@ def deviate(
     require: Annotated[Optional[str], typer.Option("--require", help="compressed-error: a trigger counts only when the original model still gives the seed's true label.")] = None,
     workers: Annotated[int, typer.Option("--workers", "-j", help="Parallel worker processes (each loads the models).")] = 1,
     resume: Annotated[bool, typer.Option("--resume", help="Continue the run in --output (skip finished seeds; same options required).")] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
-    fmt: Annotated[str, typer.Option("--format", "-f", help="Summary on stdout: table or json; `deviate report` also html.")] = "table",
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar, no summary table.")] = False,
+    fmt: Annotated[str, typer.Option("--format", "-f", help="Summary on stdout: table or json.")] = "table",
+    verbose: VerboseOpt = False,
 ) -> None:
     """Find inputs on which a compressed model's top-1 label deviates from its original model's.
 
     Runs the margin search (default), DFlare (Tian et al., TOSEM 2023) or the DiffChaser baseline from seed images (seeds where the models already disagree are counted apart). Writes one line per seed to RUN_DIR/results.jsonl, triggering inputs to RUN_DIR/triggers/ and the success rate, query statistics and trigger distances to RUN_DIR/summary.json.
 
-    `twinspect deviate report RUN_DIR --format html [-o FILE]` writes a self-contained page of a finished run's triggers (default RUN_DIR/report.html); `--format table|json` prints its summary.
+    `twinspect deviate PAIR-OPTIONS` is `twinspect deviate search PAIR-OPTIONS`; `twinspect deviate report RUN_DIR` prints or writes a finished run's report.
     """
     import json
 
@@ -62,9 +65,6 @@ def deviate(
     from twinspect.dl.deviate.results import seed_list, summary_rows
     from twinspect.dl.deviate.runner import ALGORITHMS, load_model, run_search
 
-    if original is not None and str(original) == "report":
-        _report(compressed, output, fmt)
-        return
     # -- options ---------------------------------------------------------------------------------
     if output is None:
         raise InputError("give the run directory with --output/-o")
@@ -160,7 +160,7 @@ def deviate(
 
     if fmt == "json":
         typer.echo(json.dumps(summary, indent=2, default=lambda o: o.item() if isinstance(o, np.generic) else str(o)))
-    else:
+    elif not quiet:
         from twinspect.reports.table import print_table
 
         title = f"{algorithm}: {orig_clf.name} vs {comp_clf.name} ({summary['out_dir']})"
@@ -188,32 +188,52 @@ def check_run_dir(path: Path, resume: bool = False) -> None:
     check_output_dir(path, "run directory")
 
 
-def _report(run_dir: Optional[Path], output: Optional[Path], fmt: str) -> None:
-    """``twinspect deviate report RUN_DIR``: an HTML page (``--format html``) or the run's summary."""
-    import json
-
+def report(
+    run_dir: Annotated[Path, typer.Argument(help="A `twinspect deviate` run directory.", show_default=False,
+                                            metavar="RUN_DIR")],
+    fmt: Annotated[str, typer.Option("--format", "-f", help="Report format: html (a self-contained page of the "
+                                     "triggers), table or json (the run's summary).")] = "table",
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the report to this file "
+                                                   "(atomically); html default: RUN_DIR/report.html.")] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")] = False,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Report of a finished run: an HTML page of its triggers (-f html) or its summary (table, json)."""
     from twinspect.dl.deviate.report import run_summary, write_html_report
 
-    if run_dir is None:
-        raise InputError("give the run directory: twinspect deviate report RUN_DIR --format html")
     if fmt not in ("html", "table", "json"):
         raise InputError(f"--format must be html, table or json for a report, got {fmt!r}")
     if fmt == "html":
         path = write_html_report(run_dir, output)
-        typer.echo(str(path))
+        if not quiet:
+            typer.echo(str(path))
         return
-    if output is not None:
-        raise InputError("--output applies to --format html only (table/json go to stdout)")
-    summary = run_summary(run_dir)
-    if fmt == "json":
-        typer.echo(json.dumps(summary, indent=2))
-    else:
-        from twinspect.dl.deviate.results import summary_rows
-        from twinspect.reports.table import print_table
+    from twinspect.cli_options import emit_report
+    from twinspect.dl.deviate.results import summary_rows
 
-        print_table(summary_rows(summary), headers=["metric", "value"], title=f"deviate run {run_dir}")
+    if output is not None:
+        from twinspect._io import check_output_file
+
+        check_output_file(output, "report file")
+    summary = run_summary(run_dir)
+    emit_report(summary, summary_rows(summary), ["metric", "value"], f"deviate run {run_dir}", fmt, output, quiet)
 
 
 def register(app: typer.Typer) -> None:
     """Add the ``deviate`` command to the root app."""
-    app.command("deviate", no_args_is_help=True)(deviate)
+    from twinspect.code.cli import DefaultCommandGroup
+
+    class _DeviateGroup(DefaultCommandGroup):
+        default_command = "search"
+
+    group = typer.Typer(
+        cls=_DeviateGroup,
+        help="Find inputs on which a compressed model's top-1 label deviates from its original model's.\n\n"
+        "`twinspect deviate [ORIGINAL COMPRESSED] OPTIONS` runs a search (same as `twinspect deviate search ...`; "
+        "see `twinspect deviate search --help` for its options); `twinspect deviate report RUN_DIR` reports a run.",
+        no_args_is_help=True,
+        subcommand_metavar="[ORIGINAL COMPRESSED] OPTIONS | COMMAND [ARGS]...",
+    )
+    group.command("search", no_args_is_help=True)(deviate)
+    group.command("report")(report)
+    app.add_typer(group, name="deviate")

@@ -4,34 +4,74 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any, Optional
 
 import typer
+from typer.core import TyperCommand
+
+from twinspect.cli_options import QuietOpt, VerboseOpt, check_format, format_option
+from twinspect.progress import print_plain
 
 fuzz_app = typer.Typer(help="MEMO coverage-guided model generation for DL-library differential testing.",
                        no_args_is_help=True)
 
 
+#: ``--plots`` given without a value (the old flag form): plots go into the campaign directory.
+_PLOTS_IN_CAMPAIGN = "\0campaign"
+
+
+class _OldPlotsFlag(TyperCommand):
+    """Accepts the old ``--plots`` flag (no value) of ``fuzz report``: a ``--plots`` that is last or
+    followed by another option gets :data:`_PLOTS_IN_CAMPAIGN` as its value."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        fixed: list[str] = []
+        for i, arg in enumerate(args):
+            fixed.append(arg)
+            if arg == "--plots" and (i + 1 == len(args) or args[i + 1].startswith("-")):
+                fixed.append(_PLOTS_IN_CAMPAIGN)
+        return super().parse_args(ctx, fixed)
+
+
 @fuzz_app.command("catalogue")
 def catalogue_cmd(
-    as_json: bool = typer.Option(False, "--json", help="Print the catalogue as JSON."),
+    fmt: str = format_option(("table", "json")),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the catalogue to this file (atomically)."),
+    as_json: bool = typer.Option(False, "--json", hidden=True, help="Deprecated: use -f json."),
+    quiet: QuietOpt = False,
+    verbose: VerboseOpt = False,
 ) -> None:
     """Print the layer catalogue and the denominators of the three coverage criteria."""
+    from twinspect._io import atomic_write
     from twinspect.dl.fuzz import catalogue
 
-    rows, den = catalogue.as_table(), catalogue.denominators()
     if as_json:
-        print(json.dumps({"denominators": den, "layers": rows}, indent=1))
-        return
-    for r in rows:
-        mode = ",".join(f"{k}:{v}" for k, v in r["mode"].items())
-        shape = ",".join(f"{k}:{v}" for k, v in r["shape"].items())
-        print(f"{r['layer']:<24} {r['category']:<14} ranks={r['in_ranks']}  shape[{shape}]  mode[{mode}]")
-    print(f"layer types {den['layer_type']}  layer pairs {den['layer_pair']}  layer parameter values {den['layer_param']}")
+        print_plain("note: --json is deprecated; use -f json")
+        fmt = "json"
+    check_format(fmt, ("table", "json"))
+    rows, den = catalogue.as_table(), catalogue.denominators()
+    if fmt == "json":
+        text = json.dumps({"denominators": den, "layers": rows}, indent=1) + "\n"
+    else:
+        lines = []
+        for r in rows:
+            mode = ",".join(f"{k}:{v}" for k, v in r["mode"].items())
+            shape = ",".join(f"{k}:{v}" for k, v in r["shape"].items())
+            lines.append(f"{r['layer']:<24} {r['category']:<14} ranks={r['in_ranks']}  shape[{shape}]  mode[{mode}]")
+        lines.append(f"layer types {den['layer_type']}  layer pairs {den['layer_pair']}  "
+                     f"layer parameter values {den['layer_param']}")
+        text = "\n".join(lines) + "\n"
+    if output is not None:
+        with atomic_write(output) as fh:
+            fh.write(text)
+    elif fmt == "json" or not quiet:
+        typer.echo(text, nl=False)
 
 
 @fuzz_app.command("run")
 def run_cmd(
-    out: Path = typer.Option(..., "-o", "--out", help="Campaign directory (created, or resumed when it holds one)."),
+    out: Path = typer.Option(..., "--output", "-o", "--out", help="Campaign directory (created, or resumed when it "
+                             "holds one); its state.json holds the full summary."),
     budget: str = typer.Option("15m", "--budget", help="Time budget: 90s, 15m, 1h, 1h30m."),
     backends: str = typer.Option("tensorflow,jax,torch,onnxruntime", "--backends", help="Systems under test."),
     variant: str = typer.Option("memo", "--variant", help="memo | memo_r | memo_o | memo_noreduce."),
@@ -42,20 +82,24 @@ def run_cmd(
     mh_p: float = typer.Option(0.05, "--mh-p", help="Metropolis–Hastings parameter p of seed selection, in (0, 1) (MEMO: 0.05)."),
     executor: str = typer.Option("local", "--executor", help="local (worker processes on this machine) | ray (one Ray actor per backend; needs the 'ray' extra)."),
     address: str = typer.Option("", "--address", help="Ray cluster to join with --executor ray (auto, HOST:6379 or ray://HOST:10001); default: start a local Ray instance."),
-    quiet: bool = typer.Option(False, "-q", "--quiet", help="No progress."),
+    fmt: str = format_option(("table", "json")),
+    quiet: QuietOpt = False,
+    verbose: VerboseOpt = False,
 ) -> None:
-    """Run (or resume) a campaign; prints the JSON summary.
+    """Run (or resume) a campaign; prints a summary table (-f json: the JSON summary).
 
     Model executions run in local worker processes, or with ``--executor ray`` on Ray actors (one per
     backend, each owning a worker process) of a local Ray instance or the cluster at ``--address``; the
-    campaign directory and summary have the same format either way.
+    campaign directory and summary have the same format either way. ``-o`` is the campaign directory
+    (``--out`` is its older spelling); `twinspect fuzz report DIR` prints the summary again.
     """
     from twinspect.dl.fuzz import backends as bk
-    from twinspect.dl.fuzz import executors
+    from twinspect.dl.fuzz import executors, report
     from twinspect.dl.fuzz import seeds as sd
     from twinspect.dl.fuzz.campaign import Config, parse_budget, run_campaign
     from twinspect.errors import InputError
 
+    check_format(fmt, ("table", "json"))
     seconds = parse_budget(budget)
     names = [bk.canonical(b) for b in backends.split(",") if b.strip()]
     seed_list = [s.strip() for s in seed_models.split(",") if s.strip()]
@@ -69,30 +113,51 @@ def run_cmd(
     summ = run_campaign(out, seconds, cfg, max_models=max_models or None, verbose=0 if quiet else 1,
                         executor=executor, address=address or None)
     summ.pop("coverage_over_time", None)
-    print(json.dumps(summ, indent=1, default=str))
+    if fmt == "json":
+        print(json.dumps(summ, indent=1, default=str))
+    elif not quiet:
+        print(report.table(report.summary(out)))
+        print(f"campaign: {out}  (twinspect fuzz report {out} -f json|html)")
 
 
-@fuzz_app.command("report")
+@fuzz_app.command("report", cls=_OldPlotsFlag)
 def report_cmd(
     campaign: Path = typer.Argument(..., help="Campaign directory."),
-    fmt: str = typer.Option("table", "--format", help="table | json | html."),
-    plots: bool = typer.Option(False, "--plots", help="Write coverage_over_time.png into the campaign directory."),
+    fmt: str = format_option(("table", "json", "html")),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report to this file (atomically)."),
+    plots: Optional[str] = typer.Option(None, "--plots", metavar="DIR", help="Write coverage_over_time.png into DIR (created). Without DIR "
+                                        "(deprecated): into the campaign directory."),
+    quiet: QuietOpt = False,
+    verbose: VerboseOpt = False,
 ) -> None:
     """Summarise a campaign: coverage, models per hour, findings."""
+    from twinspect._io import atomic_write, check_output_dir, check_output_file
     from twinspect.dl.fuzz import report
-    from twinspect.errors import InputError
 
-    if fmt not in ("table", "json", "html"):
-        raise InputError(f"unknown format {fmt!r}; use table, json or html")
+    check_format(fmt, ("table", "json", "html"))
+    if output is not None:
+        check_output_file(output, "report file")
+    plots_dir: Optional[Path] = None
+    if plots == _PLOTS_IN_CAMPAIGN:
+        print_plain("note: --plots without a directory is deprecated; give one (--plots DIR)")
+        plots_dir = Path(campaign)
+    elif plots is not None:
+        plots_dir = Path(plots)
+        check_output_dir(plots_dir, "plots directory")
     s = report.summary(campaign)
-    if plots:
-        report.plot(s, Path(campaign) / "coverage_over_time.png")
     if fmt == "json":
-        print(json.dumps(s, indent=1, default=str))
+        text = json.dumps(s, indent=1, default=str) + "\n"
     elif fmt == "html":
-        print(report.to_html(s))
+        text = report.to_html(s) + "\n"
     else:
-        print(report.table(s))
+        text = report.table(s) + "\n"
+    if output is not None:
+        with atomic_write(output) as fh:
+            fh.write(text)
+    elif fmt != "table" or not quiet:
+        typer.echo(text, nl=False)
+    if plots_dir is not None:
+        report.plot(s, plots_dir / "coverage_over_time.png")
 
 
 def register(app: typer.Typer) -> None:

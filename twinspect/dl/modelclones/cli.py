@@ -1,4 +1,5 @@
-"""``twinspect models compare``: all-pairs DL model clone analysis (see :mod:`twinspect.dl.modelclones.compare`).
+"""``twinspect models compare``: all-pairs DL model clone analysis (see :mod:`twinspect.dl.modelclones.compare`;
+rendering in :mod:`twinspect.dl.modelclones.report`).
 
 Heavy libraries are imported inside the command (``twinspect --help`` stays fast).
 """
@@ -10,6 +11,8 @@ from typing import Optional
 
 import typer
 
+from twinspect.cli_options import VerboseOpt
+
 models_app = typer.Typer(
     name="models",
     help="DL model clone analysis: compare models at code, weight, representation and I/O level.",
@@ -17,43 +20,6 @@ models_app = typer.Typer(
 )
 
 _LEVELS = ("code", "weights", "representation", "io", "reuse")
-_SUMMARY = ("weights_cosine", "cka", "io_mean_jsd", "io_top1_agreement", "io_logprob_cosine", "modeldiff_ddv", "reuse")
-_SHORT = {"weights_cosine": "w-cos", "cka": "CKA", "io_mean_jsd": "JSD", "io_top1_agreement": "agree",
-          "io_logprob_cosine": "logp-cos", "modeldiff_ddv": "DDV", "reuse": "reuse"}
-
-
-def _rows(result) -> list[list]:
-    """One row per unordered pair (i < j): names, then the summary measures (None → '-')."""
-    rows = []
-    names = [m["name"] for m in result.models]
-    present = [k for k in _SUMMARY if k in result.measures]
-    mats = {k: result.matrix(k) for k in present}
-    n = len(names)
-    for i in range(n):
-        for j in range(i + 1, n):
-            vals = []
-            for k in present:
-                v = mats[k][i, j]
-                vals.append("-" if v != v else float(v))
-            rows.append([f"{i}:{names[i]}", f"{j}:{names[j]}", *vals])
-    return rows
-
-
-def _csv(result) -> str:
-    import csv
-    import io
-
-    buf = io.StringIO()
-    w = csv.writer(buf)
-    w.writerow(["measure", "level", "higher_is_similar", "a", "b", "name_a", "name_b", "value"])
-    names = [m["name"] for m in result.models]
-    for name, meas in result.measures.items():
-        for i, row in enumerate(meas["matrix"]):
-            for j, v in enumerate(row):
-                w.writerow([name, meas["level"], meas["higher_is_similar"], i, j, names[i], names[j], "" if v is None else v])
-    return buf.getvalue()
-
-
 def _check_inputs(models: list[Path], data: Optional[str], preprocess: Optional[str], threshold: float,
                   distill: Optional[str], calibration: Optional[Path], output: Optional[Path],
                   plots: Optional[Path]) -> None:
@@ -114,7 +80,7 @@ def compare_cmd(
     ),
     fmt: str = typer.Option("table", "--format", "-f", help="table, json or csv."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report to this file (atomically)."),
-    plots: Optional[Path] = typer.Option(None, "--plots", help="Directory for one heatmap PNG per measure and per-pair CKA maps."),
+    plots: Optional[Path] = typer.Option(None, "--plots", metavar="DIR", help="Directory for one heatmap PNG per measure and per-pair CKA maps."),
     threshold: float = typer.Option(0.5, "--threshold", help="Reuse score at or above which a pair is listed as suspected derived."),
     n_inputs: int = typer.Option(500, "--inputs", help="Number of comparison inputs."),
     cka_inputs: int = typer.Option(256, "--cka-inputs", help="Inputs whose activations feed CKA."),
@@ -124,7 +90,8 @@ def compare_cmd(
     levels: str = typer.Option(",".join(_LEVELS), "--levels", help="Comma-separated subset of: " + ", ".join(_LEVELS) + "."),
     calibration: Optional[Path] = typer.Option(None, "--calibration", help="Reuse-score calibration JSON (default: the shipped one)."),
     seed: int = typer.Option(0, "--seed", help="Seed of input sampling, uniform inputs, ModelDiff pairs and distillation."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress output."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress output, no table."),
+    verbose: VerboseOpt = False,
 ) -> None:
     """Compare every pair of MODELS at the code, weight, representation and I/O levels, with a reuse score."""
     import json
@@ -132,9 +99,9 @@ def compare_cmd(
 
     os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
     from twinspect._io import atomic_write, json_default
+    from twinspect.dl.modelclones import report
     from twinspect.dl.modelclones.compare import CompareConfig, compare_models, write_plots
     from twinspect.errors import InputError
-    from twinspect.reports.table import markdown_table, print_table
 
     if fmt not in ("table", "json", "csv"):
         raise InputError(f"unknown --format {fmt!r}; choose table, json or csv")
@@ -149,31 +116,16 @@ def compare_cmd(
     if fmt == "json":
         text = json.dumps(result.to_json(), indent=2, default=json_default) + "\n"
     elif fmt == "csv":
-        text = _csv(result)
+        text = report.to_csv(result)
     else:
-        text = ""
-    present = [k for k in _SUMMARY if k in result.measures]
-    headers = ["model a", "model b", *(_SHORT[k] for k in present)]
-    if fmt == "table":
-        if output is not None:
-            text = markdown_table(_rows(result), headers, floatfmt=".3f") + "\n"
-        else:
-            print_table(_rows(result), headers, title=f"{len(models)} models, inputs: {result.config['data']}", floatfmt=".3f")
-            sus = result.suspected(threshold)
-            if sus:
-                print(f"suspected derived pairs (reuse >= {threshold}):")
-                for i, j, s in sus:
-                    print(f"  {result.models[i]['name']}  <->  {result.models[j]['name']}   reuse {s:.3f}")
-            else:
-                print(f"no pair with reuse score >= {threshold}")
-            if result.skipped:
-                kinds = sorted({(s["measure"], s["reason"]) for s in result.skipped})
-                print(f"skipped: {len(result.skipped)} measure/pair combinations, e.g. {kinds[0][0]}: {kinds[0][1]}")
+        text = report.to_markdown(result)
     if output is not None:
         with atomic_write(output) as fh:
             fh.write(text)
     elif fmt != "table":
         print(text, end="")
+    elif not quiet:
+        report.print_summary(result, threshold)
     if plots is not None:
         write_plots(result, plots)
 

@@ -1,0 +1,72 @@
+"""The options every ``twinspect`` command shares (docs/CLI.md), defined once.
+
+``-q/--quiet``, ``-v/--verbose`` (third-party logs allowed; read by :func:`twinspect.cli.main` from the
+argument list before any library is imported), ``-f/--format`` and ``-o/--output`` of report
+commands, and :func:`emit_report`, which prints or writes a table/JSON report the same way everywhere.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from twinspect.errors import InputError
+
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors (no progress, no summary).")]
+VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="More detail; also let third-party libraries "
+                                          "(TensorFlow, absl, Keras, torch) log to stderr.")]
+PlotsOpt = Annotated[Optional[Path], typer.Option("--plots", metavar="DIR", help="Write the plots (PNG) into DIR (created).")]
+
+
+def format_option(formats: Sequence[str], default: str = "table") -> Any:
+    """A ``-f/--format`` option listing ``formats`` in its help."""
+    return typer.Option(default, "--format", "-f", help="Report format: " + ", ".join(formats) + ".")
+
+
+def check_format(fmt: str, formats: Sequence[str]) -> None:
+    """Raise :class:`InputError` (exit 2) when ``fmt`` is not one of ``formats``."""
+    if fmt not in formats:
+        raise InputError(f"unknown --format {fmt!r}; choose one of {', '.join(formats)}")
+
+
+def emit_report(
+    data: Any,
+    rows: Sequence[Sequence[Any]],
+    headers: Sequence[str],
+    title: str,
+    fmt: str,
+    output: Optional[Path] = None,
+    quiet: bool = False,
+    floatfmt: str = ".2f",
+) -> None:
+    """Print or write a report the conventional way.
+
+    ``-f json`` prints ``data`` as JSON on stdout, or writes it atomically to ``output``; ``-f table``
+    prints the table on stdout (not with ``quiet``), or writes it as markdown to ``output``.
+
+    Args:
+        data: the JSON-serialisable report (numpy scalars and paths are converted).
+        rows: table rows; headers: their column names; title: the table's title.
+        fmt: ``"table"`` or ``"json"``.
+        output: report file, or None for stdout.
+        quiet: print no table on the terminal (a JSON report is still printed: it is the output).
+        floatfmt: format of float cells.
+    """
+    from twinspect._io import atomic_write, json_default
+    from twinspect.reports.table import markdown_table, print_table
+
+    if fmt == "json":
+        text = json.dumps(data, indent=2, default=json_default) + "\n"
+    else:
+        text = f"{title}\n\n" + markdown_table(rows, headers, floatfmt=floatfmt) + "\n"
+    if output is not None:
+        with atomic_write(output) as fh:
+            fh.write(text)
+    elif fmt == "json":
+        typer.echo(text, nl=False)
+    elif not quiet:
+        print_table(rows, headers, title=title, floatfmt=floatfmt)

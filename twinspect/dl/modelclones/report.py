@@ -1,0 +1,79 @@
+"""Rendering of a model comparison (``twinspect models compare``): terminal table, markdown, CSV.
+
+The JSON report is :meth:`ComparisonResult.to_json`; the heatmaps are
+:func:`twinspect.dl.modelclones.compare.write_plots`. This module only turns a result into text.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import Any
+
+#: Measures shown in the summary table, in column order, and their short column names.
+SUMMARY: tuple[str, ...] = ("weights_cosine", "cka", "io_mean_jsd", "io_top1_agreement", "io_logprob_cosine",
+                            "modeldiff_ddv", "reuse")
+SHORT: dict[str, str] = {"weights_cosine": "w-cos", "cka": "CKA", "io_mean_jsd": "JSD", "io_top1_agreement": "agree",
+                         "io_logprob_cosine": "logp-cos", "modeldiff_ddv": "DDV", "reuse": "reuse"}
+
+
+def summary_headers(result: Any) -> list[str]:
+    """Column names of :func:`summary_rows`: the two models, then the summary measures present."""
+    return ["model a", "model b", *(SHORT[k] for k in SUMMARY if k in result.measures)]
+
+
+def summary_rows(result: Any) -> list[list]:
+    """One row per unordered pair (i < j): ``"i:name"`` of both models, then the summary measures
+    present in ``result`` (floats; ``"-"`` where a measure is undefined for the pair)."""
+    rows = []
+    names = [m["name"] for m in result.models]
+    present = [k for k in SUMMARY if k in result.measures]
+    mats = {k: result.matrix(k) for k in present}
+    n = len(names)
+    for i in range(n):
+        for j in range(i + 1, n):
+            vals: list[Any] = []
+            for k in present:
+                v = mats[k][i, j]
+                vals.append("-" if v != v else float(v))
+            rows.append([f"{i}:{names[i]}", f"{j}:{names[j]}", *vals])
+    return rows
+
+
+def to_csv(result: Any) -> str:
+    """Every measure's full matrix as long-format CSV: ``measure, level, higher_is_similar, a, b,
+    name_a, name_b, value`` (value empty where undefined)."""
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(["measure", "level", "higher_is_similar", "a", "b", "name_a", "name_b", "value"])
+    names = [m["name"] for m in result.models]
+    for name, meas in result.measures.items():
+        for i, row in enumerate(meas["matrix"]):
+            for j, v in enumerate(row):
+                w.writerow([name, meas["level"], meas["higher_is_similar"], i, j, names[i], names[j], "" if v is None else v])
+    return buf.getvalue()
+
+
+def to_markdown(result: Any) -> str:
+    """The summary table as GitHub-flavoured markdown (``-f table -o FILE``)."""
+    from twinspect.reports.table import markdown_table
+
+    return markdown_table(summary_rows(result), summary_headers(result), floatfmt=".3f") + "\n"
+
+
+def print_summary(result: Any, threshold: float) -> None:
+    """Print the summary table, the suspected derived pairs (reuse >= ``threshold``) and skipped measures on stdout."""
+    from twinspect.reports.table import print_table
+
+    print_table(summary_rows(result), summary_headers(result),
+                title=f"{len(result.models)} models, inputs: {result.config['data']}", floatfmt=".3f")
+    sus = result.suspected(threshold)
+    if sus:
+        print(f"suspected derived pairs (reuse >= {threshold}):")
+        for i, j, s in sus:
+            print(f"  {result.models[i]['name']}  <->  {result.models[j]['name']}   reuse {s:.3f}")
+    else:
+        print(f"no pair with reuse score >= {threshold}")
+    if result.skipped:
+        kinds = sorted({(s["measure"], s["reason"]) for s in result.skipped})
+        print(f"skipped: {len(result.skipped)} measure/pair combinations, e.g. {kinds[0][0]}: {kinds[0][1]}")

@@ -130,3 +130,12 @@ def test_bad_input_exits_2_with_one_line(capsys, corpus, tmp_path, args, message
 def test_table_output(capsys, corpus):
     code, out, _ = run(capsys, "similitude", corpus / "scans")
     assert code == 0 and "silhouette n/a" in out and "skipped broken.c" in out
+
+
+def test_table_report_to_a_file_is_the_table_not_json(capsys, corpus, tmp_path):
+    """`-o FILE` with the default `-f table` writes the tables as text (docs/CLI.md), nothing on stdout."""
+    out_file = tmp_path / "sim.txt"
+    code, out, _ = run(capsys, "similitude", corpus / "scans", "-o", out_file, "-q")
+    text = out_file.read_text()
+    assert code == 0 and out == ""
+    assert "silhouette n/a" in text and "skipped broken.c" in text and not text.lstrip().startswith("{")

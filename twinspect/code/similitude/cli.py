@@ -61,21 +61,27 @@ def similitude_command(
     else:
         text = None
     if output is not None:
-        write_text(text if text is not None else to_json(result), output)
-        if text is None and not quiet:
-            _print_table(result)
+        if text is None:  # -f table -o FILE: the terminal tables as plain text
+            from twinspect._io import atomic_write
+
+            with atomic_write(output) as fh:
+                _print_table(result, file=fh)
+        else:
+            write_text(text, output)
     elif text is not None:
         sys.stdout.write(text)
     elif not quiet:
         _print_table(result)
 
 
-def _print_table(result) -> None:  # type: ignore[no-untyped-def]
+def _print_table(result, file=None) -> None:  # type: ignore[no-untyped-def]
+    """Print the programs table, the similarity matrix (up to 15 programs) and the summary lines, on
+    stdout or into ``file`` (plain text, no colours)."""
     from rich.console import Console
 
     from twinspect.reports.table import print_table
 
-    console = Console()
+    console = Console() if file is None else Console(file=file, width=200, no_color=True)
     names = [Path(p).stem for p in result.paths]
     rows = [[p, lab or "", int(c), g.n_nodes, g.n_edges] for p, lab, c, g in
             zip(result.paths, result.labels, result.clusters, result.graphs)]

@@ -70,7 +70,7 @@ def test_ray_not_installed_is_one_clear_error(tmp_path, capsys, monkeypatch):
 def test_unreachable_or_bad_ray_address_exits_2_without_creating_the_campaign(tmp_path, capsys, address, needle):
     pytest.importorskip("ray", reason="Ray is the optional 'ray' extra")
     out = tmp_path / "camp"
-    code, _, err = run(["fuzz", "run", "-o", str(out), "--backends", "torch", "-q", "--executor", "ray",
+    code, _, err = run(["fuzz", "run", "-o", str(out), "--backends", "torch,onnxruntime", "-q", "--executor", "ray",
                         "--address", address], capsys)
     assert code == 2 and needle in err and "Traceback" not in err, err
     assert not out.exists()

@@ -176,3 +176,21 @@ def test_native_noise_filter_drops_start_up_lines_and_keeps_the_rest(tmp_path):
     res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert res.returncode == 0, res.stderr
     assert res.stderr.splitlines() == ["a real problem", "child line", "python stderr"], res.stderr
+
+
+def test_native_noise_filter_keeps_the_last_lines_of_a_native_abort():
+    """A C++ abort's message, written just before the process dies, still reaches the terminal."""
+    import subprocess
+    import sys
+
+    script = (
+        "import os\n"
+        "from twinspect._quiet import filter_native_stderr\n"
+        "with filter_native_stderr():\n"
+        "    os.write(2, b'I0000 00:00:1795638291.736724   27443 port.cc:153] oneDNN custom operations are on.\\n')\n"
+        "    os.write(2, b\"terminate called after throwing an instance of 'std::runtime_error'\\n\")\n"
+        "    os.abort()\n"
+    )
+    res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert res.returncode != 0
+    assert res.stderr.splitlines() == ["terminate called after throwing an instance of 'std::runtime_error'"], res.stderr

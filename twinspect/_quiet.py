@@ -30,7 +30,6 @@ import logging
 import os
 import re
 import sys
-import threading
 import warnings
 from collections.abc import Iterator
 
@@ -93,15 +92,46 @@ def silence_third_party() -> None:
     silence_python_warnings()
 
 
+#: The filter process's program: copy stdin to stdout line by line, dropping lines that match one of
+#: the regular expressions given as JSON in argv[1]. It ignores SIGINT (Ctrl-C reaches the whole
+#: process group; the filter must outlive the command to pass on its last lines) and ends at EOF.
+_FILTER_PROGRAM = """
+import json, os, re, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+pats = [re.compile(p) for p in json.loads(sys.argv[1])]
+src, pending = sys.stdin.buffer, b""
+while True:
+    chunk = os.read(src.fileno(), 65536)
+    if not chunk:
+        break
+    pending += chunk
+    *lines, pending = pending.split(b"\\n")
+    for raw in lines:
+        text = raw.decode("utf-8", "replace")
+        if not any(p.search(text) for p in pats):
+            os.write(1, raw + b"\\n")
+if pending and not any(p.search(pending.decode("utf-8", "replace")) for p in pats):
+    os.write(1, pending)
+"""
+
+
 @contextlib.contextmanager
 def filter_native_stderr() -> Iterator[None]:
     """Drop third-party noise lines that native code writes to file descriptor 2, for the block.
 
-    File descriptor 2 (inherited by child processes) is pointed at a pipe; a thread copies every
-    line that is not :func:`is_noise` to the original stderr. When ``sys.stderr`` wrote to fd 2, it
-    is rebound to the original stderr for the block, so rich progress bars still see a terminal.
-    Does nothing (yields at once) when fd 2 cannot be duplicated.
+    File descriptor 2 (inherited by child processes) is pointed at a pipe read by a small filter
+    *process* (``python -I -S``, stdlib only), which copies every line that is not :func:`is_noise` to
+    the original stderr. Being a separate process, it passes on everything written before a native
+    crash of this process (``terminate called after ...`` followed by an abort): a thread would die
+    with the process and lose those lines. When ``sys.stderr`` wrote to fd 2, it is rebound to the
+    original stderr for the block, so rich progress bars still see a terminal. At the end, fd 2 is
+    restored and the filter is given up to 2 s to pass on what it holds (it ends when the last
+    process holding the pipe, e.g. a worker that outlives the block, closes it). Does nothing
+    (yields at once) when fd 2 cannot be duplicated or the filter cannot start.
     """
+    import json
+    import subprocess
+
     try:
         sys.stderr.flush()
         saved = os.dup(2)
@@ -109,6 +139,17 @@ def filter_native_stderr() -> Iterator[None]:
         yield
         return
     read_fd, write_fd = os.pipe()
+    try:
+        proc = subprocess.Popen([sys.executable, "-I", "-S", "-c", _FILTER_PROGRAM,
+                                 json.dumps([p.pattern for p in NOISE_PATTERNS])],
+                                stdin=read_fd, stdout=saved, stderr=saved, close_fds=True)
+    except OSError:
+        os.close(read_fd)
+        os.close(write_fd)
+        os.close(saved)
+        yield
+        return
+    os.close(read_fd)
     os.dup2(write_fd, 2)
     os.close(write_fd)
     old_stderr = sys.stderr
@@ -119,27 +160,6 @@ def filter_native_stderr() -> Iterator[None]:
     if rebind:
         sys.stderr = io.TextIOWrapper(os.fdopen(os.dup(saved), "wb", buffering=0), encoding=old_stderr.encoding,
                                       errors="backslashreplace", line_buffering=True, write_through=True)
-
-    def pump() -> None:
-        with os.fdopen(read_fd, "rb", buffering=0) as src:
-            pending = b""
-            while True:
-                try:
-                    chunk = src.read(65536)
-                except OSError:
-                    break
-                if not chunk:
-                    break
-                pending += chunk
-                *lines, pending = pending.split(b"\n")
-                for raw in lines:
-                    if not is_noise(raw.decode("utf-8", "replace")):
-                        os.write(saved, raw + b"\n")
-            if pending and not is_noise(pending.decode("utf-8", "replace")):
-                os.write(saved, pending)
-
-    thread = threading.Thread(target=pump, name="twinspect-stderr-filter", daemon=True)
-    thread.start()
     try:
         yield
     finally:
@@ -149,7 +169,7 @@ def filter_native_stderr() -> Iterator[None]:
             with contextlib.suppress(Exception):
                 sys.stderr.close()
             sys.stderr = old_stderr
-        os.dup2(saved, 2)  # closes this process's pipe end; the thread ends once children close theirs
-        thread.join(timeout=2.0)
-        if not thread.is_alive():
-            os.close(saved)
+        os.dup2(saved, 2)  # closes this process's pipe end; the filter ends once children close theirs
+        os.close(saved)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=2.0)

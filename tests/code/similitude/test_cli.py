@@ -70,6 +70,22 @@ def test_csv_output_file_clusters_and_plots(capsys, corpus, tmp_path):
     assert code == 0 and (tmp_path / "plots" / "pca.png").stat().st_size > 0
 
 
+def test_output_and_plots_are_named_on_stderr_unless_quiet(capsys, corpus, tmp_path):
+    out_file = tmp_path / "m.json"
+    code, out, err = run(capsys, "similitude", corpus / "sorts", "-f", "json", "-o", out_file, "--plots", tmp_path / "p")
+    assert code == 0 and out == ""
+    assert f"wrote {out_file} (3 programs, json)" in err and f"wrote 2 plots to {tmp_path / 'p'}" in err
+
+
+def test_unwritable_output_fails_before_scoring(capsys, corpus, tmp_path, monkeypatch):
+    import twinspect.code.similitude.analysis as analysis
+
+    monkeypatch.setattr(analysis, "analyze", lambda *a, **k: pytest.fail("scored before checking -o"))
+    (tmp_path / "file").write_text("x")
+    code, out, err = run(capsys, "similitude", corpus / "sorts", "-o", tmp_path / "file" / "r.json")
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and "report file" in err
+
+
 def test_lav_reports_iterations_and_runs_in_workers(capsys, corpus):
     code, out, _ = run(capsys, "similitude", corpus / "sorts", "--measure", "lav", "--workers", "2", "-f", "json", "-q")
     rep = json.loads(out)

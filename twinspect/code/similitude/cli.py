@@ -50,10 +50,19 @@ def similitude_command(
         raise InputError(f"unknown format {fmt!r}", hint=f"choose one of: {', '.join(_FORMATS)}")
     if projection not in PROJECTIONS:
         raise InputError(f"unknown projection {projection!r}", hint=f"choose one of: {', '.join(PROJECTIONS)}")
+    from twinspect._io import check_output_dir, check_output_file
+    from twinspect.progress import print_plain
+
+    if output is not None:  # an unwritable location fails before the programs are scored
+        check_output_file(output, "report file")
+    if plots is not None:
+        check_output_dir(plots, "plots directory")
     result = analyze(paths, measure=measure, labels=labels, program_per_dir=program_per_dir,
                      clusters=clusters, language=language, verbose=0 if quiet else 1, workers=workers)
     if plots is not None:
-        write_plots(result, plots, projection=projection)
+        written = write_plots(result, plots, projection=projection)
+        if not quiet:
+            print_plain(f"wrote {len(written)} plots to {plots}")
     if fmt == "json":
         text = to_json(result)
     elif fmt == "csv":
@@ -68,6 +77,8 @@ def similitude_command(
                 _print_table(result, file=fh)
         else:
             write_text(text, output)
+        if not quiet:
+            print_plain(f"wrote {output} ({len(result.paths)} programs, {fmt})")
     elif text is not None:
         sys.stdout.write(text)
     elif not quiet:

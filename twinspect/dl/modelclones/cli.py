@@ -12,6 +12,7 @@ from typing import Optional
 import typer
 
 from twinspect.cli_options import VerboseOpt
+from twinspect.dl.modelclones.measures import LEVELS as _LEVELS
 
 models_app = typer.Typer(
     name="models",
@@ -19,7 +20,6 @@ models_app = typer.Typer(
     no_args_is_help=True,
 )
 
-_LEVELS = ("code", "weights", "representation", "io", "reuse")
 def _check_inputs(models: list[Path], data: Optional[str], preprocess: Optional[str], threshold: float,
                   distill: Optional[str], calibration: Optional[Path], output: Optional[Path],
                   plots: Optional[Path]) -> None:
@@ -119,15 +119,21 @@ def compare_cmd(
         text = report.to_csv(result)
     else:
         text = report.to_markdown(result)
+    from twinspect.progress import print_plain
+
     if output is not None:
         with atomic_write(output) as fh:
             fh.write(text)
+        if not quiet:
+            print_plain(f"wrote {output} ({len(models)} models, {fmt})")
     elif fmt != "table":
         print(text, end="")
     elif not quiet:
         report.print_summary(result, threshold)
     if plots is not None:
-        write_plots(result, plots)
+        written = write_plots(result, plots)
+        if not quiet:
+            print_plain(f"wrote {len(written)} plots to {plots}")
 
 
 def register(app: typer.Typer) -> None:

@@ -82,6 +82,10 @@ def listed_script(rel: str, rows: dict[str, str]) -> str | None:
 def known_commits(hashes: set[str]) -> set[str]:
     """The hashes in ``hashes`` that name a commit of this repository (all of them without git)."""
     try:
+        shallow = subprocess.run(["git", "rev-parse", "--is-shallow-repository"], cwd=ROOT, capture_output=True,
+                                 text=True, timeout=60, check=True).stdout.strip()
+        if shallow == "true":
+            pytest.skip("shallow clone: older commits are not available")
         out = subprocess.run(["git", "cat-file", "--batch-check"], cwd=ROOT, input="\n".join(sorted(hashes)) + "\n",
                              capture_output=True, text=True, timeout=60, check=True).stdout
     except (OSError, subprocess.SubprocessError):

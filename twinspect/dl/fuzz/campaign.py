@@ -317,10 +317,15 @@ class Campaign:
             self.deadline = start + budget_s  # finding minimisation stops here too
             base = self.state["elapsed_s"]
             done = 0
+            # what this run was asked to do; "complete" turns true only when it ends normally, so the
+            # report of an interrupted (Ctrl-C, killed, crashed) run says it is incomplete
+            last = self.state["last_run"] = {"budget_s": budget_s, "max_models": max_models, "loop_s": 0.0,
+                                             "models": 0, "complete": False}
             with progress("fuzz", total=None, quiet=verbose == 0) as bar:
                 while time.perf_counter() - start < budget_s and (max_models is None or done < max_models):
                     self._step(systems)
                     done += 1
+                    last["loop_s"], last["models"] = round(time.perf_counter() - start, 1), done
                     self.state["elapsed_s"] = base + time.perf_counter() - start  # loop time only
                     self._mark_time(self.state["elapsed_s"])
                     self.save()
@@ -328,6 +333,7 @@ class Campaign:
                     bar.update(description=f"fuzz: {self.state['models_generated']} models, "
                                f"cov {t:.0%}/{p:.1%}/{q:.1%}, {len(self.state['findings'])} findings")
                     bar.advance(1)
+            last["complete"] = True
         finally:
             if self.state["seeded"]:
                 self.save()
@@ -396,8 +402,8 @@ class Campaign:
             small, sres, spaths = self._minimise(mutant, f, res, mpath, ipath, systems)
             if small is not mutant:  # the bundle holds the minimised model: describe its symptom, not the mutant's
                 f = {**f, "detail_before_minimising": f["detail"],
-                     "detail": next((g["detail"] for g in oracles.judge(sres, self.state["threshold"])
-                                     if g["kind"] == f["kind"] and g["systems"] == f["systems"]), f["detail"])}
+                     "detail": (oracles.symptom(oracles.judge(sres, self.state["threshold"]), f["kind"], f["systems"])
+                                or f)["detail"]}
             dest = triage.write_bundle(self.root / "findings", fid, f, small, spaths[0], spaths[1], sres,
                                        self.state["threshold"], {"operator": op, "layers_before_minimising": len(mutant["nodes"]),
                                                                  "layers": len(small["nodes"])},
@@ -416,10 +422,8 @@ class Campaign:
             fh.write(json.dumps(rec, separators=(",", ":")) + "\n")
 
     def _symptom(self, f: dict, res: dict[str, dict]) -> bool:
-        for g in oracles.judge(res, self.state["threshold"]):
-            if g["kind"] == f["kind"] and g["systems"] == f["systems"]:
-                return True
-        return False
+        """Whether the results ``res`` of a candidate model show finding ``f``'s symptom (:func:`oracles.symptom`)."""
+        return oracles.symptom(oracles.judge(res, self.state["threshold"]), f["kind"], f["systems"]) is not None
 
     def _minimise(self, spec: dict, f: dict, res: dict, mpath: Path, ipath: Path, systems: list[str]):
         """Remove layers while the symptom persists (at most ``minimise_tries`` backend runs, and never past

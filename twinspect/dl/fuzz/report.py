@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import html
-import json
 from pathlib import Path
 
 from twinspect.dl.fuzz.campaign import Campaign
@@ -34,7 +33,40 @@ def summary(root: str | Path) -> dict:
         "threshold": st["threshold"], "seed_distances": st["seed_distances"], "reduction": st["reduction"],
         "invalid_reasons": st["invalid_reasons"],
         "findings": [{**f, "duplicates": st["signatures"].get(f["signature"], 1)} for f in st["findings"]],
+        "last_run": st.get("last_run"),
     }
+
+
+def incomplete_note(s: dict) -> str | None:
+    """One line saying the campaign's last run did not end normally, or None when it did.
+
+    A run records its budget when it starts and is marked complete when it ends normally
+    (:meth:`~twinspect.dl.fuzz.campaign.Campaign.run`); a campaign written before that record
+    existed has no ``last_run`` and gets None.
+    """
+    last = s.get("last_run")
+    if not last or last.get("complete", True):
+        return None
+    limit = f"{last['budget_s']:.0f} s" + (f" / {last['max_models']} models" if last.get("max_models") else "")
+    return (f"incomplete: the last run stopped after {last['loop_s']:.0f} s and {last['models']} models of its "
+            f"{limit} (interrupted or crashed); resume with the same -o")
+
+
+def coverage_points(s: dict, n: int = 8) -> list[list[float]]:
+    """At most ``n`` evenly spaced rows of ``coverage_over_time`` (first and last always kept).
+
+    Returns:
+        ``[[seconds, type_ratio, pair_ratio, param_ratio], ...]``.
+    """
+    pts = s.get("coverage_over_time") or []
+    if len(pts) <= n:
+        return [list(p) for p in pts]
+    step = (len(pts) - 1) / (n - 1)
+    return [list(pts[round(i * step)]) for i in range(n)]
+
+
+def _layer(f: dict) -> str:
+    return f.get("layer") or "not localised"
 
 
 def table(s: dict) -> str:
@@ -46,20 +78,50 @@ def table(s: dict) -> str:
         lines.append(f"  {k:<12} {v['covered']:>5} / {v['total']:<5} {v['ratio']:.1%}")
     if s["skipped_backends"]:
         lines.append("skipped backends: " + ", ".join(f"{k} ({v})" for k, v in s["skipped_backends"].items()))
+    pts = coverage_points(s)
+    if pts:
+        lines.append("coverage over time (s: type / pair / param)")
+        lines.extend(f"  {p[0]:>7.0f}  {p[1]:.1%} / {p[2]:.1%} / {p[3]:.1%}" for p in pts)
     lines.append(f"findings: {len(s['findings'])}")
     for f in s["findings"]:
-        lines.append(f"  {f['id']}  {f['kind']:<13} {','.join(f['systems']):<34} layer={f.get('layer')}  "
+        lines.append(f"  {f['id']}  {f['kind']:<13} {','.join(f['systems']):<34} layer {_layer(f)}  "
                      f"x{f['duplicates']}  {f['dir']}")
+    note = incomplete_note(s)
+    if note:
+        lines.append(note)
     return "\n".join(lines)
 
 
 def to_html(s: dict) -> str:
-    """Minimal self-contained HTML page of a summary."""
-    rows = "".join(f"<tr><td>{html.escape(f['id'])}</td><td>{f['kind']}</td><td>{html.escape(', '.join(f['systems']))}</td>"
-                   f"<td>{html.escape(str(f.get('layer')))}</td><td>{html.escape(f['signature'])}</td></tr>" for f in s["findings"])
-    return (f"<html><body><h1>twinspect fuzz</h1><pre>{html.escape(json.dumps(s['coverage'], indent=1))}</pre>"
-            f"<table border=1><tr><th>id</th><th>kind</th><th>systems</th><th>layer</th><th>signature</th></tr>{rows}"
-            "</table></body></html>")
+    """A self-contained HTML page of a summary: run facts, coverage, coverage over time, findings."""
+    esc = html.escape
+
+    def tab(head: list[str], rows: list[list[object]]) -> str:
+        th = "".join(f"<th>{esc(h)}</th>" for h in head)
+        body = "".join("<tr>" + "".join(f"<td>{esc(str(c))}</td>" for c in r) + "</tr>" for r in rows)
+        return f"<table><tr>{th}</tr>{body}</table>"
+
+    thr = "-" if s["threshold"] is None else f"{s['threshold']:.3g}"
+    facts = [["variant", s["variant"]], ["backends", ", ".join(s["backends"])],
+             ["loop time", f"{s['elapsed_s']:.0f} s"], ["models generated / valid / tested",
+                                                        f"{s['models_generated']} / {s['models_valid']} / {s['models_tested']}"],
+             ["tested per hour", f"{s['models_per_hour']:.0f}"], ["D_MAD threshold", thr]]
+    if s["skipped_backends"]:
+        facts.append(["skipped backends", ", ".join(f"{k} ({v})" for k, v in s["skipped_backends"].items())])
+    cov = [[k.replace("_", " "), v["covered"], v["total"], f"{v['ratio']:.1%}"] for k, v in s["coverage"].items()]
+    over = [[f"{p[0]:.0f}", f"{p[1]:.1%}", f"{p[2]:.1%}", f"{p[3]:.1%}"] for p in coverage_points(s, 20)]
+    finds = [[f["id"], f["kind"], ", ".join(f["systems"]), _layer(f), f["duplicates"], f["signature"], f["dir"]]
+             for f in s["findings"]]
+    note = incomplete_note(s)
+    return ("<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>twinspect fuzz</title><style>"
+            "body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;margin-bottom:1.5em}"
+            "td,th{border:1px solid #ccc;padding:3px 8px;text-align:left}.warn{color:#a00}</style></head><body>"
+            "<h1>twinspect fuzz</h1>" + (f"<p class=\"warn\">{esc(note)}</p>" if note else "")
+            + tab(["", ""], facts) + "<h2>Coverage</h2>" + tab(["criterion", "covered", "total", "ratio"], cov)
+            + "<h2>Coverage over time</h2>" + tab(["loop s", "layer type", "layer pair", "layer parameter"], over)
+            + f"<h2>Findings ({len(finds)})</h2>"
+            + tab(["id", "kind", "systems", "layer", "duplicates", "signature", "bundle"], finds)
+            + "</body></html>\n")
 
 
 def plot(s: dict, path: str | Path) -> None:

@@ -1,0 +1,62 @@
+"""`fuzz report`: an interrupted run says it is incomplete; HTML is a real page; coverage over time in text."""
+
+from __future__ import annotations
+
+import html as htmllib
+
+import pytest
+
+from twinspect.dl.fuzz import report
+from twinspect.dl.fuzz.campaign import Campaign, Config
+
+
+@pytest.fixture
+def campaign(tmp_path, monkeypatch):
+    """A campaign whose seeding and steps are stand-ins (no Keras, no workers): run()'s own bookkeeping."""
+    camp = Campaign.create(tmp_path / "c", Config(backends=["keras-torch", "onnxruntime"], seeds=["LeNet5"]))
+    monkeypatch.setattr(Campaign, "_systems", lambda self: ["keras-torch", "onnxruntime"])
+    monkeypatch.setattr(Campaign, "_seed", lambda self, systems, verbose: self.state.update(seeded=True, threshold=0.5))
+    return camp
+
+
+def test_interrupted_run_is_reported_incomplete(campaign, monkeypatch):
+    calls = []
+
+    def step(self, systems):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        self.state["models_generated"] += 1
+
+    monkeypatch.setattr(Campaign, "_step", step)
+    with pytest.raises(KeyboardInterrupt):
+        campaign.run(budget_s=600, max_models=10)
+    s = report.summary(campaign.root)  # read back from state.json, as `fuzz report` does
+    note = report.incomplete_note(s)
+    assert note is not None and "2 models of its 600 s / 10 models" in note
+    assert note in report.table(s) and htmllib.escape(note) in report.to_html(s)
+
+
+def test_complete_run_has_no_note_and_shows_coverage_over_time(campaign, monkeypatch):
+    monkeypatch.setattr(Campaign, "_step", lambda self, systems: self.state.__setitem__(
+        "models_generated", self.state["models_generated"] + 1))
+    campaign.run(budget_s=600, max_models=12)
+    s = report.summary(campaign.root)
+    assert report.incomplete_note(s) is None and s["last_run"]["models"] == 12
+    text = report.table(s)
+    assert "incomplete" not in text and "coverage over time" in text
+    assert len(report.coverage_points(s)) == 8 and report.coverage_points(s)[-1] == s["coverage_over_time"][-1]
+
+
+def test_html_is_tables_not_json_and_escapes_findings():
+    s = {"variant": "memo", "backends": ["keras-torch", "onnxruntime"], "elapsed_s": 61.0, "models_generated": 5,
+         "models_valid": 4, "models_tested": 4, "models_per_hour": 236.1, "threshold": None, "skipped_backends": {},
+         "coverage": {"layer_type": {"covered": 3, "total": 72, "ratio": 3 / 72}},
+         "coverage_over_time": [[0.0, 0.01, 0.0, 0.0], [60.0, 0.04, 0.001, 0.01]],
+         "findings": [{"id": "f1", "kind": "crash", "systems": ["onnxruntime"], "layer": None, "duplicates": 2,
+                       "signature": "crash:<Dense>", "dir": "findings/f1"}], "last_run": None}
+    page = report.to_html(s)
+    assert "<pre>" not in page and '"covered"' not in page
+    assert "<td>layer type</td><td>3</td><td>72</td><td>4.2%</td>" in page
+    assert "crash:&lt;Dense&gt;" in page and "not localised" in page and "None" not in page
+    assert "layer not localised" in report.table(s)

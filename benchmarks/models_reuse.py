@@ -281,7 +281,7 @@ def main() -> None:
 
     set_torch_threads(1)
     from twinspect.dl.modelclones import CompareConfig, compare_models, fit_params, reuse_score
-    from twinspect.dl.modelclones.compare import MEASURES
+    from twinspect.dl.modelclones.measures import BY_NAME, REGISTRY, reuse_features
     from twinspect.dl.modelclones.reuse import CALIBRATION_FILE, DEFAULT_THRESHOLD, FEATURE_SETS
 
     work = Path(args.work_dir)
@@ -302,15 +302,7 @@ def main() -> None:
     for p in pairs:
         i, j = p["a"], p["b"]
         p["values"] = {k: (None if not np.isfinite(mats[k][i, j]) else float(mats[k][i, j])) for k in mats}
-        v = p["values"]
-        p["features"] = {
-            "weights": v.get("weights_cosine"),
-            "cka": v.get("cka"),
-            "io_jsd": None if v.get("io_mean_jsd") is None else 1.0 - v["io_mean_jsd"],
-            "io_agreement": v.get("io_top1_agreement"),
-            "modeldiff": v.get("modeldiff_ddv"),
-            "io_logprob": v.get("io_logprob_cosine"),
-        }
+        p["features"] = reuse_features(p["values"])
     calib = [p for p in pairs if p["split"] == "calibration"]
     test = [p for p in pairs if p["split"] == "test"]
     params = fit_params([p["features"] for p in calib], [p["label"] for p in calib])
@@ -327,12 +319,12 @@ def main() -> None:
     # ROC-AUC per measure
     rows = []
     auc_json = {}
-    for name in [k for k in MEASURES if k in mats and k != "reuse"] + ["reuse (calibrated)"]:
+    for name in [m.name for m in REGISTRY if m.name in mats and m.name != "reuse"] + ["reuse (calibrated)"]:
         def score(p, name=name):
             if name == "reuse (calibrated)":
                 return p["reuse_calibrated"]
             v = p["values"].get(name)
-            return None if v is None else (v if MEASURES[name][1] else -v)
+            return None if v is None else (v if BY_NAME[name].higher_is_similar else -v)
 
         cov = sum(score(p) is not None for p in test) / max(len(test), 1)
         a_cal = auc([p["label"] for p in calib], [score(p) for p in calib])
@@ -368,9 +360,7 @@ def main() -> None:
             r = compare_models([d / a, d / b], config=CompareConfig(data=data, n_inputs=args.inputs, cka_inputs=args.cka_inputs,
                                                                       preprocess=pre, levels=("weights", "representation", "io", "reuse")))
             m = {k: r.matrix(k)[0, 1] for k in r.measures}
-            feats = {"weights": m.get("weights_cosine"), "cka": m.get("cka"), "io_jsd": 1 - m["io_mean_jsd"],
-                     "io_agreement": m["io_top1_agreement"], "modeldiff": m["modeldiff_ddv"], "io_logprob": m["io_logprob_cosine"]}
-            feats = {k: (None if v is None or not np.isfinite(v) else float(v)) for k, v in feats.items()}
+            feats = reuse_features(m)
             dflare_rows.append([f"{a} / {b}", m.get("weights_cosine"), m.get("cka"), m["io_top1_agreement"],
                                 m["modeldiff_ddv"], reuse_score(feats, params)])
 

@@ -2,7 +2,8 @@
 linear CKA, ModelDiff's DDV baseline and a calibrated reuse score.
 
 Entry point: :func:`compare_models` (``twinspect models compare``); the measures live one per module
-(:mod:`.weights`, :mod:`.cka`, :mod:`.outputs`, :mod:`.modeldiff`, :mod:`.source`, :mod:`.reuse`).
+(:mod:`.weights`, :mod:`.cka`, :mod:`.outputs`, :mod:`.modeldiff`, :mod:`.source`, :mod:`.reuse`), and
+:mod:`.measures` is the one table of their names, levels, directions and reuse-score features.
 Importing this package does not import torch or any model framework.
 """
 
@@ -18,7 +19,10 @@ _LAZY: dict[str, str] = {
     "hsic_unbiased": "twinspect.dl.modelclones.cka",
     "linear_cka": "twinspect.dl.modelclones.cka",
     "model_cka": "twinspect.dl.modelclones.cka",
-    "MEASURES": "twinspect.dl.modelclones.compare",
+    "LEVELS": "twinspect.dl.modelclones.measures",
+    "MEASURES": "twinspect.dl.modelclones.measures",
+    "REGISTRY": "twinspect.dl.modelclones.measures",
+    "reuse_features": "twinspect.dl.modelclones.measures",
     "CompareConfig": "twinspect.dl.modelclones.compare",
     "Comparison": "twinspect.dl.modelclones.compare",
     "compare_models": "twinspect.dl.modelclones.compare",

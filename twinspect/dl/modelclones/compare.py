@@ -8,7 +8,8 @@ ModelDiff's DDV (Li et al., ISSTA 2021) as a baseline, and a calibrated reuse sc
 
 Per model, once: load (:func:`~twinspect.dl.adapters.load_classifier`), class probabilities on the
 comparison inputs, canonical weights, and the Gram matrix of every layer's activations on the first
-``cka_inputs`` inputs. Per pair: the measures of :data:`MEASURES`. A measure that does not apply to
+``cka_inputs`` inputs. Per pair: the measures of :data:`MEASURES` (the registry
+:mod:`twinspect.dl.modelclones.measures`, re-exported here). A measure that does not apply to
 a pair (different architectures for weights, different input shapes or class counts for I/O
 measures, a format without activations for CKA, outputs with NaN/infinity, a runtime failure of one
 model, a CKA that is undefined) is ``None`` in its matrix and listed in ``skipped`` with a one-line
@@ -39,28 +40,10 @@ import numpy as np
 from twinspect.dl.adapters.base import Classifier
 from twinspect.dl.adapters.loaded import NotSupportedError
 from twinspect.dl.modelclones import cka as cka_mod
-from twinspect.dl.modelclones import modeldiff, outputs, reuse
+from twinspect.dl.modelclones import measures, modeldiff, outputs, reuse
+from twinspect.dl.modelclones.measures import LEVELS, MEASURES
 from twinspect.dl.modelclones.weights import DifferentArchitectures, compare_weights
 from twinspect.errors import InputError
-
-#: measure name → (level, higher_is_similar)
-MEASURES: dict[str, tuple[str, bool]] = {
-    "code_pycode_similar": ("code", True),
-    "code_copydetect": ("code", True),
-    "code_token_lcs": ("code", True),
-    "weights_cosine": ("weights", True),
-    "weights_euclidean": ("weights", False),
-    "distill_cosine": ("weights", True),
-    "distill_euclidean": ("weights", False),
-    "cka": ("representation", True),
-    "io_label_jsd": ("io", False),
-    "io_mean_jsd": ("io", False),
-    "io_jaccard": ("io", True),
-    "io_top1_agreement": ("io", True),
-    "io_logprob_cosine": ("io", True),
-    "modeldiff_ddv": ("io", True),
-    "reuse": ("reuse", True),
-}
 
 #: Names accepted by ``--data`` besides a path to an ``.npz``.
 DATA_NAMES = ("mnist", "cifar10", "uniform")
@@ -86,7 +69,7 @@ class CompareConfig:
         distill_train: training images for distillation (from the data set's train split).
         threshold: reuse score above which a pair is reported as suspected derived.
         calibration: reuse calibration file (default: the shipped one).
-        levels: levels to compute (subset of code, weights, representation, io, reuse).
+        levels: levels to compute (a subset of :data:`~twinspect.dl.modelclones.measures.LEVELS`).
         verbose: 0 = quiet, 1 = progress bars on stderr.
     """
 
@@ -101,7 +84,7 @@ class CompareConfig:
     distill_train: int = 5000
     threshold: float = reuse.DEFAULT_THRESHOLD
     calibration: str | None = None
-    levels: tuple[str, ...] = ("code", "weights", "representation", "io", "reuse")
+    levels: tuple[str, ...] = LEVELS
     verbose: int = 0
 
 
@@ -298,6 +281,367 @@ def _distill_student(cfg: CompareConfig, st: _ModelState, index: int, dataset: s
     return TorchModel(student).canonical_weights()
 
 
+class _Matrices:
+    """The measure matrices and ``skipped`` entries of one all-pairs run, filled cell by cell."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.mats: dict[str, list[list[float | None]]] = {}
+        self.skipped: list[dict] = []
+
+    def touch(self, name: str) -> list[list[float | None]]:
+        """The matrix of ``name``, created full of ``None`` on first use (the measure is then reported).
+
+        Raises:
+            KeyError: ``name`` is not in the registry :data:`~twinspect.dl.modelclones.measures.REGISTRY`
+                (a programming error: every reported measure must be registered).
+        """
+        if name not in self.mats and name not in measures.BY_NAME:
+            raise KeyError(f"measure {name!r} is not in twinspect.dl.modelclones.measures.REGISTRY")
+        return self.mats.setdefault(name, [[None] * self.n for _ in range(self.n)])
+
+    def put(self, name: str, i: int, j: int, v: float | None, symmetric: bool = True) -> None:
+        """Store ``v`` in cell (i, j) (and (j, i) when ``symmetric``); a NaN/inf value becomes ``None``
+        and, for i < j, a ``skipped`` entry."""
+        m = self.touch(name)
+        m[i][j] = _nan_to_none(v)
+        if v is not None and m[i][j] is None and i < j:  # a measure that came out NaN/inf is reported
+            self.skipped.append({"measure": name, "a": i, "b": j, "reason": f"{name} is NaN or infinite for this pair"})
+        if symmetric:
+            m[j][i] = m[i][j]
+
+    def skip(self, name: str, i: int, j: int, reason: str) -> None:
+        """Leave cell (i, j) of ``name`` empty and record why."""
+        self.touch(name)
+        self.skipped.append({"measure": name, "a": i, "b": j, "reason": reason})
+
+
+def _validate(paths: Sequence[str | Path], code: Sequence[str | Path] | None, cfg: CompareConfig) -> list[Any] | None:
+    """Check the arguments of :func:`compare_models` before any model is loaded.
+
+    Returns:
+        The training programs (:class:`~twinspect.dl.modelclones.source.Program`, one per model) when
+        ``code`` is given and the code level is wanted, else None.
+
+    Raises:
+        InputError: fewer than two models, a ``code`` list of another length, an unknown level,
+            ``n_inputs``/``cka_inputs`` below 4, a missing or unreadable code file.
+    """
+    if len(paths) < 2:
+        raise InputError(f"model comparison needs at least two models, got {len(paths)}")
+    if code is not None and len(code) != len(paths):
+        raise InputError(f"--code needs one program per model: {len(paths)} models, {len(code)} programs")
+    bad_levels = set(cfg.levels) - set(LEVELS)
+    if bad_levels:
+        raise InputError(f"unknown level(s) {', '.join(sorted(bad_levels))}")
+    if cfg.n_inputs < 4 or cfg.cka_inputs < 4:
+        raise InputError("n_inputs and cka_inputs must be at least 4")
+    if code is None or "code" not in cfg.levels:
+        return None
+    from twinspect.dl.modelclones.source import read_program
+
+    return [read_program(c) for c in code]  # missing files fail before any model is loaded
+
+
+def _load_states(model_paths: list[Path], cfg: CompareConfig,
+                 classifiers: Sequence[Classifier] | None) -> tuple[list[_ModelState], list[dict]]:
+    """Load the models (unless ``classifiers`` are given) and read their metadata.
+
+    Returns:
+        ``(one _ModelState per model, one metadata dict per model ({} when none))``.
+
+    Raises:
+        ModelError: a model file that cannot be loaded (named).
+    """
+    from twinspect.dl.adapters.metadata import read_metadata
+
+    if classifiers is None:
+        classifiers = load_models(model_paths, cfg.preprocess)
+    metas = [(read_metadata(p) or {}) if p.exists() else {} for p in model_paths]
+    states = [_ModelState(c, _model_info(i, p, c)) for i, (p, c) in enumerate(zip(model_paths, classifiers))]
+    return states, metas
+
+
+def _prepare_outputs(st: _ModelState, x: np.ndarray | None, data_name: str, cfg: CompareConfig) -> None:
+    """Class probabilities of one model on its comparison inputs ``x`` and its ModelDiff DDV, into ``st``.
+
+    ``x`` is None when no comparison input fits the model's input shape; a runtime failure or outputs
+    with NaN/infinity leave ``st.probs`` None with the reason in ``st.probs_reason``.
+    """
+    if x is None:
+        st.probs_reason = f"the {data_name} inputs do not fit input shape {tuple(st.clf.input_shape)}"
+        return
+    try:
+        st.probs = st.clf.predict_proba(x)
+    except Exception as exc:  # noqa: BLE001 - one model's runtime failure must not end the run
+        st.probs_reason = _reason("outputs could not be computed", exc)
+    if st.probs is not None and not np.all(np.isfinite(st.probs)):
+        bad = int(np.sum(~np.all(np.isfinite(st.probs), axis=1)))
+        st.probs_reason = f"the model's outputs contain NaN or infinity on {bad} of {len(x)} inputs"
+        st.probs = None
+    if st.probs is not None and len(x) >= 4:
+        lft, rgt = modeldiff.profiling_pairs(len(x), cfg.modeldiff_pairs, seed=cfg.seed)
+        st.ddv = modeldiff.ddv(st.probs, lft, rgt)
+
+
+def _prepare_weights(st: _ModelState) -> None:
+    """Canonical weights of one model and its parameter count (``st.info["params"]``), into ``st``;
+    weights with NaN/infinity or a format without readable weights leave ``st.weights`` None with the
+    reason in ``st.weights_reason``."""
+    try:
+        st.weights = st.clf.loaded.canonical_weights()
+        st.info["params"] = int(sum(a.size for ps in st.weights.values() for a in ps.values()))
+        bad_w = int(sum(np.sum(~np.isfinite(a)) for ps in st.weights.values() for a in ps.values()))
+        if bad_w:
+            st.weights, st.weights_reason = None, f"the weights contain {bad_w} NaN or infinite values"
+    except NotSupportedError as exc:
+        st.weights_reason = exc.reason
+    except Exception as exc:  # noqa: BLE001
+        st.weights_reason = _reason("weights could not be read", exc)
+
+
+def _prepare_models(states: list[_ModelState], inputs: dict[tuple[int, ...], np.ndarray], data_name: str,
+                    cfg: CompareConfig, quiet: bool) -> None:
+    """Per model, once: outputs and DDV (always), weights (weights or reuse level), Gram matrices of
+    the layer activations on the first ``cfg.cka_inputs`` inputs (representation or reuse level)."""
+    from twinspect.progress import progress
+
+    with progress("models: outputs, weights, activations", total=len(states), quiet=quiet) as bar:
+        for st in states:
+            x = inputs.get(tuple(st.clf.input_shape))
+            _prepare_outputs(st, x, data_name, cfg)
+            if "weights" in cfg.levels or "reuse" in cfg.levels:
+                _prepare_weights(st)
+            if ("representation" in cfg.levels or "reuse" in cfg.levels) and x is not None:
+                _prepare_grams(st, x[: cfg.cka_inputs])
+            elif x is None:
+                st.grams_reason = st.probs_reason
+            bar.advance()
+
+
+def _prepare_students(states: list[_ModelState], metas: list[dict], cfg: CompareConfig, quiet: bool) -> None:
+    """Distil every model into the common student (``st.student``, or the reason in ``st.student_reason``)."""
+    from twinspect.progress import progress
+
+    dataset = cfg.data if cfg.data in ("mnist", "cifar10") else (metas[0].get("dataset") if metas else None)
+    with progress("models: distilling", total=len(states), quiet=quiet) as bar:
+        for i, st in enumerate(states):
+            try:
+                st.student = _distill_student(cfg, st, i, dataset)
+            except NotSupportedError as exc:
+                st.student_reason = exc.reason
+            except Exception as exc:  # noqa: BLE001
+                st.student_reason = _reason("distillation failed", exc)
+            bar.advance()
+
+
+def _code_level(programs: list[Any], mx: _Matrices) -> None:
+    """The source-code measures of every ordered pair of training programs (asymmetric matrices)."""
+    from twinspect.dl.modelclones.source import (
+        NotApplicable,
+        copydetect_scores,
+        pycode_similar_score,
+        token_lcs_scores,
+    )
+
+    n = mx.n
+    cd = copydetect_scores(programs)
+    tw = token_lcs_scores(programs)
+    for i in range(n):
+        for j in range(n):
+            if i == j:
+                for name in measures.names("code"):
+                    mx.put(name, i, j, 1.0, symmetric=False)
+                continue
+            try:
+                mx.put("code_pycode_similar", i, j, pycode_similar_score(programs[i], programs[j]), symmetric=False)
+            except NotApplicable as exc:
+                if i < j:
+                    mx.skip("code_pycode_similar", i, j, str(exc))
+                else:
+                    mx.touch("code_pycode_similar")
+            mx.put("code_copydetect", i, j, cd[i][j], symmetric=False)
+            mx.put("code_token_lcs", i, j, tw[i][j], symmetric=False)
+            if i < j and cd[i][j] is None:
+                mx.skip("code_copydetect", i, j, "a program is too short or not tokenisable for winnowing")
+            if i < j and tw[i][j] is None:
+                mx.skip("code_token_lcs", i, j, "a program is in a language twinspect.code does not parse")
+
+
+def _pair_weights(cfg: CompareConfig, mx: _Matrices, i: int, j: int, a: _ModelState, b: _ModelState,
+                  weight_layers: dict[str, list[dict]], values: dict[str, float | None]) -> None:
+    """Weight cosine/Euclidean of pair (i, j) (same architecture only), and the per-layer breakdown;
+    the cosine goes into ``values`` for the reuse score even when the weights level is not reported."""
+    report = "weights" in cfg.levels
+    if a.weights is None or b.weights is None:
+        reason = a.weights_reason or b.weights_reason or "weights unavailable"
+        if report and i < j:
+            mx.skip("weights_cosine", i, j, reason)
+            mx.skip("weights_euclidean", i, j, reason)
+        return
+    try:
+        wc = compare_weights(a.weights, b.weights)
+    except DifferentArchitectures as exc:
+        if report and i < j:
+            mx.skip("weights_cosine", i, j, f"different architectures: {exc}")
+            mx.skip("weights_euclidean", i, j, f"different architectures: {exc}")
+        return
+    if report:
+        mx.put("weights_cosine", i, j, wc.cosine)
+        mx.put("weights_euclidean", i, j, wc.euclidean)
+        if i < j:
+            weight_layers[f"{i},{j}"] = wc.layers
+    values["weights_cosine"] = wc.cosine
+
+
+def _pair_distill(mx: _Matrices, i: int, j: int, a: _ModelState, b: _ModelState) -> None:
+    """Weight cosine/Euclidean of the two models' distilled students."""
+    if a.student is None or b.student is None:
+        if i < j:
+            reason = a.student_reason or b.student_reason or "no student"
+            mx.skip("distill_cosine", i, j, reason)
+            mx.skip("distill_euclidean", i, j, reason)
+        return
+    dc = compare_weights(a.student, b.student)
+    mx.put("distill_cosine", i, j, dc.cosine)
+    mx.put("distill_euclidean", i, j, dc.euclidean)
+
+
+def _pair_cka(cfg: CompareConfig, mx: _Matrices, i: int, j: int, a: _ModelState, b: _ModelState,
+              cka_maps: dict[str, dict], values: dict[str, float | None]) -> None:
+    """Model-level CKA of pair (i, j) and its layer × layer map (needs the same inputs for both models);
+    the score goes into ``values`` for the reuse score even when the representation level is not reported."""
+    report = "representation" in cfg.levels
+    if a.grams is None or b.grams is None:
+        if report and i < j:
+            mx.skip("cka", i, j, a.grams_reason or b.grams_reason or "no activations")
+        return
+    if next(iter(a.grams.values())).n != next(iter(b.grams.values())).n or tuple(a.clf.input_shape) != tuple(b.clf.input_shape):
+        if report and i < j:
+            mx.skip("cka", i, j, "different input shapes: no common inputs")
+        return
+    cm = cka_mod.cka_map(a.grams, b.grams)
+    la, lb = list(a.grams), list(b.grams)
+    ca = [g.constant for g in a.grams.values()]
+    cb = [g.constant for g in b.grams.values()]
+    score: float | None = cka_mod.model_cka(cm, ca, cb)
+    if score is not None and not math.isfinite(score):
+        score = None
+        if report and i < j:
+            cells = cka_mod.undefined_cells(cm, la, lb, ca, cb)
+            why = (f"CKA undefined (non-finite) for {len(cells)} layer pair(s), e.g. {cells[0]}" if cells
+                   else "every layer of a model is constant over the inputs")
+            mx.skip("cka", i, j, why)
+    if report:
+        mx.put("cka", i, j, score)
+        if i < j:
+            cka_maps[f"{i},{j}"] = {
+                "layers_a": la,
+                "layers_b": lb,
+                "matrix": [[_nan_to_none(v) for v in row] for row in cm.tolist()],
+            }
+    values["cka"] = score
+
+
+def _pair_io(cfg: CompareConfig, mx: _Matrices, i: int, j: int, a: _ModelState, b: _ModelState,
+             values: dict[str, float | None]) -> str | None:
+    """The I/O measures and ModelDiff's DDV similarity of pair (i, j) (same input shape and class count).
+
+    Returns:
+        Why the I/O measures do not apply to the pair (None when they were computed, into ``values``
+        and, when the io level is reported, into the matrices; also None when neither model says why).
+    """
+    io_ok = a.probs is not None and b.probs is not None
+    io_reason: str | None = None
+    if not io_ok:
+        io_reason = a.probs_reason or b.probs_reason
+    elif tuple(a.clf.input_shape) != tuple(b.clf.input_shape):
+        io_ok, io_reason = False, f"different input shapes {tuple(a.clf.input_shape)} and {tuple(b.clf.input_shape)}"
+    elif a.clf.num_classes != b.clf.num_classes:
+        io_ok, io_reason = False, f"different class counts {a.clf.num_classes} and {b.clf.num_classes}"
+    if not io_ok:
+        if "io" in cfg.levels and i < j:
+            for k in measures.names("io"):
+                mx.skip(k, i, j, io_reason or "no outputs")
+        return io_reason
+    assert a.probs is not None and b.probs is not None
+    vals = {
+        "io_label_jsd": outputs.label_jsd(a.probs, b.probs),
+        "io_mean_jsd": outputs.mean_input_jsd(a.probs, b.probs),
+        "io_jaccard": outputs.class_jaccard(a.probs, b.probs),
+        "io_top1_agreement": outputs.top1_agreement(a.probs, b.probs),
+        "io_logprob_cosine": outputs.logprob_cosine(a.probs, b.probs),
+        "modeldiff_ddv": modeldiff.ddv_similarity(a.ddv, b.ddv) if a.ddv is not None and b.ddv is not None else None,
+    }
+    if "io" in cfg.levels:
+        for k, v in vals.items():
+            mx.put(k, i, j, v)
+    values.update(vals)
+    return None
+
+
+def _pair_reuse(mx: _Matrices, i: int, j: int, values: dict[str, float | None], params: dict[str, list[float]] | None,
+                io_reason: str | None) -> None:
+    """The reuse score of pair (i, j) from the measure ``values`` computed for it (1 on the diagonal)."""
+    if i == j:
+        mx.put("reuse", i, j, 1.0)
+        return
+    score = reuse.reuse_score(measures.reuse_features(values), params)
+    mx.put("reuse", i, j, score)
+    if score is None:
+        mx.skip("reuse", i, j, io_reason or "no level with enough measures applies")
+
+
+def _all_pairs(states: list[_ModelState], cfg: CompareConfig, mx: _Matrices, pairs: Sequence[tuple[int, int]] | None,
+               params: dict[str, list[float]] | None, quiet: bool) -> tuple[dict[str, dict], dict[str, list[dict]]]:
+    """Every measure of every pair i <= j (or of ``pairs`` and the diagonal), level by level;
+    ``params`` are the reuse-score coefficients (:func:`~twinspect.dl.modelclones.reuse.load_params`).
+
+    Returns:
+        ``(cka_maps, weight_layers)``, keyed ``"i,j"`` for i < j.
+    """
+    from twinspect.progress import progress
+
+    n = mx.n
+    cka_maps: dict[str, dict] = {}
+    weight_layers: dict[str, list[dict]] = {}
+    wanted = None if pairs is None else {(min(i, j), max(i, j)) for i, j in pairs}
+    n_pairs = n * (n - 1) // 2 if wanted is None else len({p for p in wanted if p[0] != p[1]})
+    with progress("models: pairs", total=n_pairs, quiet=quiet) as bar:
+        for i in range(n):
+            for j in range(i, n):
+                if wanted is not None and i != j and (i, j) not in wanted:
+                    continue
+                a, b = states[i], states[j]
+                values: dict[str, float | None] = {}  # raw measure values of the pair (feed the reuse score)
+                if "weights" in cfg.levels or "reuse" in cfg.levels:
+                    _pair_weights(cfg, mx, i, j, a, b, weight_layers, values)
+                if cfg.distill_student and "weights" in cfg.levels:
+                    _pair_distill(mx, i, j, a, b)
+                if "representation" in cfg.levels or "reuse" in cfg.levels:
+                    _pair_cka(cfg, mx, i, j, a, b, cka_maps, values)
+                io_reason = _pair_io(cfg, mx, i, j, a, b, values)
+                if "reuse" in cfg.levels:
+                    _pair_reuse(mx, i, j, values, params, io_reason)
+                if i < j:
+                    bar.advance()
+    return cka_maps, weight_layers
+
+
+def _assemble(states: list[_ModelState], mx: _Matrices, cka_maps: dict[str, dict], weight_layers: dict[str, list[dict]],
+              cfg: CompareConfig, data_name: str, timings: dict[str, float]) -> Comparison:
+    """The :class:`Comparison`: the measures computed, in registry order, each with its level and direction."""
+    result_measures = {
+        m.name: {"level": m.level, "higher_is_similar": m.higher_is_similar, "matrix": mx.mats[m.name]}
+        for m in measures.REGISTRY
+        if m.name in mx.mats
+    }
+    conf = asdict(cfg)
+    conf["data"] = data_name
+    conf["levels"] = list(cfg.levels)
+    return Comparison([s.info for s in states], result_measures, mx.skipped, cka_maps, weight_layers, conf, timings)
+
+
 def compare_models(
     paths: Sequence[str | Path],
     *,
@@ -307,6 +651,12 @@ def compare_models(
     pairs: Sequence[tuple[int, int]] | None = None,
 ) -> Comparison:
     """Compare every pair of models at every level that applies.
+
+    The steps: check the arguments (:func:`_validate`), load the models (:func:`_load_states`), choose
+    the comparison inputs (:func:`_inputs_for`), compute each model's outputs, weights and activations
+    once (:func:`_prepare_models`) and, with ``distill_student``, its distilled student
+    (:func:`_prepare_students`), the code level on the training programs (:func:`_code_level`), every
+    pair's measures level by level (:func:`_all_pairs`), and the result (:func:`_assemble`).
 
     Args:
         paths: model files (any adapter format), at least two.
@@ -324,259 +674,33 @@ def compare_models(
             file, data of a shape that fits no model, unknown data name.
         ModelError: a model file that cannot be loaded (named).
     """
-    from twinspect.progress import progress
-
     cfg = config or CompareConfig()
     quiet = cfg.verbose < 1
     model_paths = [Path(p) for p in paths]
-    if len(model_paths) < 2:
-        raise InputError(f"model comparison needs at least two models, got {len(paths)}")
-    if code is not None and len(code) != len(paths):
-        raise InputError(f"--code needs one program per model: {len(paths)} models, {len(code)} programs")
-    bad_levels = set(cfg.levels) - {"code", "weights", "representation", "io", "reuse"}
-    if bad_levels:
-        raise InputError(f"unknown level(s) {', '.join(sorted(bad_levels))}")
-    if cfg.n_inputs < 4 or cfg.cka_inputs < 4:
-        raise InputError("n_inputs and cka_inputs must be at least 4")
-    programs = None
-    if code is not None and "code" in cfg.levels:
-        from twinspect.dl.modelclones.source import read_program
-
-        programs = [read_program(c) for c in code]  # missing files fail before any model is loaded
+    programs = _validate(paths, code, cfg)
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
-    if classifiers is None:
-        classifiers = load_models(paths, cfg.preprocess)
-    from twinspect.dl.adapters.metadata import read_metadata
-
-    metas = [(read_metadata(p) or {}) if p.exists() else {} for p in model_paths]
-    states = [_ModelState(c, _model_info(i, p, c)) for i, (p, c) in enumerate(zip(model_paths, classifiers))]
+    states, metas = _load_states(model_paths, cfg, classifiers)
     timings["load_s"] = time.perf_counter() - t0
-    n = len(states)
-    shapes = [tuple(s.clf.input_shape) for s in states]
-    data_name, inputs = _inputs_for(cfg, metas, shapes)
+    data_name, inputs = _inputs_for(cfg, metas, [tuple(s.clf.input_shape) for s in states])
 
-    # -- per model -------------------------------------------------------------------------------
     t1 = time.perf_counter()
-    with progress("models: outputs, weights, activations", total=n, quiet=quiet) as bar:
-        for st in states:
-            x = inputs.get(tuple(st.clf.input_shape))
-            if x is None:
-                st.probs_reason = f"the {data_name} inputs do not fit input shape {tuple(st.clf.input_shape)}"
-            else:
-                try:
-                    st.probs = st.clf.predict_proba(x)
-                except Exception as exc:  # noqa: BLE001 - one model's runtime failure must not end the run
-                    st.probs_reason = _reason("outputs could not be computed", exc)
-                if st.probs is not None and not np.all(np.isfinite(st.probs)):
-                    bad = int(np.sum(~np.all(np.isfinite(st.probs), axis=1)))
-                    st.probs_reason = f"the model's outputs contain NaN or infinity on {bad} of {len(x)} inputs"
-                    st.probs = None
-                if st.probs is not None and len(x) >= 4:
-                    lft, rgt = modeldiff.profiling_pairs(len(x), cfg.modeldiff_pairs, seed=cfg.seed)
-                    st.ddv = modeldiff.ddv(st.probs, lft, rgt)
-            if "weights" in cfg.levels or "reuse" in cfg.levels:
-                try:
-                    st.weights = st.clf.loaded.canonical_weights()
-                    st.info["params"] = int(sum(a.size for ps in st.weights.values() for a in ps.values()))
-                    bad_w = int(sum(np.sum(~np.isfinite(a)) for ps in st.weights.values() for a in ps.values()))
-                    if bad_w:
-                        st.weights, st.weights_reason = None, f"the weights contain {bad_w} NaN or infinite values"
-                except NotSupportedError as exc:
-                    st.weights_reason = exc.reason
-                except Exception as exc:  # noqa: BLE001
-                    st.weights_reason = _reason("weights could not be read", exc)
-            if ("representation" in cfg.levels or "reuse" in cfg.levels) and x is not None:
-                _prepare_grams(st, x[: cfg.cka_inputs])
-            elif x is None:
-                st.grams_reason = st.probs_reason
-            bar.advance()
+    _prepare_models(states, inputs, data_name, cfg, quiet)
     timings["per_model_s"] = time.perf_counter() - t1
-
-    # -- distillation into a common student ------------------------------------------------------------
     if cfg.distill_student and "weights" in cfg.levels:
         t2 = time.perf_counter()
-        dataset = cfg.data if cfg.data in ("mnist", "cifar10") else (metas[0].get("dataset") if metas else None)
-        with progress("models: distilling", total=n, quiet=quiet) as bar:
-            for i, st in enumerate(states):
-                try:
-                    st.student = _distill_student(cfg, st, i, dataset)
-                except NotSupportedError as exc:
-                    st.student_reason = exc.reason
-                except Exception as exc:  # noqa: BLE001
-                    st.student_reason = _reason("distillation failed", exc)
-                bar.advance()
+        _prepare_students(states, metas, cfg, quiet)
         timings["distill_s"] = time.perf_counter() - t2
 
-    # -- per pair ---------------------------------------------------------------------------------
     t3 = time.perf_counter()
-    mats: dict[str, list[list[float | None]]] = {}
-    skipped: list[dict] = []
-    cka_maps: dict[str, dict] = {}
-    weight_layers: dict[str, list[dict]] = {}
-
-    def put(name: str, i: int, j: int, v: float | None, symmetric: bool = True) -> None:
-        m = mats.setdefault(name, [[None] * n for _ in range(n)])
-        m[i][j] = _nan_to_none(v)
-        if v is not None and m[i][j] is None and i < j:  # a measure that came out NaN/inf is reported
-            skipped.append({"measure": name, "a": i, "b": j, "reason": f"{name} is NaN or infinite for this pair"})
-        if symmetric:
-            m[j][i] = m[i][j]
-
-    def skip(name: str, i: int, j: int, reason: str) -> None:
-        mats.setdefault(name, [[None] * n for _ in range(n)])
-        skipped.append({"measure": name, "a": i, "b": j, "reason": reason})
-
+    mx = _Matrices(len(states))
     params = reuse.load_params(cfg.calibration) if "reuse" in cfg.levels else None
     if programs is not None:
-        from twinspect.dl.modelclones.source import (
-            NotApplicable,
-            copydetect_scores,
-            pycode_similar_score,
-            token_lcs_scores,
-        )
-
-        cd = copydetect_scores(programs)
-        tw = token_lcs_scores(programs)
-        for i in range(n):
-            for j in range(n):
-                if i == j:
-                    for name in ("code_pycode_similar", "code_copydetect", "code_token_lcs"):
-                        put(name, i, j, 1.0, symmetric=False)
-                    continue
-                try:
-                    put("code_pycode_similar", i, j, pycode_similar_score(programs[i], programs[j]), symmetric=False)
-                except NotApplicable as exc:
-                    if i < j:
-                        skip("code_pycode_similar", i, j, str(exc))
-                    else:
-                        mats.setdefault("code_pycode_similar", [[None] * n for _ in range(n)])
-                put("code_copydetect", i, j, cd[i][j], symmetric=False)
-                put("code_token_lcs", i, j, tw[i][j], symmetric=False)
-                if i < j and cd[i][j] is None:
-                    skip("code_copydetect", i, j, "a program is too short or not tokenisable for winnowing")
-                if i < j and tw[i][j] is None:
-                    skip("code_token_lcs", i, j, "a program is in a language twinspect.code does not parse")
-
-    wanted = None if pairs is None else {(min(i, j), max(i, j)) for i, j in pairs}
-    n_pairs = n * (n - 1) // 2 if wanted is None else len({p for p in wanted if p[0] != p[1]})
-    with progress("models: pairs", total=n_pairs, quiet=quiet) as bar:
-        for i in range(n):
-            for j in range(i, n):
-                if wanted is not None and i != j and (i, j) not in wanted:
-                    continue
-                a, b = states[i], states[j]
-                feats: dict[str, float | None] = {}
-                # weights
-                if "weights" in cfg.levels or "reuse" in cfg.levels:
-                    if a.weights is None or b.weights is None:
-                        reason = a.weights_reason or b.weights_reason or "weights unavailable"
-                        if "weights" in cfg.levels and i < j:
-                            skip("weights_cosine", i, j, reason)
-                            skip("weights_euclidean", i, j, reason)
-                    else:
-                        try:
-                            wc = compare_weights(a.weights, b.weights)
-                            if "weights" in cfg.levels:
-                                put("weights_cosine", i, j, wc.cosine)
-                                put("weights_euclidean", i, j, wc.euclidean)
-                                if i < j:
-                                    weight_layers[f"{i},{j}"] = wc.layers
-                            feats["weights"] = wc.cosine
-                        except DifferentArchitectures as exc:
-                            if "weights" in cfg.levels and i < j:
-                                skip("weights_cosine", i, j, f"different architectures: {exc}")
-                                skip("weights_euclidean", i, j, f"different architectures: {exc}")
-                if cfg.distill_student and "weights" in cfg.levels:
-                    if a.student is None or b.student is None:
-                        if i < j:
-                            reason = a.student_reason or b.student_reason or "no student"
-                            skip("distill_cosine", i, j, reason)
-                            skip("distill_euclidean", i, j, reason)
-                    else:
-                        dc = compare_weights(a.student, b.student)
-                        put("distill_cosine", i, j, dc.cosine)
-                        put("distill_euclidean", i, j, dc.euclidean)
-                # representation
-                if "representation" in cfg.levels or "reuse" in cfg.levels:
-                    if a.grams is None or b.grams is None:
-                        if "representation" in cfg.levels and i < j:
-                            skip("cka", i, j, a.grams_reason or b.grams_reason or "no activations")
-                    elif next(iter(a.grams.values())).n != next(iter(b.grams.values())).n or tuple(a.clf.input_shape) != tuple(b.clf.input_shape):
-                        if "representation" in cfg.levels and i < j:
-                            skip("cka", i, j, "different input shapes: no common inputs")
-                    else:
-                        cm = cka_mod.cka_map(a.grams, b.grams)
-                        la, lb = list(a.grams), list(b.grams)
-                        ca = [g.constant for g in a.grams.values()]
-                        cb = [g.constant for g in b.grams.values()]
-                        score: float | None = cka_mod.model_cka(cm, ca, cb)
-                        if score is not None and not math.isfinite(score):
-                            score = None
-                            if "representation" in cfg.levels and i < j:
-                                cells = cka_mod.undefined_cells(cm, la, lb, ca, cb)
-                                why = (f"CKA undefined (non-finite) for {len(cells)} layer pair(s), e.g. {cells[0]}" if cells
-                                       else "every layer of a model is constant over the inputs")
-                                skip("cka", i, j, why)
-                        if "representation" in cfg.levels:
-                            put("cka", i, j, score)
-                            if i < j:
-                                cka_maps[f"{i},{j}"] = {
-                                    "layers_a": la,
-                                    "layers_b": lb,
-                                    "matrix": [[_nan_to_none(v) for v in row] for row in cm.tolist()],
-                                }
-                        feats["cka"] = score
-                # I/O
-                io_ok = a.probs is not None and b.probs is not None
-                io_reason: str | None = None
-                if not io_ok:
-                    io_reason = a.probs_reason or b.probs_reason
-                elif tuple(a.clf.input_shape) != tuple(b.clf.input_shape):
-                    io_ok, io_reason = False, f"different input shapes {tuple(a.clf.input_shape)} and {tuple(b.clf.input_shape)}"
-                elif a.clf.num_classes != b.clf.num_classes:
-                    io_ok, io_reason = False, f"different class counts {a.clf.num_classes} and {b.clf.num_classes}"
-                if io_ok:
-                    assert a.probs is not None and b.probs is not None
-                    vals = {
-                        "io_label_jsd": outputs.label_jsd(a.probs, b.probs),
-                        "io_mean_jsd": outputs.mean_input_jsd(a.probs, b.probs),
-                        "io_jaccard": outputs.class_jaccard(a.probs, b.probs),
-                        "io_top1_agreement": outputs.top1_agreement(a.probs, b.probs),
-                        "io_logprob_cosine": outputs.logprob_cosine(a.probs, b.probs),
-                        "modeldiff_ddv": modeldiff.ddv_similarity(a.ddv, b.ddv) if a.ddv is not None and b.ddv is not None else None,
-                    }
-                    if "io" in cfg.levels:
-                        for k, v in vals.items():
-                            put(k, i, j, v)
-                    feats["io_jsd"] = None if vals["io_mean_jsd"] is None or not math.isfinite(vals["io_mean_jsd"]) else 1.0 - vals["io_mean_jsd"]
-                    feats["io_agreement"] = vals["io_top1_agreement"]
-                    feats["modeldiff"] = vals["modeldiff_ddv"]
-                    feats["io_logprob"] = vals["io_logprob_cosine"]
-                elif "io" in cfg.levels and i < j:
-                    for k in ("io_label_jsd", "io_mean_jsd", "io_jaccard", "io_top1_agreement", "io_logprob_cosine", "modeldiff_ddv"):
-                        skip(k, i, j, io_reason or "no outputs")
-                if "reuse" in cfg.levels:
-                    if i == j:
-                        put("reuse", i, j, 1.0)
-                    else:
-                        score_r = reuse.reuse_score(feats, params)
-                        put("reuse", i, j, score_r)
-                        if score_r is None:
-                            skip("reuse", i, j, io_reason or "no level with enough measures applies")
-                if i < j:
-                    bar.advance()
+        _code_level(programs, mx)
+    cka_maps, weight_layers = _all_pairs(states, cfg, mx, pairs, params, quiet)
     timings["pairs_s"] = time.perf_counter() - t3
     timings["total_s"] = time.perf_counter() - t0
-    measures = {
-        name: {"level": MEASURES[name][0], "higher_is_similar": MEASURES[name][1], "matrix": mats[name]}
-        for name in MEASURES
-        if name in mats
-    }
-    conf = asdict(cfg)
-    conf["data"] = data_name
-    conf["levels"] = list(cfg.levels)
-    return Comparison([s.info for s in states], measures, skipped, cka_maps, weight_layers, conf, timings)
+    return _assemble(states, mx, cka_maps, weight_layers, cfg, data_name, timings)
 
 
 def write_plots(result: Comparison, directory: str | Path) -> list[Path]:
@@ -595,7 +719,7 @@ def write_plots(result: Comparison, directory: str | Path) -> list[Path]:
     out = []
     for name, meas in result.measures.items():
         m = result.matrix(name)
-        bounded = name not in ("weights_euclidean", "distill_euclidean")
+        bounded = measures.BY_NAME[name].unit_range
         out.append(heatmap(m, d / f"{name}.png", labels, labels, title=f"{name} ({meas['level']})",
                            vmin=0.0 if bounded else None, vmax=1.0 if bounded else None))
     for key, cm in result.cka_maps.items():

@@ -17,7 +17,9 @@ feature            what
 ``io_logprob``     mean cosine of the centred log-probability vectors ("dark knowledge")
 =================  =============================================================================
 
-Every feature ``x`` (a similarity, at most 1) enters the regression as ``−log(1 − x + 1e-6)``, which
+Each feature is one measure of :mod:`twinspect.dl.modelclones.measures` (its registry says which, and
+:func:`~twinspect.dl.modelclones.measures.reuse_features` derives the features from a pair's measure
+values). Every feature ``x`` (a similarity, at most 1) enters the regression as ``−log(1 − x + 1e-6)``, which
 spreads out the region near 1 where derived and independent models differ (agreements of 0.95 and
 0.999 are far apart in that scale, 0.5 and 0.6 are not).
 
@@ -44,6 +46,7 @@ import numpy as np
 
 from twinspect.errors import InputError
 
+#: Feature set → its features, in coefficient order (the calibration file's order: do not reorder).
 FEATURE_SETS: dict[str, tuple[str, ...]] = {
     "full": ("weights", "cka", "io_jsd", "io_agreement", "modeldiff", "io_logprob"),
     "no_weights": ("cka", "io_jsd", "io_agreement", "modeldiff", "io_logprob"),

@@ -29,10 +29,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from twinspect.dl.modelclones.measures import names
 from twinspect.errors import InputError
 
-#: The source-code measures, in report order.
-CODE_MEASURES = ("code_pycode_similar", "code_copydetect", "code_token_lcs")
+#: The source-code measures, in report order (from the registry :mod:`twinspect.dl.modelclones.measures`).
+CODE_MEASURES = names("code")
 
 #: copydetect's defaults (noise threshold 25 tokens, guarantee threshold 30 → window 6).
 COPYDETECT_K = 25

@@ -208,3 +208,23 @@ def test_bad_inputs_exit_2_naming_the_file(models, tmp_path, capsys):
         code, _, err = run([*argv, "--quiet", "-o", str(out)], capsys)
         assert_user_error(code, err, needle)
         assert not out.exists()
+
+
+def test_terminal_summary_keeps_long_names_whole_at_80_columns(models, tmp_path, capsys, monkeypatch):
+    """Issue 17: names were cut to '0:lene…' at 80 columns; they are listed once above an index table."""
+    import shutil
+
+    long_a = tmp_path / "a_rather_long_model_file_name_original.pt"
+    long_b = tmp_path / "a_rather_long_model_file_name_reinitialised.pt"
+    shutil.copy(models["ts"], long_a)
+    shutil.copy(models["other"], long_b)
+    for p in (models["ts"], models["other"]):  # the metadata sidecar travels with the model
+        for side in p.parent.glob(p.name + "*"):
+            if side != p:
+                shutil.copy(side, tmp_path / side.name.replace(p.name, (long_a if p == models["ts"] else long_b).name))
+    monkeypatch.setenv("COLUMNS", "80")
+    code, stdout, err = run(["models", "compare", str(long_a), str(long_b), "--data", "uniform", "--inputs", "40",
+                             "--cka-inputs", "20"], capsys)
+    assert code in (0, None), err
+    assert f"  0  {long_a.name}" in stdout and f"  1  {long_b.name}" in stdout
+    assert "…" not in stdout and max(len(line) for line in stdout.splitlines()) <= 80

@@ -17,14 +17,23 @@ SHORT: dict[str, str] = {"weights_cosine": "w-cos", "cka": "CKA", "io_mean_jsd":
                          "io_logprob_cosine": "logp-cos", "modeldiff_ddv": "DDV", "reuse": "reuse"}
 
 
-def summary_headers(result: Any) -> list[str]:
-    """Column names of :func:`summary_rows`: the two models, then the summary measures present."""
-    return ["model a", "model b", *(SHORT[k] for k in SUMMARY if k in result.measures)]
+def summary_headers(result: Any, names_in_rows: bool = True) -> list[str]:
+    """Column names of :func:`summary_rows`: the two models (``a``/``b`` when they are indices),
+    then the summary measures present."""
+    pair = ["model a", "model b"] if names_in_rows else ["a", "b"]
+    return [*pair, *(SHORT[k] for k in SUMMARY if k in result.measures)]
 
 
-def summary_rows(result: Any) -> list[list]:
-    """One row per unordered pair (i < j): ``"i:name"`` of both models, then the summary measures
-    present in ``result`` (floats; ``"-"`` where a measure is undefined for the pair)."""
+def summary_rows(result: Any, names_in_rows: bool = True) -> list[list]:
+    """One row per unordered pair (i < j): both models, then the summary measures present in
+    ``result`` (floats; ``"-"`` where a measure is undefined for the pair).
+
+    Args:
+        result: the comparison.
+        names_in_rows: models as ``"i:name"`` (markdown, files); False gives the index ``i`` only,
+            for the terminal, where :func:`print_summary` prints the names once above the table so
+            that an 80-column terminal does not cut them.
+    """
     rows = []
     names = [m["name"] for m in result.models]
     present = [k for k in SUMMARY if k in result.measures]
@@ -36,7 +45,7 @@ def summary_rows(result: Any) -> list[list]:
             for k in present:
                 v = mats[k][i, j]
                 vals.append("-" if v != v else float(v))
-            rows.append([f"{i}:{names[i]}", f"{j}:{names[j]}", *vals])
+            rows.append([f"{i}:{names[i]}" if names_in_rows else i, f"{j}:{names[j]}" if names_in_rows else j, *vals])
     return rows
 
 
@@ -65,8 +74,11 @@ def print_summary(result: Any, threshold: float) -> None:
     """Print the summary table, the suspected derived pairs (reuse >= ``threshold``) and skipped measures on stdout."""
     from twinspect.reports.table import print_table
 
-    print_table(summary_rows(result), summary_headers(result),
-                title=f"{len(result.models)} models, inputs: {result.config['data']}", floatfmt=".3f")
+    print(f"{len(result.models)} models, inputs: {result.config['data']}")
+    for i, m in enumerate(result.models):
+        print(f"  {i}  {m['name']}")
+    print_table(summary_rows(result, names_in_rows=False), summary_headers(result, names_in_rows=False),
+                floatfmt=".3f")
     sus = result.suspected(threshold)
     if sus:
         print(f"suspected derived pairs (reuse >= {threshold}):")

@@ -8,9 +8,12 @@ ground-truth output enters D_MAD (CRADLE's D_MAD measures each system against th
 have none, so two systems' outputs are compared directly, as LEMON and MEMO do), and :func:`judge` adds a
 relative guard and a magnitude cut-off for exploded activations.
 
-This module imports only numpy and the standard library: every finding's bundle carries a verbatim copy
-of it (``oracle.py``) from which its ``repro.py`` takes the rule, so the reproducer and the campaign can
-never judge by different rules.
+This module is the one definition of the rule. It imports only numpy and the standard library: every
+finding's bundle carries a verbatim copy of it (``oracle.py``, :func:`inspect.getsource` of this module,
+see :func:`twinspect.dl.fuzz.triage.write_bundle`), and its ``repro.py`` decides with that copy's
+:func:`judge` and :func:`symptom`, as the campaign does with this module, so the reproducer and the
+campaign can never judge by different rules (``tests/dl/fuzz/test_repro_oracle.py`` runs bundles'
+``repro.py`` on boundary cases and checks they reach :func:`judge`'s verdict).
 """
 
 from __future__ import annotations
@@ -157,3 +160,18 @@ def judge(results: dict[str, dict], threshold: float, rel_tol: float = REL_TOL,
             if det is not None:
                 found.append({"kind": "inconsistency", "systems": [a, b], "detail": det})
     return found
+
+
+def symptom(found: list[dict], kind: str, systems: list[str]) -> dict | None:
+    """The finding of ``found`` (a :func:`judge` result) with this ``kind`` on exactly these ``systems``, or None.
+
+    This is how a recorded finding is recognised again: by the campaign's minimiser on a smaller model and
+    by a bundle's ``repro.py`` on a fresh run (the symptom reproduces when this is not None).
+
+    Args:
+        found: findings as :func:`judge` returns them.
+        kind: ``"crash"``, ``"nan"`` or ``"inconsistency"``.
+        systems: the flagged systems, sorted as :func:`judge` sorts them.
+    """
+    want = list(systems)
+    return next((f for f in found if f["kind"] == kind and f["systems"] == want), None)

@@ -5,8 +5,10 @@ NaN/Inf and inconsistency, the systems and the layer type producing the first di
 (the localised layer). A bundle holds ``finding.json`` (kind, systems, signature, library versions, the
 localised layer), ``model.keras``, ``inputs.npz``, each system's ``outputs/<system>.npz`` or
 ``outputs/<system>.error.txt``, ``oracle.py`` (a verbatim copy of :mod:`twinspect.dl.fuzz.oracles`) and a
-standalone ``repro.py`` that runs the model in fresh processes, judges the results with ``oracle.judge`` —
-the campaign's rule itself, not a re-implementation — and exits 1 when the symptom reproduces, 0 when not.
+standalone ``repro.py`` that runs the model in fresh processes, judges the results with ``oracle.judge`` and
+recognises the symptom with ``oracle.symptom`` — the campaign's rule itself, not a re-implementation — and
+exits 1 when the symptom reproduces, 0 when not (``repro.py --recorded`` judges the outputs recorded in the
+bundle instead of running the systems again; ``--json`` prints the verdict and every finding as JSON).
 """
 
 from __future__ import annotations
@@ -74,10 +76,17 @@ REPRO_TEMPLATE = r'''#!/usr/bin/env python
 """Reproducer of twinspect fuzz finding __ID__ (__KIND__ on __SYSTEMS__).
 
 Runs model.keras on inputs.npz (both beside this file) under each system in a fresh Python process and
-checks the symptom. Exit code 1: the symptom reproduces; 0: it does not. Needs keras and the libraries
-of the systems (tensorflow / jax / torch; onnxruntime + tf2onnx for "onnxruntime").
+checks the symptom. Exit code 1: the symptom reproduces; 0: it does not; 2: bad use. Needs keras and
+the libraries of the systems (tensorflow / jax / torch; onnxruntime + tf2onnx for "onnxruntime").
+
+The rule is oracle.py beside this file: a verbatim copy of twinspect.dl.fuzz.oracles (the campaign's
+own module, so twinspect itself is not needed here); this script only runs the systems and asks
+oracle.judge and oracle.symptom for the verdict.
+
+Options: --recorded judges the outputs the campaign recorded in outputs/ instead of running the systems
+(needs numpy only); --json prints {"reproduces": bool, "findings": [...]} as one JSON object.
 """
-import json, os, subprocess, sys, tempfile
+import argparse, json, os, subprocess, sys, tempfile
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -128,19 +137,48 @@ def run(system):
     return [z["o%d" % i] for i in range(len(z.files))], None
 
 
-def main():
-    res = {s: run(s) for s in SYSTEMS}
+def recorded(system):
+    """The campaign's result of one system, as recorded in outputs/ beside this file."""
+    npz = os.path.join(HERE, "outputs", system + ".npz")
+    if os.path.exists(npz):
+        with np.load(npz) as z:
+            return {"status": "ok", "outputs": [z["o%d" % i] for i in range(len(z.files))]}
+    err = os.path.join(HERE, "outputs", system + ".error.txt")
+    if not os.path.exists(err):
+        print("error: no recorded result of %s in %s" % (system, os.path.join(HERE, "outputs")), file=sys.stderr)
+        sys.exit(2)
+    with open(err, encoding="utf-8") as fh:
+        head, _, message = fh.read().partition("\n")
+    status, _, error_type = head.partition(" ")
+    return {"status": status or "error", "error_type": error_type, "message": message}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--recorded", action="store_true", help="judge the outputs recorded in outputs/ instead of running the systems")
+    ap.add_argument("--json", action="store_true", help="print the verdict and every finding as one JSON object")
+    args = ap.parse_args(argv)
     results = {}
-    for s, (o, err) in res.items():
-        print(s, "ok" if o is not None else "FAILED: " + (err.strip().splitlines()[-1] if err.strip() else "?"))
-        results[s] = {"status": "ok", "outputs": o} if o is not None else {"status": "error", "message": err}
+    for s in SYSTEMS:
+        if args.recorded:
+            results[s] = recorded(s)
+            ok, err = results[s]["status"] == "ok", results[s].get("message", "")
+        else:
+            o, err = run(s)
+            ok = o is not None
+            results[s] = {"status": "ok", "outputs": o} if ok else {"status": "error", "message": err}
+        if not args.json:
+            print(s, "ok" if ok else "FAILED: " + (err.strip().splitlines()[-1] if err.strip() else "?"))
     # the campaign's rule, from the verbatim copy of twinspect.dl.fuzz.oracles beside this file
     found = oracle.judge(results, THRESHOLD, REL_TOL, MAX_MAGNITUDE)
-    hit = [f for f in found if f["kind"] == KIND and f["systems"] == SYSTEMS_FLAGGED]
-    for f in hit:
-        print(f["kind"], f["systems"], {k: v for k, v in f["detail"].items() if k in ("d_mad", "threshold", "magnitude", "shape")})
-    print("symptom reproduces" if hit else "symptom does not reproduce")
-    sys.exit(1 if hit else 0)
+    hit = oracle.symptom(found, KIND, SYSTEMS_FLAGGED)
+    if args.json:
+        print(json.dumps({"reproduces": hit is not None, "findings": found}, default=float))
+    else:
+        if hit is not None:
+            print(hit["kind"], hit["systems"], {k: v for k, v in hit["detail"].items() if k in ("d_mad", "threshold", "magnitude", "shape")})
+        print("symptom reproduces" if hit is not None else "symptom does not reproduce")
+    sys.exit(1 if hit is not None else 0)
 
 
 if __name__ == "__main__":
@@ -153,10 +191,11 @@ def repro_source(fid: str, kind: str, systems: list[str], threshold: float, rel_
                  timeout_s: float = 600.0) -> str:
     """Source text of the standalone ``repro.py`` of a finding.
 
-    The script runs ``systems`` in fresh processes and judges their results with ``oracle.judge`` — the
-    bundle's verbatim copy of :mod:`twinspect.dl.fuzz.oracles` (see :func:`write_bundle`) — with these
-    ``threshold``, ``rel_tol`` and ``max_magnitude``; it exits 1 when that yields a finding of ``kind`` on
-    ``flagged`` (default: ``systems``), else 0. A system's run over ``timeout_s`` seconds counts as a hang.
+    The script runs ``systems`` in fresh processes (or, with ``--recorded``, reads their outputs recorded
+    in the bundle) and judges their results with ``oracle.judge`` — the bundle's verbatim copy of
+    :mod:`twinspect.dl.fuzz.oracles` (see :func:`write_bundle`) — with these ``threshold``, ``rel_tol`` and
+    ``max_magnitude``; it exits 1 when ``oracle.symptom`` finds a finding of ``kind`` on ``flagged``
+    (default: ``systems``), else 0. A system's run over ``timeout_s`` seconds counts as a hang.
     """
     return (REPRO_TEMPLATE.replace("__ID__", fid).replace("__KIND__", kind)
             .replace("__SYSTEMS_LIST__", json.dumps(systems)).replace("__SYSTEMS__", ", ".join(systems))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+from collections.abc import Sequence
 from pathlib import Path
 
 from twinspect.dl.fuzz.campaign import Campaign
@@ -96,7 +97,7 @@ def to_html(s: dict) -> str:
     """A self-contained HTML page of a summary: run facts, coverage, coverage over time, findings."""
     esc = html.escape
 
-    def tab(head: list[str], rows: list[list[object]]) -> str:
+    def tab(head: list[str], rows: Sequence[Sequence[object]]) -> str:
         th = "".join(f"<th>{esc(h)}</th>" for h in head)
         body = "".join("<tr>" + "".join(f"<td>{esc(str(c))}</td>" for c in r) + "</tr>" for r in rows)
         return f"<table><tr>{th}</tr>{body}</table>"

@@ -264,3 +264,27 @@ def test_one_model_load_per_worker_for_a_whole_run_and_margin_in_workers(tmp_pat
 
     assert key(a) == key(b)
     assert sum(r["success"] for r in lines(a)) >= 6
+
+
+def test_a_run_whose_first_seeds_all_time_out_warns_once(tmp_path, capsys):
+    """Issue 17: DFlare with a tight change budget searched 180 s per seed for an hour without a word."""
+    x, y = dataset()
+    f = make_model("f")
+    same = make_model("f")  # identical models: no input makes them deviate, every seed runs to the limit
+    summary = run_search(f, same, x, y, [0, 1, 2, 3, 4], "dflare", tmp_path / "run", quiet=False,
+                         params={"max_queries": 10**9, "timeout": 0.2})
+    assert summary["by_status"]["timeout"] == 5
+    err = capsys.readouterr().err
+    assert err.count("warning: the first 3 seeds all ran to the 0.2 s time limit; the other 2") == 1
+    run_search(f, same, x, y, [5, 6, 7], "dflare", tmp_path / "quiet", quiet=True,
+               params={"max_queries": 10**9, "timeout": 0.2})
+    assert "warning" not in capsys.readouterr().err
+
+
+def test_no_slow_run_warning_when_a_seed_found_a_trigger():
+    from twinspect.dl.deviate.runner import warn_slow_run
+
+    assert warn_slow_run({"finished": 3, "found": 0, "timeout": 3}, 20, 180.0, 1, quiet=False)
+    assert not warn_slow_run({"finished": 3, "found": 1, "timeout": 2}, 20, 180.0, 1, quiet=False)
+    assert not warn_slow_run({"finished": 4, "found": 0, "timeout": 4}, 20, 180.0, 1, quiet=False)  # once
+    assert not warn_slow_run({"finished": 3, "found": 0, "timeout": 3}, 20, None, 1, quiet=False)

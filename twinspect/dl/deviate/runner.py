@@ -290,20 +290,28 @@ def run_search(
     def true_label(i: int) -> int:
         return -1 if labels is None else int(labels[i])
 
-    def finish(i: int, tl: int, res: SearchResult) -> None:
+    counts = {"found": 0, "timeout": 0, "finished": 0}
+    limit_s = full_params.get("timeout")
+
+    def finish(i: int, tl: int, res: SearchResult, bar: Any) -> None:
         rel = run.write_trigger(i, res)
         rec = res.record(i, tl, rel)
         run.append(rec)
         done[i] = rec
         if on_result is not None:
             on_result(rec)
+        counts["finished"] += 1
+        counts["found"] += bool(rec["success"])
+        counts["timeout"] += rec["status"] == "timeout"
+        bar.update(description=f"{algorithm} seeds: {counts['found']} found, {counts['timeout']} at the time limit")
+        bar.advance()
+        warn_slow_run(counts, len(todo), limit_s, workers, quiet)
 
     with progress(f"{algorithm} seeds", total=len(todo), quiet=quiet) as bar:
         if workers == 1 or len(todo) <= 1:
             for i in todo:
                 res = searcher.search(images[i], seed=seed_rng(seed, i), label=true_label(i))
-                finish(i, true_label(i), res)
-                bar.advance()
+                finish(i, true_label(i), res, bar)
         else:
             ctx = _mp_context()
             tasks = [(i, true_label(i), images[i]) for i in todo]
@@ -314,8 +322,7 @@ def run_search(
                           algorithm, params, seed, workers),
             ) as pool:
                 for i, tl, res in pool.imap_unordered(_worker_task, tasks):
-                    finish(i, tl, res)
-                    bar.advance()
+                    finish(i, tl, res, bar)
                 # a graceful shutdown: leaving the block terminates the pool, which kills a worker that is still
                 # in its initializer when the others have done every seed (so the run's behaviour, e.g. how many
                 # model loads happened, depended on timing); close + join lets every worker finish and exit
@@ -327,6 +334,40 @@ def run_search(
     summary = {"algorithm": algorithm, **summary}
     run.write_summary(summary)
     return {**summary, "out_dir": str(run.path)}
+
+
+#: Seeds finished before :func:`warn_slow_run` judges a run (all of them at the time limit → warn once).
+SLOW_RUN_SEEDS = 3
+
+
+def warn_slow_run(counts: dict[str, int], total: int, limit_s: float | None, workers: int, quiet: bool) -> bool:
+    """Warn once on stderr when the first seeds of a run all end at the per-seed time limit.
+
+    Such a run takes about ``total × limit_s / workers`` seconds and finds little (e.g. DFlare with a
+    tight ``--max-linf``: every seed searches for its full 180 s); a user should know at once, not
+    after an hour (issue 17).
+
+    Args:
+        counts: ``{"finished", "found", "timeout"}`` so far in this run.
+        total: seeds in this run.
+        limit_s: the per-seed time limit in seconds (None: no limit, never warns).
+        workers: worker processes.
+        quiet: print nothing.
+
+    Returns:
+        True when the warning was printed by this call.
+    """
+    if quiet or not limit_s or counts["finished"] != SLOW_RUN_SEEDS or counts["timeout"] != SLOW_RUN_SEEDS:
+        return False
+    from twinspect.progress import print_plain
+
+    left = total - counts["finished"]
+    minutes = left * float(limit_s) / max(1, workers) / 60.0
+    print_plain(f"the first {SLOW_RUN_SEEDS} seeds all ran to the {float(limit_s):g} s time limit; the other {left} "
+                f"may take about {minutes:.0f} more minutes. A looser change budget (--max-linf/--max-l0/--max-l2), "
+                "a smaller --timeout or more --workers shorten it; Ctrl-C keeps the finished seeds (--resume continues).",
+                prefix="warning: ")
+    return True
 
 
 def _previous_seeds(run: RunDir) -> list[int]:

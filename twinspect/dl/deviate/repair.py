@@ -340,7 +340,9 @@ def repair_run(
     y_orig, y_comp = p_orig.argmax(1), p_comp.argmax(1)
     n_groups = len(np.unique(groups))
     if n_groups < folds:
-        raise InputError(f"{n_groups} seeds with usable inputs: too few for {folds}-fold cross-validation", run_dir)
+        raise InputError(f"{n_groups} seeds with usable inputs: too few for {folds}-fold cross-validation", run_dir,
+                         hint=(f"use at most {n_groups} folds, or a run with more seeds" if n_groups >= 2
+                               else "use a run with more seeds"))
     if len(np.unique(y_orig)) < 2:
         raise InputError("all inputs have the same original label; nothing to learn", run_dir)
 

@@ -46,3 +46,17 @@ def test_output_that_is_a_file_is_refused_and_kept(tmp_path):
 
 def test_default_config_is_valid():
     assert len(Config().validate()) == 4
+
+
+def test_unwritable_campaign_directory_is_refused_up_front(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(InputError, match="campaign directory"):
+        run_campaign(blocker / "camp", 10.0, Config())
+
+
+def test_foreign_non_empty_directory_is_refused_and_kept(tmp_path):
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(InputError, match="holds no campaign"):
+        run_campaign(tmp_path, 10.0, Config())
+    assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"]

@@ -501,6 +501,11 @@ def run_campaign(root: str | Path, budget_s: float, config: Config | None = None
     camp = Campaign.open(root) if (root / STATE).exists() else None
     if camp is None:
         config.validate()  # before the executor starts workers
+        if root.exists() and any(root.iterdir()):
+            raise InputError("exists, is not empty and holds no campaign (state.json)", root)
+        from twinspect._io import check_output_dir
+
+        check_output_dir(root, "campaign directory")
     # the executor starts before a new campaign directory is created, so a bad executor leaves nothing behind
     ex = make_executor(executor, timeout_s=camp.state["config"]["timeout_s"] if camp else config.timeout_s,
                        address=address)

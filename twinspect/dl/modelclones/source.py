@@ -29,6 +29,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from twinspect.dl.modelclones.measures import names
 from twinspect.errors import InputError
 
@@ -115,10 +117,38 @@ def pycode_similar_score(ref: Program, cand: Program) -> float:
     return float(pycode_similar.summarize(diffs)[0])
 
 
+def stable_kgram_hashes(string: str, k: int) -> np.ndarray:
+    """copydetect's ``utils.hashed_kgrams`` with a hash that is the same in every process.
+
+    copydetect 0.5 hashes each k-gram with Python's ``hash()``, which is salted per process
+    (``PYTHONHASHSEED``), so winnowing keeps different fingerprints in every run and
+    ``code_copydetect`` moved between runs (0.148 vs 0.138 for the same two files). Here each k-gram
+    is hashed by BLAKE2b (8 bytes, as a signed int64); everything else in copydetect is unchanged.
+
+    Args:
+        string: copydetect's filtered token text.
+        k: k-gram length in characters.
+
+    Returns:
+        int64 array of ``max(len(string) - k + 1, 0)`` hashes.
+    """
+    import hashlib
+
+    data = [string[i:i + k].encode("utf-8", "surrogatepass") for i in range(len(string) - k + 1)]
+    return np.array([int.from_bytes(hashlib.blake2b(d, digest_size=8).digest(), "little", signed=True)
+                     for d in data], dtype=np.int64)
+
+
 def _fingerprint(prog: Program):
+    import copydetect.utils
     from copydetect import CodeFingerprint
 
-    return CodeFingerprint("program" + prog.suffix, COPYDETECT_K, COPYDETECT_WINDOW, fp=io.StringIO(prog.text))
+    original = copydetect.utils.hashed_kgrams
+    copydetect.utils.hashed_kgrams = stable_kgram_hashes  # reproducible fingerprints (see stable_kgram_hashes)
+    try:
+        return CodeFingerprint("program" + prog.suffix, COPYDETECT_K, COPYDETECT_WINDOW, fp=io.StringIO(prog.text))
+    finally:
+        copydetect.utils.hashed_kgrams = original
 
 
 def copydetect_scores(programs: Sequence[Program]) -> list[list[float | None]]:

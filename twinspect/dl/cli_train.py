@@ -6,11 +6,16 @@ torch and scikit-learn are imported inside the command functions (``twinspect --
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Annotated, Optional
 
 import typer
 
-from twinspect.cli_options import VerboseOpt, check_format, emit_report, format_option
+from twinspect.cli_options import QuietOpt, VerboseOpt, check_format, emit_report, format_option
+
+# options train, compress and repair share
+ThreadsOpt = Annotated[Optional[int], typer.Option("--threads", help="torch CPU threads (default $TWINSPECT_THREADS or 1).")]
+TestSizeOpt = Annotated[Optional[int], typer.Option(
+    "--test-size", help="Evaluate on N evenly spaced test images only (default: all).")]
 
 
 def _set_threads(threads: Optional[int]) -> None:
@@ -33,10 +38,10 @@ def train_cmd(
     width: float = typer.Option(1.0, "--width", help="Channel multiplier (e.g. 0.5 halves every layer)."),
     seed: int = typer.Option(0, "--seed", help="Seed of initialisation, shuffling and augmentation."),
     train_size: Optional[int] = typer.Option(None, "--train-size", help="Train on a seeded random subset of N images."),
-    test_size: Optional[int] = typer.Option(None, "--test-size", help="Evaluate on N evenly spaced test images only (default: all)."),
+    test_size: TestSizeOpt = None,
     augment: Optional[bool] = typer.Option(None, "--augment/--no-augment", help="Random crop + flip (default: on for CIFAR nets)."),
-    threads: Optional[int] = typer.Option(None, "--threads", help="torch CPU threads (default $TWINSPECT_THREADS or 1)."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress output, no summary."),
+    threads: ThreadsOpt = None,
+    quiet: QuietOpt = False,
     fmt: str = format_option(("table", "json")),
     verbose: VerboseOpt = False,
 ) -> None:
@@ -80,10 +85,10 @@ def compress_cmd(
     batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Batch size for distillation/fine-tuning."),
     lr: Optional[float] = typer.Option(None, "--lr", help="Learning rate for distillation/fine-tuning."),
     train_size: Optional[int] = typer.Option(None, "--train-size", help="Seeded subset of the training split."),
-    test_size: Optional[int] = typer.Option(None, "--test-size", help="Evaluate on N evenly spaced test images only (default: all)."),
+    test_size: TestSizeOpt = None,
     seed: int = typer.Option(0, "--seed", help="Seed."),
-    threads: Optional[int] = typer.Option(None, "--threads", help="torch CPU threads (default $TWINSPECT_THREADS or 1)."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress output, no summary."),
+    threads: ThreadsOpt = None,
+    quiet: QuietOpt = False,
     fmt: str = format_option(("table", "json")),
     verbose: VerboseOpt = False,
 ) -> None:
@@ -116,8 +121,8 @@ def repair_cmd(
     max_iter: int = typer.Option(500, "--max-iter", help="Training iterations of the perceptron."),
     seed: int = typer.Option(0, "--seed", help="Seed of fold assignment and perceptron initialisation."),
     solver: str = typer.Option("lbfgs", "--solver", help="Perceptron solver: lbfgs, adam or sgd."),
-    threads: Optional[int] = typer.Option(None, "--threads", help="torch CPU threads (default $TWINSPECT_THREADS or 1)."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress output, no summary."),
+    threads: ThreadsOpt = None,
+    quiet: QuietOpt = False,
     fmt: str = format_option(("table", "json")),
     verbose: VerboseOpt = False,
 ) -> None:

@@ -299,3 +299,17 @@ def test_sscd_end_to_end_default_settings():
                      "private function (now set aside as base code, see twinspect.code.basecode); what is left is libpostal's own "
                      "sibling functions of one skeleton (the *_destroy family) and versions of the labelled function in "
                      "other folders that are not byte-identical (issue 15)")
+
+
+def test_eval_output_follows_the_format(tmp_path, capsys):
+    """docs/CLI.md: `-o` writes the report in the `-f` format (eval used to write JSON whatever -f said)."""
+    from tests.cli_run import run
+
+    if not (SSCD_DIR / "dataset_c.csv").is_file():
+        pytest.skip(f"SSCD data not found at {SSCD_DIR} (needs ../shared beside the repository)")
+    code, out, _ = run(capsys, "clones", "eval", "sscd", "--data", SSCD_DIR, "-o", tmp_path / "r.md", "-q")
+    assert code == 0 and out == ""
+    text = (tmp_path / "r.md").read_text()
+    assert text.startswith("SSCD Company-C") and "| recall (pairs) |" in text
+    code, out, _ = run(capsys, "clones", "eval", "sscd", "--data", SSCD_DIR, "-f", "json", "-o", tmp_path / "r.json")
+    assert code == 0 and out == "" and "recall" in json.loads((tmp_path / "r.json").read_text())

@@ -93,19 +93,10 @@ def _check_format(fmt: str) -> None:
 
 def _emit(result: dict, rows: list[list[Any]], headers: list[str], title: str, fmt: str, output: Optional[Path],
           quiet: bool = False) -> None:
-    from twinspect._io import write_json
-    from twinspect.errors import InputError
-    from twinspect.reports.table import print_table
+    from twinspect.cli_options import check_format, emit_report
 
-    if fmt not in ("table", "json"):
-        raise InputError(f"unknown --format {fmt!r}", hint="choose table or json")
-    if output is not None:
-        write_json(output, result)
-    if fmt == "json":
-        if output is None:
-            print(json.dumps(result, indent=2, default=str))
-    elif not quiet:
-        print_table(rows, headers, title=title)
+    check_format(fmt, ("table", "json"))
+    emit_report(result, rows, headers, title, fmt, output=output, quiet=quiet)
 
 
 def register_eval(clones: typer.Typer) -> None:

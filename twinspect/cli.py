@@ -108,6 +108,10 @@ def _usage_error_line(exc: Exception) -> str:
     return message
 
 
+class _NeverRaised(Exception):
+    """Stands in for an exception class the installed click does not have."""
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: run the CLI, map user errors to exit code 2 and Ctrl-C to 130.
 
@@ -120,7 +124,14 @@ def main(argv: list[str] | None = None) -> None:
         argv: arguments without the program name; ``None`` reads ``sys.argv[1:]``.
     """
     from typer import Abort
-    from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
+
+    try:  # typer >= 0.2x vendors click as typer._click; older releases use the click package
+        from typer._click import exceptions as click_exc
+    except ImportError:
+        from click import exceptions as click_exc  # type: ignore[no-redef]
+    ClickException, UsageError = click_exc.ClickException, click_exc.UsageError
+    # click < 8.2 has no NoArgsIsHelpError (it exits through SystemExit after printing the help)
+    NoArgsIsHelpError: type[Exception] = getattr(click_exc, "NoArgsIsHelpError", _NeverRaised)
 
     from twinspect import _quiet
 
@@ -141,7 +152,7 @@ def main(argv: list[str] | None = None) -> None:
         print_error(str(exc))
         code = exc.exit_code
     except NoArgsIsHelpError as exc:  # the help was printed
-        code = exc.exit_code
+        code = getattr(exc, "exit_code", 2)
     except UsageError as exc:
         print_error(_usage_error_line(exc))
         code = 2

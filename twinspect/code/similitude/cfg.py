@@ -696,6 +696,10 @@ def _syntax_error(root: tree_sitter.Node) -> tree_sitter.Node | None:
     return None
 
 
+#: U+00A0 NO-BREAK SPACE in UTF-8; treated as a plain space by :func:`program_graph`.
+_NBSP = "\u00a0".encode("utf-8")
+
+
 def program_graph(source: bytes | str, language: str, path: str = "<string>") -> ProgramGraph:
     """Parse one program and build its joined CFG.
 
@@ -703,6 +707,14 @@ def program_graph(source: bytes | str, language: str, path: str = "<string>") ->
         source: the program text (bytes are decoded by tree-sitter as UTF-8).
         language: ``"c"``, ``"cpp"``, ``"java"`` or ``"python"``.
         path: the program's path, recorded in the result and in error messages.
+
+    No-break spaces (U+00A0, UTF-8 ``C2 A0``) are replaced by plain spaces before parsing: code
+    copied from web pages (competitive-programming submissions, e.g. 335 of the 581 Codeforces C++
+    files of the seed's SimCorp corpus) carries them where indentation or blank lines were, and
+    tree-sitter rejects them as syntax errors. Inside string or character literals the replacement changes a character that no
+    CFG node label, edge or structural token depends on (string contents are not part of the graph),
+    so a program with no-break spaces gives the same graph as its plain-space twin. Byte offsets
+    inside the parsed text are those of the replaced text; line numbers are unchanged.
 
     Returns:
         The :class:`ProgramGraph`: every function definition (also methods and nested functions) in
@@ -714,6 +726,8 @@ def program_graph(source: bytes | str, language: str, path: str = "<string>") ->
     if language not in CFG_LANGUAGES:
         raise InputError(f"no control-flow graph builder for {language} (only C, C++, Java and Python)", path)
     data = source.encode("utf-8") if isinstance(source, str) else source
+    if _NBSP in data:
+        data = data.replace(_NBSP, b" ")
     tree = get_parser(language).parse(data)
     root = tree.root_node
     if root.has_error:

@@ -60,3 +60,29 @@ def test_html_is_tables_not_json_and_escapes_findings():
     assert "<td>layer type</td><td>3</td><td>72</td><td>4.2%</td>" in page
     assert "crash:&lt;Dense&gt;" in page and "not localised" in page and "None" not in page
     assert "layer not localised" in report.table(s)
+
+
+def test_run_campaign_records_wall_time_and_overhead(tmp_path, monkeypatch):
+    """Issue 20 item 6: the cost around the search loop is in the summary, not only in the user's stopwatch."""
+    import time
+
+    from twinspect.dl.fuzz.campaign import run_campaign
+
+    monkeypatch.setattr(Campaign, "_systems", lambda self: ["keras-torch", "onnxruntime"])
+
+    def seed(self, systems, verbose):
+        time.sleep(0.3)  # stands in for worker start-up and calibration
+        self.state.update(seeded=True, threshold=0.5)
+
+    monkeypatch.setattr(Campaign, "_seed", seed)
+    monkeypatch.setattr(Campaign, "_step", lambda self, systems: self.state.__setitem__(
+        "models_generated", self.state["models_generated"] + 1))
+    s = run_campaign(tmp_path / "c", 600.0, Config(), max_models=3)
+    last = s["last_run"]
+    assert last["executor"] == "local" and last["models"] == 3 and last["complete"]
+    assert last["seeding_s"] >= 0.3 and last["wall_s"] >= last["loop_s"] + 0.3
+    assert abs(last["overhead_s"] - (last["wall_s"] - last["loop_s"])) < 0.11
+    assert report.run_cost_line(s).startswith("last run (local executor): wall ")
+    assert "last run" in report.table(s) and "last run" in report.to_html(s)
+    s2 = run_campaign(tmp_path / "c", 600.0, max_models=2)  # resumed: already seeded, no seeding cost
+    assert s2["last_run"]["seeding_s"] == 0.0 and s2["last_run"]["models"] == 2

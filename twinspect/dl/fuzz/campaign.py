@@ -507,11 +507,25 @@ def run_campaign(root: str | Path, budget_s: float, config: Config | None = None
 
         check_output_dir(root, "campaign directory")
     # the executor starts before a new campaign directory is created, so a bad executor leaves nothing behind
+    t0 = time.perf_counter()
     ex = make_executor(executor, timeout_s=camp.state["config"]["timeout_s"] if camp else config.timeout_s,
                        address=address)
+    executor_start_s = time.perf_counter() - t0
     try:
         camp = camp or Campaign.create(root, config)
     except BaseException:
         ex.close()
         raise
-    return camp.run(budget_s, max_models=max_models, verbose=verbose, executor=ex)
+    seeding_before = camp.state.get("seeding_s") if camp.state.get("seeded") else None
+    summary = camp.run(budget_s, max_models=max_models, verbose=verbose, executor=ex)
+    last = camp.state.get("last_run")
+    if last is not None:  # the cost around the search loop, for this run (issue 20: Ray's start-up tax)
+        wall = time.perf_counter() - t0
+        last.update(executor=executor, executor_start_s=round(executor_start_s, 1), wall_s=round(wall, 1),
+                    seeding_s=camp.state.get("seeding_s") if seeding_before is None else 0.0,
+                    overhead_s=round(wall - float(last["loop_s"]), 1))
+        camp.save()
+        from twinspect.dl.fuzz import report
+
+        summary = report.summary(root)
+    return summary

@@ -87,10 +87,28 @@ def table(s: dict) -> str:
     for f in s["findings"]:
         lines.append(f"  {f['id']}  {f['kind']:<13} {','.join(f['systems']):<34} layer {_layer(f)}  "
                      f"x{f['duplicates']}  {f['dir']}")
+    cost = run_cost_line(s)
+    if cost:
+        lines.append(cost)
     note = incomplete_note(s)
     if note:
         lines.append(note)
     return "\n".join(lines)
+
+
+def run_cost_line(s: dict) -> str | None:
+    """One line with the last run's wall time split into search loop and overhead, or None when unrecorded.
+
+    The overhead is everything outside the search loop: starting the executor (a local Ray instance and
+    its actors with ``--executor ray``), seeding (worker start-up and library imports, reduction,
+    threshold calibration; 0 when a resumed campaign was already seeded) and shutting down.
+    """
+    last = s.get("last_run") or {}
+    if "wall_s" not in last:
+        return None
+    return (f"last run ({last.get('executor', '?')} executor): wall {last['wall_s']:.0f} s = search loop "
+            f"{last['loop_s']:.0f} s + overhead {last['overhead_s']:.0f} s (executor start "
+            f"{last['executor_start_s']:.0f} s, seeding {float(last.get('seeding_s') or 0):.0f} s)")
 
 
 def to_html(s: dict) -> str:
@@ -109,6 +127,8 @@ def to_html(s: dict) -> str:
              ["tested per hour", f"{s['models_per_hour']:.0f}"], ["D_MAD threshold", thr]]
     if s["skipped_backends"]:
         facts.append(["skipped backends", ", ".join(f"{k} ({v})" for k, v in s["skipped_backends"].items())])
+    if run_cost_line(s):
+        facts.append(["last run", run_cost_line(s)])
     cov = [[k.replace("_", " "), v["covered"], v["total"], f"{v['ratio']:.1%}"] for k, v in s["coverage"].items()]
     over = [[f"{p[0]:.0f}", f"{p[1]:.1%}", f"{p[2]:.1%}", f"{p[3]:.1%}"] for p in coverage_points(s, 20)]
     finds = [[f["id"], f["kind"], ", ".join(f["systems"]), _layer(f), f["duplicates"], f["signature"], f["dir"]]

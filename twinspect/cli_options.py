@@ -2,7 +2,7 @@
 
 ``-q/--quiet``, ``-v/--verbose`` (third-party logs allowed; read by :func:`twinspect.cli.main` from the
 argument list before any library is imported), ``-f/--format`` and ``-o/--output`` of report
-commands, and :func:`emit_report`, which prints or writes a table/JSON report the same way everywhere.
+commands, and :func:`emit_report` / :func:`emit_text`, which print or write a report the same way everywhere.
 """
 
 from __future__ import annotations
@@ -33,6 +33,24 @@ def check_format(fmt: str, formats: Sequence[str]) -> None:
         raise InputError(f"unknown --format {fmt!r}; choose one of {', '.join(formats)}")
 
 
+def emit_text(text: str, output: Optional[Path] = None, show: bool = True) -> None:
+    """Write a rendered report atomically to ``output``, or else echo it on stdout when ``show``.
+
+    Args:
+        text: the report, ending in a newline.
+        output: report file (``-o``), or None for stdout.
+        show: print it when there is no ``output`` (False: ``-q`` with a summary table, which is not the
+            report itself).
+    """
+    from twinspect._io import atomic_write
+
+    if output is not None:
+        with atomic_write(output) as fh:
+            fh.write(text)
+    elif show:
+        typer.echo(text, nl=False)
+
+
 def emit_report(
     data: Any,
     rows: Sequence[Sequence[Any]],
@@ -56,17 +74,12 @@ def emit_report(
         quiet: print no table on the terminal (a JSON report is still printed: it is the output).
         floatfmt: format of float cells.
     """
-    from twinspect._io import atomic_write, json_default
+    from twinspect._io import json_default
     from twinspect.reports.table import markdown_table, print_table
 
     if fmt == "json":
-        text = json.dumps(data, indent=2, default=json_default) + "\n"
-    else:
-        text = f"{title}\n\n" + markdown_table(rows, headers, floatfmt=floatfmt) + "\n"
-    if output is not None:
-        with atomic_write(output) as fh:
-            fh.write(text)
-    elif fmt == "json":
-        typer.echo(text, nl=False)
+        emit_text(json.dumps(data, indent=2, default=json_default) + "\n", output)
+    elif output is not None:
+        emit_text(f"{title}\n\n" + markdown_table(rows, headers, floatfmt=floatfmt) + "\n", output)
     elif not quiet:
         print_table(rows, headers, title=title, floatfmt=floatfmt)

@@ -19,10 +19,7 @@ TestSizeOpt = Annotated[Optional[int], typer.Option(
 
 
 def _set_threads(threads: Optional[int]) -> None:
-    import os
-
-    # quantised TorchScript models log a C++ deprecation warning per process; keep stderr clean
-    os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
+    # (TORCH_CPP_LOG_LEVEL, against quantised TorchScript's C++ deprecation notice, is set by twinspect.cli)
     from twinspect.dl.adapters.torch import set_torch_threads
 
     set_torch_threads(threads)

@@ -100,6 +100,21 @@ class Config:
         return names
 
 
+def holds_campaign(root: Path) -> bool:
+    """Whether ``root`` holds a campaign (its ``state.json``); False for a missing or empty directory.
+
+    Raises:
+        InputError: ``root`` is a file, or a non-empty directory without a campaign (never written into).
+    """
+    if root.exists() and not root.is_dir():
+        raise InputError("exists and is not a directory (a campaign is a directory)", root)
+    if (root / STATE).exists():
+        return True
+    if root.exists() and any(root.iterdir()):
+        raise InputError("exists, is not empty and holds no campaign (state.json)", root)
+    return False
+
+
 def parse_budget(text: str) -> float:
     """Seconds of a budget such as ``90s``, ``15m``, ``1h``, ``1h30m`` or a bare number of seconds.
 
@@ -154,12 +169,8 @@ class Campaign:
     def create(cls, root: str | Path, config: Config) -> Campaign:
         """A new campaign state in ``root`` (not yet seeded; :meth:`run` seeds it)."""
         root = Path(root)
-        if root.exists() and not root.is_dir():
-            raise InputError("exists and is not a directory (a campaign is a directory)", root)
-        if (root / STATE).exists():
+        if holds_campaign(root):
             return cls.open(root)
-        if root.exists() and any(root.iterdir()):
-            raise InputError("exists, is not empty and holds no campaign (state.json)", root)
         names = config.validate(differential=False)
         ops = operators.LEMON_OPERATORS if config.variant == "memo_o" else operators.MEMO_OPERATORS
         state = {
@@ -496,13 +507,9 @@ def run_campaign(root: str | Path, budget_s: float, config: Config | None = None
         raise InputError(f"max_models {max_models} must be >= 1 (or None for the budget only)")
     if not budget_s > 0:
         raise InputError(f"budget {budget_s} s must be positive")
-    if root.exists() and not root.is_dir():
-        raise InputError("exists and is not a directory (a campaign is a directory)", root)
-    camp = Campaign.open(root) if (root / STATE).exists() else None
+    camp = Campaign.open(root) if holds_campaign(root) else None
     if camp is None:
         config.validate()  # before the executor starts workers
-        if root.exists() and any(root.iterdir()):
-            raise InputError("exists, is not empty and holds no campaign (state.json)", root)
         from twinspect._io import check_output_dir
 
         check_output_dir(root, "campaign directory")
@@ -525,7 +532,5 @@ def run_campaign(root: str | Path, budget_s: float, config: Config | None = None
                     seeding_s=camp.state.get("seeding_s") if seeding_before is None else 0.0,
                     overhead_s=round(wall - float(last["loop_s"]), 1))
         camp.save()
-        from twinspect.dl.fuzz import report
-
-        summary = report.summary(root)
+        summary["last_run"] = last  # the summary's other fields did not change since camp.run made it
     return summary

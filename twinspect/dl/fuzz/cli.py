@@ -9,7 +9,7 @@ from typing import Any, Optional
 import typer
 from typer.core import TyperCommand
 
-from twinspect.cli_options import QuietOpt, VerboseOpt, check_format, format_option
+from twinspect.cli_options import QuietOpt, VerboseOpt, check_format, emit_text, format_option
 from twinspect.progress import print_plain
 
 fuzz_app = typer.Typer(help="MEMO coverage-guided model generation for DL-library differential testing.",
@@ -42,7 +42,6 @@ def catalogue_cmd(
     verbose: VerboseOpt = False,
 ) -> None:
     """Print the layer catalogue and the denominators of the three coverage criteria."""
-    from twinspect._io import atomic_write
     from twinspect.dl.fuzz import catalogue
 
     if as_json:
@@ -61,11 +60,7 @@ def catalogue_cmd(
         lines.append(f"layer types {den['layer_type']}  layer pairs {den['layer_pair']}  "
                      f"layer parameter values {den['layer_param']}")
         text = "\n".join(lines) + "\n"
-    if output is not None:
-        with atomic_write(output) as fh:
-            fh.write(text)
-    elif fmt == "json" or not quiet:
-        typer.echo(text, nl=False)
+    emit_text(text, output, show=fmt == "json" or not quiet)
 
 
 @fuzz_app.command("run")
@@ -112,11 +107,10 @@ def run_cmd(
     cfg = Config(backends=names, seeds=seed_list, variant=variant, seed=seed, timeout_s=timeout, mh_p=mh_p)
     summ = run_campaign(out, seconds, cfg, max_models=max_models or None, verbose=0 if quiet else 1,
                         executor=executor, address=address or None)
-    summ.pop("coverage_over_time", None)
     if fmt == "json":
-        print(json.dumps(summ, indent=1, default=str))
+        print(json.dumps({k: v for k, v in summ.items() if k != "coverage_over_time"}, indent=1, default=str))
     elif not quiet:
-        print(report.table(report.summary(out)))
+        print(report.table(summ))
         print(f"campaign: {out}  (twinspect fuzz report {out} -f json|html)")
 
 
@@ -131,7 +125,7 @@ def report_cmd(
     verbose: VerboseOpt = False,
 ) -> None:
     """Summarise a campaign: coverage, models per hour, findings."""
-    from twinspect._io import atomic_write, check_output_dir, check_output_file
+    from twinspect._io import check_output_dir, check_output_file
     from twinspect.dl.fuzz import report
 
     check_format(fmt, ("table", "json", "html"))
@@ -151,11 +145,7 @@ def report_cmd(
         text = report.to_html(s) + "\n"
     else:
         text = report.table(s) + "\n"
-    if output is not None:
-        with atomic_write(output) as fh:
-            fh.write(text)
-    elif fmt != "table" or not quiet:
-        typer.echo(text, nl=False)
+    emit_text(text, output, show=fmt != "table" or not quiet)
     if plots_dir is not None:
         report.plot(s, plots_dir / "coverage_over_time.png")
 

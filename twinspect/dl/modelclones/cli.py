@@ -95,10 +95,9 @@ def compare_cmd(
 ) -> None:
     """Compare every pair of MODELS at the code, weight, representation and I/O levels, with a reuse score."""
     import json
-    import os
 
-    os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
-    from twinspect._io import atomic_write, json_default
+    from twinspect._io import json_default
+    from twinspect.cli_options import emit_text
     from twinspect.dl.modelclones import report
     from twinspect.dl.modelclones.compare import CompareConfig, compare_models, write_plots
     from twinspect.errors import InputError
@@ -121,13 +120,10 @@ def compare_cmd(
         text = report.to_markdown(result)
     from twinspect.progress import print_plain
 
-    if output is not None:
-        with atomic_write(output) as fh:
-            fh.write(text)
-        if not quiet:
+    if output is not None or fmt != "table":
+        emit_text(text, output)
+        if output is not None and not quiet:
             print_plain(f"wrote {output} ({len(models)} models, {fmt})")
-    elif fmt != "table":
-        print(text, end="")
     elif not quiet:
         report.print_summary(result, threshold)
     if plots is not None:

@@ -85,17 +85,15 @@ def _pct(x: Any) -> Any:
 
 def _check_format(fmt: str) -> None:
     """Refuse an unknown ``--format`` before the benchmark runs (minutes), not after it."""
-    from twinspect.errors import InputError
+    from twinspect.cli_options import check_format
 
-    if fmt not in ("table", "json"):
-        raise InputError(f"unknown --format {fmt!r}", hint="choose table or json")
+    check_format(fmt, ("table", "json"))
 
 
 def _emit(result: dict, rows: list[list[Any]], headers: list[str], title: str, fmt: str, output: Optional[Path],
           quiet: bool = False) -> None:
-    from twinspect.cli_options import check_format, emit_report
+    from twinspect.cli_options import emit_report
 
-    check_format(fmt, ("table", "json"))
     emit_report(result, rows, headers, title, fmt, output=output, quiet=quiet)
 
 

@@ -20,7 +20,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from twinspect.cli_options import VerboseOpt
+from twinspect.cli_options import VerboseOpt, check_format
 from twinspect.errors import InputError
 
 
@@ -68,8 +68,7 @@ def deviate(
     # -- options ---------------------------------------------------------------------------------
     if output is None:
         raise InputError("give the run directory with --output/-o")
-    if fmt not in ("table", "json"):
-        raise InputError(f"--format must be table or json, got {fmt!r}")
+    check_format(fmt, ("table", "json"))
     if algorithm not in ALGORITHMS:
         raise InputError(f"unknown --algorithm {algorithm!r}; choose one of {', '.join(ALGORITHMS)}")
     if pair is not None:
@@ -201,8 +200,7 @@ def report(
     """Report of a finished run: an HTML page of its triggers (-f html) or its summary (table, json)."""
     from twinspect.dl.deviate.report import run_summary, write_html_report
 
-    if fmt not in ("html", "table", "json"):
-        raise InputError(f"--format must be html, table or json for a report, got {fmt!r}")
+    check_format(fmt, ("html", "table", "json"))
     if fmt == "html":
         path = write_html_report(run_dir, output)
         if not quiet:

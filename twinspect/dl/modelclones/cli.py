@@ -97,13 +97,11 @@ def compare_cmd(
     import json
 
     from twinspect._io import json_default
-    from twinspect.cli_options import emit_text
+    from twinspect.cli_options import check_format, emit_text
     from twinspect.dl.modelclones import report
     from twinspect.dl.modelclones.compare import CompareConfig, compare_models, write_plots
-    from twinspect.errors import InputError
 
-    if fmt not in ("table", "json", "csv"):
-        raise InputError(f"unknown --format {fmt!r}; choose table, json or csv")
+    check_format(fmt, ("table", "json", "csv"))
     lv = tuple(s.strip() for s in levels.split(",") if s.strip())
     _check_inputs(models, data, preprocess, threshold, distill, calibration, output, plots)
     cfg = CompareConfig(

@@ -2,19 +2,47 @@
 
 ``-q/--quiet``, ``-v/--verbose`` (third-party logs allowed; read by :func:`twinspect.cli.main` from the
 argument list before any library is imported), ``-f/--format`` and ``-o/--output`` of report
-commands, and :func:`emit_report` / :func:`emit_text`, which print or write a report the same way everywhere.
+commands, and :func:`emit_report` / :func:`emit_text`, which print or write a report the same way everywhere;
+:class:`DefaultCommandGroup`, the group that sends arguments naming no sub-command to a default one
+(``clones`` → ``scan``, ``deviate`` → ``search``).
 """
 
 from __future__ import annotations
 
+import difflib
 import json
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
+from typer.core import TyperGroup
 
 from twinspect.errors import InputError
+
+
+class DefaultCommandGroup(TyperGroup):
+    """A typer group that routes arguments to a default sub-command.
+
+    If the first argument is neither a registered sub-command nor a help option, the default
+    command's name (:attr:`default_command`) is inserted in front of the arguments.
+    """
+
+    #: the sub-command that receives arguments naming no sub-command (set by each group's subclass)
+    default_command = ""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        help_names = set(ctx.help_option_names or ["--help"])
+        if args and args[0] not in self.commands and args[0] not in help_names:
+            first = args[0]
+            if not first.startswith("-") and not os.path.exists(first):
+                close = difflib.get_close_matches(first, list(self.commands), n=1)
+                if close:  # a mistyped sub-command rather than a missing PATH
+                    ctx.fail(f"No such command or path {first!r}. Did you mean {close[0]!r}?")
+            args = [self.default_command, *args]
+        return super().parse_args(ctx, args)
+
 
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors (no progress, no summary).")]
 VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="More detail; also let third-party libraries "

@@ -13,17 +13,15 @@ command functions so that ``twinspect --help`` stays fast. User errors are raise
 
 from __future__ import annotations
 
-import difflib
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional, cast
 
 import typer
-from typer.core import TyperGroup
 
 if TYPE_CHECKING:
     from rich.console import JustifyMethod
 
+from twinspect.cli_options import DefaultCommandGroup as SharedDefaultGroup
 from twinspect.cli_options import VerboseOpt as PlainVerboseOpt
 from twinspect.code.clones import DetectConfig
 from twinspect.errors import InputError
@@ -33,25 +31,10 @@ DEFAULT_COMMAND = "scan"
 _D = DetectConfig()
 
 
-class DefaultCommandGroup(TyperGroup):
-    """A typer group that routes arguments to a default sub-command.
-
-    If the first argument is neither a registered sub-command nor a help option, the default
-    command's name (:attr:`default_command`) is inserted in front of the arguments.
-    """
+class DefaultCommandGroup(SharedDefaultGroup):
+    """The ``clones`` group: arguments that name no sub-command go to ``scan`` (:data:`DEFAULT_COMMAND`)."""
 
     default_command = DEFAULT_COMMAND
-
-    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
-        help_names = set(ctx.help_option_names or ["--help"])
-        if args and args[0] not in self.commands and args[0] not in help_names:
-            first = args[0]
-            if not first.startswith("-") and not os.path.exists(first):
-                close = difflib.get_close_matches(first, list(self.commands), n=1)
-                if close:  # a mistyped sub-command rather than a missing PATH
-                    ctx.fail(f"No such command or path {first!r}. Did you mean {close[0]!r}?")
-            args = [self.default_command, *args]
-        return super().parse_args(ctx, args)
 
 
 # ------------------------------------------------------------------------------- shared options

@@ -20,7 +20,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from twinspect.cli_options import VerboseOpt, check_format
+from twinspect.cli_options import DefaultCommandGroup, VerboseOpt, check_format
 from twinspect.errors import InputError
 
 
@@ -219,7 +219,6 @@ def report(
 
 def register(app: typer.Typer) -> None:
     """Add the ``deviate`` command to the root app."""
-    from twinspect.code.cli import DefaultCommandGroup
 
     class _DeviateGroup(DefaultCommandGroup):
         default_command = "search"

@@ -127,8 +127,9 @@ def to_html(s: dict) -> str:
              ["tested per hour", f"{s['models_per_hour']:.0f}"], ["D_MAD threshold", thr]]
     if s["skipped_backends"]:
         facts.append(["skipped backends", ", ".join(f"{k} ({v})" for k, v in s["skipped_backends"].items())])
-    if run_cost_line(s):
-        facts.append(["last run", run_cost_line(s)])
+    cost = run_cost_line(s)
+    if cost:
+        facts.append(["last run", cost])
     cov = [[k.replace("_", " "), v["covered"], v["total"], f"{v['ratio']:.1%}"] for k, v in s["coverage"].items()]
     over = [[f"{p[0]:.0f}", f"{p[1]:.1%}", f"{p[2]:.1%}", f"{p[3]:.1%}"] for p in coverage_points(s, 20)]
     finds = [[f["id"], f["kind"], ", ".join(f["systems"]), _layer(f), f["duplicates"], f["signature"], f["dir"]]

@@ -24,6 +24,7 @@ from twinspect.progress import progress
 
 if TYPE_CHECKING:  # blocks imports this module; fragments imports blocks lazily at run time
     from twinspect.code.blocks import FileStatements
+    from twinspect.code.executors import ShardExecutor
 
 
 @dataclass(frozen=True, slots=True)
@@ -620,7 +621,7 @@ def extract_file(
     if tree is None:  # pragma: no cover
         stats.skip("unparsable", path=rel)
         return [], None
-    stats.parsed(language)
+    stats.parsed(language, text.count("\n") + (1 if text and not text.endswith("\n") else 0))
     root = tree.root_node
     caps = tree_sitter.QueryCursor(get_query(language)).captures(root)
     comments = caps.get("comment", [])
@@ -774,6 +775,13 @@ def _mine_files(
     return out, stats, toks, lines, statements
 
 
+def _mine_run(options: tuple[int, str, bool, str], files: Sequence[SourceFile]) -> tuple:
+    """One shard of :func:`mine` on a :class:`~twinspect.code.executors.ShardExecutor`: ``options`` are
+    ``(min_lines, errors, pretokenize, granularity)``."""
+    min_lines, errors, pretokenize, granularity = options
+    return _mine_files(files, min_lines, errors, pretokenize, granularity)
+
+
 def _add_stats(total: ScanStats, part: ScanStats) -> None:
     # a worker's counters (its files_seen is 0: discovery ran here), listed skipped files included
     total.merge(part)
@@ -798,6 +806,7 @@ def mine(
     workers: int | None = None,
     pretokenize: bool = True,
     granularity: str = "function",
+    executor: ShardExecutor | None = None,
 ) -> tuple[list[Fragment], ScanStats]:
     """Discover, read and parse source files and return all their fragments.
 
@@ -838,6 +847,9 @@ def mine(
             lines) and seed this process's caches (:func:`twinspect.code.normalize.prime_tokens`),
             so later stages do not tokenise again.
         granularity: ``"function"``, ``"block"`` or ``"file"`` (see above).
+        executor: where the runs of files are parsed (e.g. a Ray cluster,
+            :mod:`twinspect.code.executors`); None = ``workers`` local processes as above. The
+            result is the same either way.
 
     Returns:
         ``(fragments, stats)``: fragments ordered by file ``rel`` path then source position (with
@@ -862,8 +874,25 @@ def mine(
     )
     fragments: list[Fragment] = []
     statements: list[FileStatements] = []
+    if executor is None and workers > 1 and len(files) >= PARALLEL_MIN_FILES:
+        from twinspect.code.executors import LocalPool
+
+        executor = LocalPool(workers)
     with progress("parsing", total=len(files), quiet=quiet) as bar:
-        if workers == 1 or len(files) < PARALLEL_MIN_FILES:
+        if executor is not None and len(files) >= PARALLEL_MIN_FILES:
+            from twinspect.code.normalize import prime_tokens
+
+            runs = [files[i : i + _FILES_PER_TASK] for i in range(0, len(files), _FILES_PER_TASK)]
+            results = executor.map(_mine_run, runs, shared=(min_lines, errors, pretokenize, granularity))
+            for run, (frags, part, toks, lines, sts) in zip(runs, results):
+                _add_stats(stats, part)
+                fragments.extend(frags)
+                statements.extend(sts)
+                if toks is not None and lines is not None:
+                    for f, t1, ls in zip(frags, toks, lines):
+                        prime_tokens(f, t1, ls)
+                bar.advance(len(run))
+        else:
             for sf in files:
                 text = read_source(sf, stats)
                 if text is not None:
@@ -875,28 +904,6 @@ def mine(
                     if st is not None:
                         statements.append(_with_token_stream(text, st))
                 bar.advance()
-        else:
-            import multiprocessing
-            from concurrent.futures import ProcessPoolExecutor
-
-            from twinspect.code.normalize import prime_tokens
-
-            methods = multiprocessing.get_all_start_methods()
-            ctx = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
-            runs = [files[i : i + _FILES_PER_TASK] for i in range(0, len(files), _FILES_PER_TASK)]
-            with ProcessPoolExecutor(max_workers=min(workers, len(runs)), mp_context=ctx) as pool:
-                futures = [
-                    pool.submit(_mine_files, run, min_lines, errors, pretokenize, granularity) for run in runs
-                ]
-                for run, fut in zip(runs, futures):
-                    frags, part, toks, lines, sts = fut.result()
-                    _add_stats(stats, part)
-                    fragments.extend(frags)
-                    statements.extend(sts)
-                    if toks is not None and lines is not None:
-                        for f, t1, ls in zip(frags, toks, lines):
-                            prime_tokens(f, t1, ls)
-                    bar.advance(len(run))
     if granularity == "block":
         fragments = _mine_blocks(files, fragments, statements, min_lines, stats)
     return fragments, stats

@@ -71,6 +71,8 @@ if TYPE_CHECKING:
     import numpy as np
     import scipy.sparse as sp
 
+    from twinspect.code.executors import ShardExecutor
+
 #: The verifier's features, in model column order (see the module doc).
 FEATURES = ("lcs_min", "lcs_dice", "tfidf", "token_overlap", "trigram_overlap", "size_ratio",
             "identifier_tfidf", "length", "line_lcs", "lcs_contain")
@@ -151,6 +153,18 @@ class PairFeatures:
         tri, col = np.unique(code[valid], return_inverse=True)
         self._trigrams = _counts(arows[:-2][valid] if len(abs_ids) > 2 else arows[:0], col.ravel(), n, len(tri))
 
+    def sequences(self) -> tuple[list[str], list[str], np.ndarray]:
+        """The per-fragment sequences the alignment features read.
+
+        Returns:
+            ``(strings, lines, sizes)``: per fragment, its abstracted tokens as a string of one
+            character per token, its normalised lines as a string of one character per line, and
+            float64 (N,) token counts.
+        """
+        self._prepare(sparse=False)
+        assert self._strings is not None and self._lines is not None and self._sizes is not None
+        return self._strings, self._lines, self._sizes
+
     def compute(self, a: np.ndarray, b: np.ndarray, columns: Sequence[str] | None = None) -> np.ndarray:
         """Features of the pairs ``(a[i], b[i])``.
 
@@ -166,7 +180,6 @@ class PairFeatures:
             ValueError: an unknown feature name in ``columns``.
         """
         import numpy as np
-        from rapidfuzz.distance import LCSseq
 
         want = set(FEATURES if columns is None else columns)
         if want - set(FEATURES):
@@ -178,23 +191,7 @@ class PairFeatures:
         out = np.zeros((len(a), len(FEATURES)), dtype=np.float32)
         if not len(a):
             return out
-        sim = LCSseq.similarity
-        na, nb = self._sizes[a], self._sizes[b]
-        longer = np.maximum(np.maximum(na, nb), 1.0)
-        if want & {"lcs_min", "lcs_dice", "lcs_contain"}:
-            strings = self._strings
-            lcs = np.fromiter((sim(strings[x], strings[y]) for x, y in zip(a.tolist(), b.tolist())),
-                              dtype=np.float64, count=len(a))
-            out[:, 0] = lcs / longer
-            out[:, 1] = 2.0 * lcs / np.maximum(na + nb, 1.0)
-            out[:, 9] = lcs / np.maximum(np.minimum(na, nb), 1.0)
-        out[:, 5] = np.minimum(na, nb) / longer
-        if "line_lcs" in want:
-            lines = self._lines
-            out[:, 8] = np.fromiter(
-                (sim(lines[x], lines[y]) / max(len(lines[x]), len(lines[y]), 1) for x, y in zip(a.tolist(), b.tolist())),
-                dtype=np.float64, count=len(a))
-        out[:, 7] = np.minimum(np.log1p(np.minimum(na, nb)) / np.log1p(LENGTH_SATURATION), 1.0)
+        _sequence_columns(out, self._strings, self._lines, self._sizes, a, b, want)
         if want & set(SPARSE_FEATURES):
             assert self._tfidf is not None and self._bags is not None and self._trigrams is not None
             assert self._idents is not None
@@ -207,7 +204,48 @@ class PairFeatures:
         return out
 
 
-def verify_pairs(features: PairFeatures, verifier: Verifier, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _sequence_columns(out: np.ndarray, strings: Sequence[str], lines: Sequence[str], sizes: np.ndarray,
+                      a: np.ndarray, b: np.ndarray, want: set[str]) -> None:
+    """Fill the sequence features (LCS of abstracted tokens, line LCS, size ratio, length) of pairs
+    ``(a[i], b[i])`` into ``out`` (float32 (P, len(FEATURES))), from one-character-per-token strings."""
+    import numpy as np
+    from rapidfuzz.distance import LCSseq
+
+    sim = LCSseq.similarity
+    na, nb = sizes[a], sizes[b]
+    longer = np.maximum(np.maximum(na, nb), 1.0)
+    if want & {"lcs_min", "lcs_dice", "lcs_contain"}:
+        lcs = np.fromiter((sim(strings[x], strings[y]) for x, y in zip(a.tolist(), b.tolist())),
+                          dtype=np.float64, count=len(a))
+        out[:, 0] = lcs / longer
+        out[:, 1] = 2.0 * lcs / np.maximum(na + nb, 1.0)
+        out[:, 9] = lcs / np.maximum(np.minimum(na, nb), 1.0)
+    out[:, 5] = np.minimum(na, nb) / longer
+    if "line_lcs" in want:
+        out[:, 8] = np.fromiter(
+            (sim(lines[x], lines[y]) / max(len(lines[x]), len(lines[y]), 1) for x, y in zip(a.tolist(), b.tolist())),
+            dtype=np.float64, count=len(a))
+    out[:, 7] = np.minimum(np.log1p(np.minimum(na, nb)) / np.log1p(LENGTH_SATURATION), 1.0)
+
+
+def _sequence_chunk(shared: tuple, chunk: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """One shard of the sequence features on a :class:`~twinspect.code.executors.ShardExecutor`:
+    ``shared = (strings, lines, sizes)``, ``chunk = (a, b)``; returns float32 (P, len(FEATURES))."""
+    import numpy as np
+
+    strings, lines, sizes = shared
+    a, b = chunk
+    out = np.zeros((len(a), len(FEATURES)), dtype=np.float32)
+    _sequence_columns(out, strings, lines, sizes, a, b, set(FEATURES) - set(SPARSE_FEATURES))
+    return out
+
+
+#: candidate pairs per shard when the sequence features run on an executor
+SEQUENCE_SHARD = 20_000
+
+
+def verify_pairs(features: PairFeatures, verifier: Verifier, a: np.ndarray, b: np.ndarray,
+                 executor: ShardExecutor | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Score candidate pairs, computing the costly bag features only where they can matter.
 
     The verifier is monotone in every feature (all in [0, 1]), so the score of a pair with its
@@ -221,6 +259,9 @@ def verify_pairs(features: PairFeatures, verifier: Verifier, a: np.ndarray, b: n
         verifier: the model (must be monotone increasing in every feature, as
             ``benchmarks/train_verifier.py`` fits it).
         a, b: int (P,) fragment indices.
+        executor: where the sequence features (the LCS alignments, the costly part) are computed,
+            in shards of :data:`SEQUENCE_SHARD` pairs (:mod:`twinspect.code.executors`); None = here.
+            The result is the same either way.
 
     Returns:
         ``(x, scores)``: float32 (P, len(FEATURES)) features — the bag features left 0 for rejected
@@ -229,7 +270,13 @@ def verify_pairs(features: PairFeatures, verifier: Verifier, a: np.ndarray, b: n
     """
     import numpy as np
 
-    x = features.compute(a, b, columns=[f for f in FEATURES if f not in SPARSE_FEATURES])
+    if executor is None or len(a) <= SEQUENCE_SHARD:
+        x = features.compute(a, b, columns=[f for f in FEATURES if f not in SPARSE_FEATURES])
+    else:
+        strings, lines, sizes = features.sequences()
+        a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
+        shards = [(a[i:i + SEQUENCE_SHARD], b[i:i + SEQUENCE_SHARD]) for i in range(0, len(a), SEQUENCE_SHARD)]
+        x = np.concatenate(list(executor.map(_sequence_chunk, shards, shared=(strings, lines, sizes))))
     if not len(x):
         return x, np.zeros(0)
     cols = np.asarray([FEATURES.index(f) for f in SPARSE_FEATURES], dtype=np.int64)

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import os
 import tempfile
-import warnings
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -36,9 +35,7 @@ import numpy as np
 from twinspect._io import atomic_path
 from twinspect.dl.fuzz import backends as bk
 from twinspect.errors import InputError
-
-# no square brackets: the CLI prints errors with Rich markup, which would eat "[ray]"
-_INSTALL = "install twinspect's optional 'ray' extra, or pip install 'ray>=2.40,<3'"
+from twinspect.ray_cluster import INSTALL_HINT
 
 #: executor names accepted by :func:`make_executor` and ``twinspect fuzz run --executor``
 EXECUTORS = ("local", "ray")
@@ -177,11 +174,9 @@ class RayExecutor:
 
     def __init__(self, timeout_s: float = 60.0, address: str | None = None, num_cpus: int | None = None,
                  startup_s: float = 120.0, argv: dict[str, list[str]] | None = None):
-        try:
-            import ray
-        except ImportError as exc:
-            raise InputError(f"executor 'ray' needs Ray, which does not import ({exc}): {_INSTALL}") from exc
-        self._ray = ray
+        from twinspect import ray_cluster
+
+        self._ray = ray_cluster.require_ray()
         self.timeout_s = timeout_s
         self.startup_s = startup_s
         self.address = address
@@ -189,23 +184,8 @@ class RayExecutor:
         self.actors: dict[str, Any] = {}
         #: system -> {"runs", "actor_deaths", "node", "pid", "host"} (where each system's actor ran)
         self.stats: dict[str, dict] = {}
-        self._owns = False
-        if address:
-            _check_reachable(address)
-        if not ray.is_initialized():
-            kw: dict[str, Any] = {"log_to_driver": False, "logging_level": "ERROR", "configure_logging": True}
-            try:
-                with warnings.catch_warnings():  # Ray Client warns before it raises; the error says it all
-                    warnings.simplefilter("ignore")
-                    if address:
-                        ray.init(address=address, **kw)
-                    else:
-                        ray.init(num_cpus=num_cpus or len(bk.SYSTEMS), include_dashboard=False,
-                                 object_store_memory=200 * 2**20, **kw)
-            except (ConnectionError, ValueError, RuntimeError, TimeoutError) as exc:
-                where = f"join the Ray cluster at {address!r}" if address else "start a local Ray instance"
-                raise InputError(f"cannot {where}: {type(exc).__name__}: {str(exc)[:300]}") from exc
-            self._owns = True
+        self._owns = ray_cluster.connect(address, num_cpus=num_cpus or len(bk.SYSTEMS),
+                                         object_store_memory=200 * 2**20)
 
     def _actor(self, system: str) -> Any:
         if system not in self.actors:
@@ -274,26 +254,6 @@ class RayExecutor:
             self._owns = False
 
 
-def _check_reachable(address: str, timeout_s: float = 10.0) -> None:
-    """Fail fast on a ``HOST:PORT`` / ``ray://HOST:PORT`` address nothing listens on (Ray itself retries for minutes).
-
-    Raises:
-        InputError: the address does not parse or no TCP connection opens within ``timeout_s`` seconds.
-    """
-    import socket
-
-    hostport = address.split("://", 1)[1] if "://" in address else address
-    if hostport == "auto" or hostport.startswith("local"):
-        return  # resolved by Ray from this machine's running cluster
-    host, sep, port = hostport.rpartition(":")
-    if not sep or not port.isdigit():
-        raise InputError(f"cannot parse Ray address {address!r}; use auto, HOST:PORT or ray://HOST:PORT")
-    try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
-    except OSError as exc:
-        raise InputError(f"cannot reach the Ray cluster at {address!r}: {exc.strerror or exc}") from exc
-
-
 def check(name: str, address: str | None = None) -> None:
     """Validate an executor choice before a campaign starts (cheap: imports nothing heavy).
 
@@ -307,7 +267,7 @@ def check(name: str, address: str | None = None) -> None:
     if name == "local" and address:
         raise InputError("--address only applies to --executor ray")
     if name == "ray" and importlib.util.find_spec("ray") is None:
-        raise InputError(f"executor 'ray' needs Ray, which is not installed: {_INSTALL}")
+        raise InputError(f"executor 'ray' needs Ray, which is not installed: {INSTALL_HINT}")
 
 
 def make_executor(name: str = "local", timeout_s: float = 60.0, address: str | None = None) -> LocalExecutor | RayExecutor:

@@ -159,6 +159,24 @@ HtmlMaxPairsOpt = Annotated[int, typer.Option("--html-max-pairs", metavar="N",
 VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Also list the skipped files (path and reason) "
                                           "on stderr, after the one-line summary.")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")]
+BaselineOpt = Annotated[
+    Optional[Path],
+    typer.Option("--baseline", metavar="OLD_REPORT",
+                 help="Report only the clone pairs that are not in OLD_REPORT, a JSON report written earlier "
+                 "(twinspect clones PATH -f json -o OLD_REPORT, without --baseline). Fragments are matched by "
+                 "path, name and a hash of their normalised code, so known pairs stay known when lines move; "
+                 "a renamed, moved or edited fragment makes its pairs new. The summary says how many known "
+                 "pairs are not shown."),
+]
+FailOverOpt = Annotated[
+    Optional[float],
+    typer.Option("--fail-over", metavar="PCT",
+                 help="After writing the report, exit 1 when the duplicated-lines percentage is above PCT "
+                 "(0-100; as jscpd's --threshold): the distinct lines of every clone copy but the first of "
+                 "each group, over all physical lines of the parsed files (blank and comment lines "
+                 "included). It is the whole tree's percentage, counted over all pairs found, the pairs "
+                 "--baseline hides included. The percentage is in the summary and the JSON stats either way."),
+]
 SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed (HNSW construction).")]
 ThreadsOpt = Annotated[int, typer.Option("--threads", help="HNSW threads (-1 = all cores); 1 builds a reproducible "
                                          "graph for a given --seed.")]
@@ -306,6 +324,8 @@ def scan_command(
     output: OutputOpt = None,
     limit: LimitOpt = 20,
     html_max_pairs: HtmlMaxPairsOpt = HTML_MAX_PAIRS,
+    baseline: BaselineOpt = None,
+    fail_over: FailOverOpt = None,
     quiet: QuietOpt = False,
     verbose: VerboseOpt = False,
     seed: SeedOpt = _D.seed,
@@ -328,6 +348,17 @@ def scan_command(
                          hint=f"pass a file, e.g. -o {output / ('report.' + ('txt' if fmt == 'table' else fmt))}")
     _check_max_file_bytes(max_file_bytes)
     _check_paths(paths)
+    from twinspect.code.baseline import check_fail_over
+
+    check_fail_over(fail_over)
+    known = None
+    if baseline is not None:
+        from twinspect.code.baseline import load_baseline
+
+        if output is not None and output.resolve() == baseline.resolve():
+            raise InputError(f"-o {output} is the --baseline file: a report written with --baseline lists only the "
+                             "new pairs", hint="write the next baseline without --baseline")
+        known = load_baseline(baseline)
     if output is not None:
         from twinspect._io import check_output_file
 
@@ -346,7 +377,13 @@ def scan_command(
     _validate(config)
     report = scan(paths, config, exclude=tuple(exclude or ()), max_file_bytes=max_file_bytes,
                   respect_gitignore=not no_gitignore, language=language, quiet=quiet)
+    from twinspect.code.baseline import duplication, filter_report, over_threshold
+
+    report.stats.update(duplication(report))  # the whole tree's, before --baseline hides known pairs
+    if known is not None:
+        report = filter_report(report, known)
     write_report(report, fmt, output, quiet=quiet, limit=limit, html_max_pairs=html_max_pairs)
+    failed = over_threshold(report.stats, fail_over) if fail_over is not None else None
     if not quiet:
         from rich.console import Console
         from rich.text import Text
@@ -360,6 +397,11 @@ def scan_command(
                 err.print(Text(skipped_file_line(entry)), highlight=False, soft_wrap=True)
             for entry in report.stats.get("unsupported_paths") or []:
                 err.print(Text(f"  not parsed ({entry['language']}): {entry['path']}"), highlight=False, soft_wrap=True)
+    if failed:
+        from twinspect.progress import print_plain
+
+        print_plain(failed)
+        raise typer.Exit(1)
 
 
 def embed_command(

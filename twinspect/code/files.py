@@ -115,6 +115,9 @@ class ScanStats:
         unsupported_files: language -> number of source files in a language twinspect does not
             parse (also counted in ``skipped["unsupported"]``).
         unsupported_paths: ``{"path", "language"}`` of each of those files.
+        total_lines: physical lines of the files parsed (blank and comment lines included, a last
+            line without a newline counted; jscpd's ``lines``), the denominator of the duplicated-lines
+            percentage (:func:`twinspect.code.baseline.duplication`).
     """
 
     files_seen: int = 0
@@ -134,10 +137,13 @@ class ScanStats:
     files_by_language: dict[str, int] = field(default_factory=dict)
     unsupported_files: dict[str, int] = field(default_factory=dict)
     unsupported_paths: list[dict[str, str]] = field(default_factory=list)
+    total_lines: int = 0
 
-    def parsed(self, language: str) -> None:
-        """Count one file parsed as ``language`` (``files_parsed`` and ``files_by_language``)."""
+    def parsed(self, language: str, lines: int = 0) -> None:
+        """Count one file parsed as ``language`` (``files_parsed`` and ``files_by_language``) that
+        has ``lines`` physical lines (``total_lines``)."""
         self.files_parsed += 1
+        self.total_lines += lines
         self.files_by_language[language] = self.files_by_language.get(language, 0) + 1
 
     def unsupported(self, path: str, language: str) -> None:

@@ -60,8 +60,13 @@ def ranked_pairs(report: CloneReport) -> list[ClonePair]:
 
 # ----------------------------------------------------------------------------------------- JSON
 def to_json(report: CloneReport, indent: int | None = 2) -> str:
-    """The JSON report as a string (see :meth:`CloneReport.to_json_dict`)."""
-    return json.dumps(report.to_json_dict(), indent=indent, default=json_default)
+    """The JSON report as a string (see :meth:`CloneReport.to_json_dict`), each fragment with its
+    ``code_hash`` (:func:`twinspect.code.baseline.code_hash`: what ``--baseline`` matches on), plus
+    ``baseline_members`` in identical groups kept by ``--baseline``
+    (:func:`twinspect.code.baseline.add_json_fields`)."""
+    from twinspect.code.baseline import add_json_fields
+
+    return json.dumps(add_json_fields(report.to_json_dict(), report), indent=indent, default=json_default)
 
 
 def write_json_report(report: CloneReport, path: str | Path) -> None:
@@ -369,7 +374,9 @@ def write_html(report: CloneReport, path: str | Path, max_side_by_side: int = HT
 
 # ------------------------------------------------------------------------------------- terminal
 def summary_line(report: CloneReport) -> str:
-    """One line: fragments, files, pairs by type, classes, time."""
+    """One line: fragments, files, pairs by type (with ``--baseline``: the new ones, and how many
+    known pairs are not shown), classes, time, and the duplicated-lines percentage when the stats
+    have it."""
     st = report.stats
     by_type = st.get("pairs_by_type") or {}
     types = ", ".join(f"{t} {by_type.get(t, 0)}" for t in TYPES)
@@ -382,7 +389,15 @@ def summary_line(report: CloneReport) -> str:
     if report.classes:
         classes += f" (largest {max(len(c) for c in report.classes)}; by size {dist})" if dist else \
             f" (largest {max(len(c) for c in report.classes)})"
-    return f"{len(report.fragments)} fragments{files}: {len(report.pairs)} clone pairs ({types}), {classes}{took}"
+    suppressed = st.get("baseline_pairs_suppressed")
+    known = (f" (not shown: {suppressed} pairs in the baseline"
+             + (f" and {st['baseline_groups_suppressed']} large exact-duplicate groups"
+                if st.get("baseline_groups_suppressed") else "") + ")") if isinstance(suppressed, int) else ""
+    pct = st.get("duplicated_lines_pct")
+    dup = (f"; duplicated lines {pct:.1f} % ({st.get('duplicated_lines')} of {st.get('total_lines')})"
+           if isinstance(pct, (int, float)) else "")
+    return (f"{len(report.fragments)} fragments{files}: {len(report.pairs)} {'new ' if known else ''}clone pairs "
+            f"({types}){known}, {classes}{took}{dup}")
 
 
 def pairs_table(report: CloneReport, limit: int = 20) -> Table:

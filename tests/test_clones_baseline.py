@@ -325,3 +325,22 @@ def test_large_group_pairs(capsys, tmp_path):
     [group] = doc["identical_groups"]  # the a-group is unchanged, so known
     assert new_id in group["members"]
     assert doc["pairs"] and all(new_id in (p["a"], p["b"]) for p in doc["pairs"])
+
+
+def test_fail_on_new_exits_1_only_for_pairs_not_in_the_baseline(capsys, tree, old, tmp_path):
+    base, base_doc = old
+    code, _, err = run(capsys, "clones", tree, "-q", "--fail-on-new")
+    assert code == 1 and err.strip() == f"{len(base_doc['pairs'])} clone pairs (--fail-on-new)"
+    code, _, err = run(capsys, "clones", tree, "-q", "--fail-on-new", "--baseline", base)
+    assert code == 0 and err == ""
+    _commit(tree)
+    out = tmp_path / "new.json"
+    code, _, err = run(capsys, "clones", tree, "-q", "--fail-on-new", "--baseline", base, "-f", "json", "-o", out)
+    assert code == 1 and err.strip() == f"1 new clone pair not in the baseline {base} (--fail-on-new)"
+    assert len(json.loads(out.read_text())["pairs"]) == 1  # the report is written before the exit
+
+
+def test_fail_on_new_and_fail_over_both_say_why(capsys, two_files):
+    code, _, err = run(capsys, "clones", two_files, "-q", "--fail-on-new", "--fail-over", "10")
+    assert code == 1
+    assert err.strip().splitlines() == ["1 clone pair (--fail-on-new)", "duplicated lines 27.6 % > --fail-over 10 %"]

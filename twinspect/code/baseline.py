@@ -204,6 +204,8 @@ def load_baseline(path: str | Path) -> Baseline:
 
     if Path(path).is_dir():
         raise InputError("is a directory, expected a JSON clone report", path, hint=_WRITE_HINT)
+    if not Path(path).exists():
+        raise InputError("file does not exist", path, hint=_WRITE_HINT)
     return parse_baseline(read_json(path), path)
 
 
@@ -379,3 +381,21 @@ def over_threshold(stats: dict, pct: float) -> str | None:
     if float(shown) <= pct:  # rounding would hide why it failed
         shown = f"{value:.4f}".rstrip("0")
     return f"duplicated lines {shown} % > --fail-over {pct:g} %"
+
+
+def new_pairs_message(report: CloneReport) -> str | None:
+    """The one-line failure message of ``--fail-on-new`` when the report lists any clone pair (after
+    :func:`filter_report`: any pair, exact-duplicate group or group pair not in the baseline), else None.
+
+    Returns:
+        e.g. ``"2 new clone pairs not in the baseline old.json (--fail-on-new)"``, or without a
+        baseline ``"18 clone pairs (--fail-on-new)"``; None when there is nothing to report.
+    """
+    st = report.stats
+    if not (report.pairs or report.identical_groups or report.group_pairs):
+        return None
+    n = len(report.pairs)
+    noun = "clone pair" if n == 1 else "clone pairs"
+    if "baseline" in st:
+        return f"{n} new {noun} not in the baseline {st['baseline']} (--fail-on-new)"
+    return f"{n} {noun} (--fail-on-new)"

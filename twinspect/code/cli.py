@@ -177,6 +177,11 @@ FailOverOpt = Annotated[
                  "included). It is the whole tree's percentage, counted over all pairs found, the pairs "
                  "--baseline hides included. The percentage is in the summary and the JSON stats either way."),
 ]
+FailOnNewOpt = Annotated[
+    bool,
+    typer.Option("--fail-on-new", help="After writing the report, exit 1 when it lists any clone pair: with "
+                 "--baseline, any pair not in the baseline (as jscpd's --exit-code)."),
+]
 SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed (HNSW construction).")]
 ThreadsOpt = Annotated[int, typer.Option("--threads", help="HNSW threads (-1 = all cores); 1 builds a reproducible "
                                          "graph for a given --seed.")]
@@ -326,6 +331,7 @@ def scan_command(
     html_max_pairs: HtmlMaxPairsOpt = HTML_MAX_PAIRS,
     baseline: BaselineOpt = None,
     fail_over: FailOverOpt = None,
+    fail_on_new: FailOnNewOpt = False,
     quiet: QuietOpt = False,
     verbose: VerboseOpt = False,
     seed: SeedOpt = _D.seed,
@@ -377,13 +383,14 @@ def scan_command(
     _validate(config)
     report = scan(paths, config, exclude=tuple(exclude or ()), max_file_bytes=max_file_bytes,
                   respect_gitignore=not no_gitignore, language=language, quiet=quiet)
-    from twinspect.code.baseline import duplication, filter_report, over_threshold
+    from twinspect.code.baseline import duplication, filter_report, new_pairs_message, over_threshold
 
     report.stats.update(duplication(report))  # the whole tree's, before --baseline hides known pairs
     if known is not None:
         report = filter_report(report, known)
     write_report(report, fmt, output, quiet=quiet, limit=limit, html_max_pairs=html_max_pairs)
-    failed = over_threshold(report.stats, fail_over) if fail_over is not None else None
+    failed = [msg for msg in (new_pairs_message(report) if fail_on_new else None,
+                              over_threshold(report.stats, fail_over) if fail_over is not None else None) if msg]
     if not quiet:
         from rich.console import Console
         from rich.text import Text
@@ -400,7 +407,8 @@ def scan_command(
     if failed:
         from twinspect.progress import print_plain
 
-        print_plain(failed)
+        for msg in failed:
+            print_plain(msg)
         raise typer.Exit(1)
 
 

@@ -24,6 +24,7 @@ from twinspect.progress import progress
 
 if TYPE_CHECKING:  # blocks imports this module; fragments imports blocks lazily at run time
     from twinspect.code.blocks import FileStatements
+    from twinspect.code.checkpoint import ParseCache
     from twinspect.code.executors import ShardExecutor
 
 
@@ -782,6 +783,16 @@ def _mine_run(options: tuple[int, str, bool, str], files: Sequence[SourceFile]) 
     return _mine_files(files, min_lines, errors, pretokenize, granularity)
 
 
+def _mine_run_each(options: tuple[int, str, bool, str], files: Sequence[SourceFile]) -> list[tuple]:
+    """Like :func:`_mine_run`, one result per file (what the parse cache stores)."""
+    min_lines, errors, pretokenize, granularity = options
+    out = []
+    for sf in files:
+        frags, stats, toks, lines, _ = _mine_files([sf], min_lines, errors, pretokenize, granularity)
+        out.append((frags, stats, toks, lines))
+    return out
+
+
 def _add_stats(total: ScanStats, part: ScanStats) -> None:
     # a worker's counters (its files_seen is 0: discovery ran here), listed skipped files included
     total.merge(part)
@@ -807,6 +818,7 @@ def mine(
     pretokenize: bool = True,
     granularity: str = "function",
     executor: ShardExecutor | None = None,
+    cache: ParseCache | None = None,
 ) -> tuple[list[Fragment], ScanStats]:
     """Discover, read and parse source files and return all their fragments.
 
@@ -850,6 +862,10 @@ def mine(
         executor: where the runs of files are parsed (e.g. a Ray cluster,
             :mod:`twinspect.code.executors`); None = ``workers`` local processes as above. The
             result is the same either way.
+        cache: a parse checkpoint (:class:`twinspect.code.checkpoint.ParseCache`, function or file
+            granularity): files it holds unchanged are read back instead of parsed, the others are
+            parsed and stored shard by shard, so an interrupted run resumes and a re-run parses only
+            changed files. Same result as without it; ``cache.counters`` counts hits and parses.
 
     Returns:
         ``(fragments, stats)``: fragments ordered by file ``rel`` path then source position (with
@@ -874,6 +890,10 @@ def mine(
     )
     fragments: list[Fragment] = []
     statements: list[FileStatements] = []
+    if cache is not None:
+        fragments = _mine_cached(files, stats, cache, (min_lines, errors, pretokenize, granularity), workers,
+                                 executor, quiet)
+        return fragments, stats
     if executor is None and workers > 1 and len(files) >= PARALLEL_MIN_FILES:
         from twinspect.code.executors import LocalPool
 
@@ -907,6 +927,37 @@ def mine(
     if granularity == "block":
         fragments = _mine_blocks(files, fragments, statements, min_lines, stats)
     return fragments, stats
+
+
+def _mine_cached(files: Sequence[SourceFile], stats: ScanStats, cache: ParseCache, options: tuple[int, str, bool, str],
+                 workers: int, executor: ShardExecutor | None, quiet: bool) -> list[Fragment]:
+    """:func:`mine`'s parse stage through a parse cache: hits read back, misses parsed in shards and stored."""
+    from twinspect.code.executors import InProcess, LocalPool
+    from twinspect.code.normalize import prime_tokens
+
+    per_file = cache.load(files)
+    todo = [i for i, r in enumerate(per_file) if r is None]
+    runs = [todo[i:i + _FILES_PER_TASK] for i in range(0, len(todo), _FILES_PER_TASK)]
+    if executor is None:
+        executor = LocalPool(workers) if workers > 1 and len(todo) >= PARALLEL_MIN_FILES else InProcess()
+    with progress("parsing", total=len(files), quiet=quiet) as bar:
+        bar.advance(len(files) - len(todo))
+        shards = [[files[i] for i in run] for run in runs]
+        for run, shard, results in zip(runs, shards, executor.map(_mine_run_each, shards, shared=options)):
+            for i, r in zip(run, results):
+                per_file[i] = r
+            cache.store(list(zip(shard, results)))
+            bar.advance(len(run))
+    fragments: list[Fragment] = []
+    for entry in per_file:
+        assert entry is not None
+        frags, part, toks, lines = entry
+        _add_stats(stats, part)
+        fragments.extend(frags)
+        if toks is not None and lines is not None:
+            for f, t1, ls in zip(frags, toks, lines):
+                prime_tokens(f, t1, ls)
+    return fragments
 
 
 def _mine_blocks(

@@ -7,7 +7,11 @@ whose duplicated lines are counted by hand.
 from __future__ import annotations
 
 import json
+import os
+import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -344,3 +348,33 @@ def test_fail_on_new_and_fail_over_both_say_why(capsys, two_files):
     code, _, err = run(capsys, "clones", two_files, "-q", "--fail-on-new", "--fail-over", "10")
     assert code == 1
     assert err.strip().splitlines() == ["1 clone pair (--fail-on-new)", "duplicated lines 27.6 % > --fail-over 10 %"]
+
+
+# ------------------------------------------------------------------------------------ docs/CI.md
+CI_DOC = Path(__file__).resolve().parents[1] / "docs" / "CI.md"
+
+
+def _blocks(lang: str) -> list[str]:
+    return re.findall(rf"```{lang}\n(.*?)```", CI_DOC.read_text(encoding="utf-8"), re.S)
+
+
+def test_ci_doc_commands_run_on_the_example_tree(tree):
+    """Every line of docs/CI.md's bash blocks, in order, in a copy of the example tree, exits 0
+    (an unedited tree: no new pairs, 25 % duplicated lines, under the --fail-over 30 shown)."""
+    lines = [ln for block in _blocks("bash") for ln in block.splitlines() if ln.strip()]
+    assert any("--baseline" in ln for ln in lines) and any("--update" in ln for ln in lines)
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    for line in lines:
+        done = subprocess.run(["bash", "-c", line], cwd=tree, env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, f"{line}\n{done.stderr}"
+    assert (tree / ".twinspect-clones.json").is_file() and (tree / ".twinspect-index").is_dir()
+
+
+def test_ci_doc_yaml_and_the_hook_manifest_parse():
+    yaml = pytest.importorskip("yaml")
+    docs = [yaml.safe_load(b) for b in _blocks("yaml")]
+    assert len(docs) == 4
+    [hook] = yaml.safe_load((CI_DOC.parents[1] / ".pre-commit-hooks.yaml").read_text(encoding="utf-8"))
+    assert hook["id"] == "twinspect-clones" and hook["entry"] == "twinspect clones"
+    assert hook["pass_filenames"] is False and "--fail-on-new" in hook["args"]
+    assert docs[0]["repos"][0]["hooks"][0]["id"] == hook["id"]

@@ -29,6 +29,7 @@ candidates is a sparse element-wise minimum of their count vectors.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -46,6 +47,25 @@ _VERIFY_CHUNK = 1 << 16  # candidate pairs whose overlap is computed at once
 #: k of the extended prefix filter: prefixes k − 1 items longer must share k items.
 _PREFIX_SHARED = 8
 
+#: With ``index="auto"``, :func:`range_pairs` searches exactly below this many representatives and
+#: builds an HNSW index from it on. From benchmarks/results/index_recall.md (lexical encoder, d =
+#: 2048, 2 cores): exact search (build + query, quadratic) took 15.7 s on 20k representatives and
+#: 60.2 s on 40k, HNSW with the settings below (one build thread) 31.8 s and 70.3 s (about linear),
+#: so they cross near 50k; on 81k HNSW took 161 s, exact 377 s (measured on a loaded machine).
+AUTO_HNSW_MIN = 50_000
+#: HNSW settings of ``index="auto"``: on 81k representatives of the large corpus their range-search
+#: recall against exact search was 0.977 (issue 23's target: ≥ 0.95); ef_construction 200 reached
+#: 0.983 in an earlier, interrupted run (not in the results file) but took 266 s to build instead of
+#: 102 s. ``ef_search`` is raised to the query's k (105 by default).
+AUTO_HNSW_PARAMS: dict[str, Any] = {"M": 16, "ef_construction": 100, "ef_search": 100}
+#: Threads that insert into the ``index="auto"`` HNSW graph. One makes the graph (and so the
+#: candidates) reproducible for a given seed; two build it about twice as fast on this 2-core
+#: machine but the insertion order, and so the last neighbours, may vary between runs. Queries
+#: always run on two threads (each query is independent: same results).
+AUTO_HNSW_BUILD_THREADS = 1
+#: Queries whose HNSW results are checked against exact search at run time (seeded sample).
+RECALL_QUERIES = 256
+
 
 @dataclass
 class Candidates:
@@ -56,10 +76,83 @@ class Candidates:
             similarity (cosine for :func:`range_pairs`, overlap similarity in [0, 1] for
             :func:`overlap_pairs`).
         capped: number of query fragments whose candidate list was cut at the cap.
+        index: the k-NN index :func:`range_pairs` used (``"exact"`` or ``"hnsw"``; ``"auto"``
+            resolved); ``"exact"`` for :func:`overlap_pairs`.
+        index_recall: with HNSW, the share of the exact range-search neighbours (cosine ≥ the
+            threshold, top k, the query itself excluded) of a seeded sample of queries that HNSW
+            also returned, in [0, 1]; None with exact search or when the sample has no neighbours.
+        index_recall_queries: number of sampled queries behind ``index_recall`` (0 without it).
     """
 
     pairs: dict[tuple[int, int], float]
     capped: int = 0
+    index: str = "exact"
+    index_recall: float | None = None
+    index_recall_queries: int = 0
+
+
+def resolve_index(requested: str, n: int) -> str:
+    """The index to use for ``n`` representatives: ``requested`` itself unless it is ``"auto"``.
+
+    Args:
+        requested: ``"exact"``, ``"hnsw"`` or ``"auto"``.
+        n: number of vectors to index.
+
+    Returns:
+        ``"exact"`` or ``"hnsw"``; ``"auto"`` gives ``"hnsw"`` from :data:`AUTO_HNSW_MIN` vectors on.
+
+    Raises:
+        InputError: an unknown index name.
+    """
+    if requested == "auto":
+        return "hnsw" if n >= AUTO_HNSW_MIN else "exact"
+    if requested not in ("exact", "hnsw"):
+        raise InputError(f"unknown index {requested!r}", hint="choose one of auto, exact, hnsw")
+    return requested
+
+
+def measure_recall(
+    index: Any, vecs: np.ndarray, ids: np.ndarray, k: int, threshold: float, queries: int = RECALL_QUERIES,
+    seed: int = 0,
+) -> tuple[float | None, int]:
+    """Range-search recall of ``index`` against exact search on a seeded sample of its own vectors.
+
+    Each sampled row searches ``index`` for k neighbours and, exactly, all of ``vecs`` (blocked
+    matrix products, so the cost is ``queries × len(vecs)`` dot products); on both sides the
+    neighbours kept are those at cosine ≥ ``threshold`` other than the query itself.
+
+    Args:
+        index: a :class:`twinspect.code.index.Index` holding ``vecs`` under ``ids``.
+        vecs: float32 (N, d) unit rows.
+        ids: int64 (N,) their ids in ``index``.
+        k: neighbours per query (as in the real search).
+        threshold: minimum cosine.
+        queries: sample size (at most N).
+        seed: seed of the sample.
+
+    Returns:
+        ``(recall, queries)``: hits / exact neighbours over the sample (None when the exact side
+        is empty) and the number of queries sampled.
+    """
+    import numpy as np
+
+    from twinspect.code.index import _topk_rows
+
+    n = len(vecs)
+    rows = np.sort(np.random.default_rng(seed).choice(n, size=min(queries, n), replace=False))
+    got_ids, got_sims = index.search(vecs[rows], k)
+    hits = total = 0
+    for lo in range(0, len(rows), 32):
+        block = rows[lo:lo + 32]
+        cols, sims = _topk_rows(vecs[block] @ vecs.T, k)
+        for j, row in enumerate(block):
+            own = int(ids[row])
+            exact = {int(ids[c]) for c, s in zip(cols[j], sims[j]) if s >= threshold and int(ids[c]) != own}
+            approx = {int(v) for v, s in zip(got_ids[lo + j], got_sims[lo + j]) if v >= 0 and s >= threshold
+                      and int(v) != own}
+            hits += len(exact & approx)
+            total += len(exact)
+    return (hits / total if total else None), len(rows)
 
 
 def overlaps(a: Fragment, b: Fragment) -> bool:
@@ -88,9 +181,13 @@ def range_pairs(
         threshold: minimum cosine, in [-1, 1].
         cap: most neighbours kept per query (≥ 1). A query whose ``cap``-th non-overlapping
             neighbour still reaches the threshold counts as capped.
-        index: ``"exact"`` (blocked matrix product) or ``"hnsw"`` (see :mod:`twinspect.code.index`).
+        index: ``"exact"`` (blocked matrix product), ``"hnsw"`` (see :mod:`twinspect.code.index`) or
+            ``"auto"`` (exact below :data:`AUTO_HNSW_MIN` representatives, else HNSW with
+            :data:`AUTO_HNSW_PARAMS`, built with :data:`AUTO_HNSW_BUILD_THREADS` threads and
+            searched with two). With HNSW the range search's recall against exact search is measured
+            on :data:`RECALL_QUERIES` seeded queries (:func:`measure_recall`).
         index_params: keyword arguments of the index (HNSW ``M``, ``ef_construction``,
-            ``ef_search``, ``seed``, ``num_threads``).
+            ``ef_search``, ``seed``, ``num_threads``); with ``"auto"`` only ``seed`` is used.
         quiet: no progress bar.
 
     Returns:
@@ -110,11 +207,18 @@ def range_pairs(
         return Candidates(out)
     rep_ids = np.asarray(reps, dtype=np.int64)
     rep_vecs = np.ascontiguousarray(vecs[rep_ids])
-    params = dict(index_params or {})
-    if index == "hnsw":
+    used = resolve_index(index, len(reps))
+    params = dict(index_params or {}) if used == "hnsw" else {}
+    search_threads = None
+    if used == "hnsw" and index == "auto":
+        params = {**AUTO_HNSW_PARAMS, "seed": params.get("seed", 0), "num_threads": AUTO_HNSW_BUILD_THREADS}
+        search_threads = min(2, os.cpu_count() or 1)  # queries are independent: same results on any count
+    if used == "hnsw":
         params["ef_search"] = max(int(params.get("ef_search", 100)), cap + 5)
-    idx = make_index(index, rep_vecs.shape[1], **params)
+    idx = make_index(used, rep_vecs.shape[1], **params)
     idx.add(rep_ids, rep_vecs)
+    if search_threads is not None:
+        idx.num_threads = search_threads  # type: ignore[attr-defined]
     # A few extra neighbours stand in for the query itself and overlapping (nested) fragments.
     k = min(len(reps), cap + 5)
     capped = 0
@@ -140,7 +244,11 @@ def range_pairs(
                     if s > out.get(key, -2.0):
                         out[key] = s
             bar.advance(hi - lo)
-    return Candidates(out, capped)
+    if used != "hnsw":
+        return Candidates(out, capped)
+    recall, queries = measure_recall(idx, rep_vecs, rep_ids, k, threshold,
+                                     seed=int((index_params or {}).get("seed", 0)))
+    return Candidates(out, capped, index=used, index_recall=recall, index_recall_queries=queries)
 
 
 def token_items(tokens: Sequence[str], vocab: dict[str, int]) -> list[int]:

@@ -60,7 +60,9 @@ BatchSizeOpt = Annotated[Optional[int], typer.Option("--batch-size", help="Neura
 ModelPathOpt = Annotated[
     Optional[Path], typer.Option("--model-path", help="Neural encoder: directory of a (fine-tuned) model.")
 ]
-IndexOpt = Annotated[str, typer.Option("--index", help="k-NN index: exact or hnsw.")]
+IndexOpt = Annotated[str, typer.Option("--index", help="k-NN index: auto (exact search below 50,000 fragment "
+                                       "representatives, HNSW above, its recall against exact search measured "
+                                       "and reported), exact or hnsw.")]
 TopKOpt = Annotated[int, typer.Option("--top-k", "-k", help="Neighbours retrieved per fragment (SSCD's topN).")]
 ThresholdOpt = Annotated[float, typer.Option("--threshold", "-t", help="With --decision cosine: minimum cosine "
                                              "similarity of a clone pair; with the verifier: the cosine at which a "

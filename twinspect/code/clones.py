@@ -116,7 +116,7 @@ DEFAULT_ENCODER_PARAMS: dict[str, dict[str, Any]] = {
 #: non-clones: median 0.71), so its candidates start at 0.8 (test half: MT3 53.1 vs 53.4 % at 0.4,
 #: stdlib verify stage 12.9 -> 7.4 s).
 DEFAULT_CANDIDATE_THRESHOLD: dict[str, float] = {"lexical": 0.40, "neural": 0.40, "semantic": 0.80}
-INDEXES = ("exact", "hnsw")
+INDEXES = ("auto", "exact", "hnsw")
 #: Default :attr:`DetectConfig.lexical_min_t3`: lexical Type-3 pairs below the MT3 band (WT3,
 #: abstracted-token similarity < 0.5) are not reported. Chosen on SSCD-C (no recall or precision
 #: cost there: 78/80 found either way) and the hand-labelled precision sample (lexical WT3 pairs
@@ -141,7 +141,11 @@ class DetectConfig:
             None (the default) means :data:`DEFAULT_ENCODER_PARAMS` of ``encoder`` (lexical:
             ``{"identifier_weight": 0.3, "identifier_mode": "subtokens"}``); it is resolved on
             construction and by :meth:`validate`.
-        index: ``"exact"`` (brute-force cosine) or ``"hnsw"`` (approximate, hnswlib).
+        index: ``"auto"`` (default: exact below :data:`twinspect.code.candidates.AUTO_HNSW_MIN`
+            representatives, HNSW with :data:`~twinspect.code.candidates.AUTO_HNSW_PARAMS` above,
+            its recall against exact search measured on a seeded query sample and reported in the
+            stats), ``"exact"`` (brute-force cosine) or ``"hnsw"`` (approximate, hnswlib, with
+            ``M`` / ``ef_construction`` / ``ef_search`` below).
         decision: how a candidate pair becomes a clone pair. ``"verifier"`` (default): candidates
             come from a range search on the embeddings (every neighbour at cosine ≥
             ``candidate_threshold``, at most ``max_neighbours`` per fragment) and from
@@ -214,7 +218,7 @@ class DetectConfig:
 
     encoder: str = "lexical"
     encoder_params: dict | None = None
-    index: str = "exact"
+    index: str = "auto"
     decision: str = "verifier"
     max_neighbours: int = 100
     token_overlap: float | None = 0.55
@@ -493,6 +497,7 @@ def _knn_edges(
     """
     import numpy as np
 
+    from twinspect.code.candidates import AUTO_HNSW_PARAMS, resolve_index
     from twinspect.code.index import make_index
 
     edges: dict[tuple[int, int], float] = {}
@@ -501,12 +506,15 @@ def _knn_edges(
     rep_ids = np.asarray(reps, dtype=np.int64)
     rep_vecs = np.ascontiguousarray(vecs[rep_ids])
     params: dict[str, Any] = {}
-    if config.index == "hnsw":
+    kind = resolve_index(config.index, len(reps))
+    if kind == "hnsw":
         # One insertion thread (the default) makes the HNSW graph reproducible for a given seed.
         params = dict(M=config.M, ef_construction=config.ef_construction,
                       ef_search=max(config.ef_search, config.top_k + 5), seed=config.seed,
                       num_threads=config.threads)
-    index = make_index(config.index, rep_vecs.shape[1], **params)
+        if config.index == "auto":
+            params.update(AUTO_HNSW_PARAMS, ef_search=max(AUTO_HNSW_PARAMS["ef_search"], config.top_k + 5))
+    index = make_index(kind, rep_vecs.shape[1], **params)
     index.add(rep_ids, rep_vecs)
     # A few extra neighbours stand in for the query itself and for overlapping (nested) fragments.
     k = min(len(reps), config.top_k + 5)
@@ -768,7 +776,7 @@ def _verified_pairs(
         structural = StructuralSimilarity(frags, t4_rule.wl_iterations)
     cap = config.max_bucket_pairs
     reps = [b[0] for b in buckets]
-    params: dict[str, Any] = {}
+    params: dict[str, Any] = {"seed": config.seed}
     if config.index == "hnsw":
         params = dict(M=config.M, ef_construction=config.ef_construction, ef_search=config.ef_search,
                       seed=config.seed, num_threads=config.threads)
@@ -847,6 +855,9 @@ def _verified_pairs(
         "candidates_embedding": len(emb.pairs),
         "candidates_token_overlap": len(tok.pairs),
         "capped": {"embedding": emb.capped, "token_overlap": tok.capped},
+        "index_used": emb.index,
+        "index_recall": emb.index_recall,
+        "index_recall_queries": emb.index_recall_queries,
         "verified": len(cand),
         "accepted": accepted,
         "semantic_t4": semantic_t4,
@@ -1078,9 +1089,15 @@ def detect(
         pairs, edges, pair_counts = _verified_pairs(vecs, frags, buckets, bucket_of, clf, config, semantic, quiet)
         timings["verify"] = time.perf_counter() - t
         group_pairs = pair_counts.pop("group_pairs")
+        index_used = pair_counts.pop("index_used")
+        index_recall = {k: pair_counts.pop(k) for k in ("index_recall", "index_recall_queries")}
     else:
         t = time.perf_counter()
+        from twinspect.code.candidates import resolve_index
+
         edges = _knn_edges(vecs, reps, frags, config, quiet)
+        index_used = resolve_index(config.index, len(reps))
+        index_recall = {}
         timings["search"] = time.perf_counter() - t
         t = time.perf_counter()
         pairs, pair_counts = _expand_pairs(vecs, frags, buckets, bucket_of, edges, clf, config, quiet)
@@ -1130,7 +1147,9 @@ def detect(
         "fragments_in_classes": sum(len(c) for c in classes),
         "class_sizes": class_size_distribution(classes),
         "encoder": encoder_name,
-        "index": config.index,
+        "index": index_used,
+        # with HNSW: the index asked for and the range search's measured recall against exact search
+        **({"index_requested": config.index, **index_recall} if index_used == "hnsw" else {}),
         "timings": {k: round(v, 4) for k, v in timings.items()},
     }
     groups = identical_groups(buckets, clf, config.max_bucket_pairs)

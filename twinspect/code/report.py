@@ -389,6 +389,9 @@ def summary_line(report: CloneReport) -> str:
     if report.classes:
         classes += f" (largest {max(len(c) for c in report.classes)}; by size {dist})" if dist else \
             f" (largest {max(len(c) for c in report.classes)})"
+    recall = st.get("index_recall")
+    index = (f"; HNSW index, recall {recall:.3f} against exact search on {st.get('index_recall_queries')} queries"
+             if isinstance(recall, float) else "")
     suppressed = st.get("baseline_pairs_suppressed")
     known = (f" (not shown: {suppressed} pairs in the baseline"
              + (f" and {st['baseline_groups_suppressed']} large exact-duplicate groups"
@@ -397,7 +400,7 @@ def summary_line(report: CloneReport) -> str:
     dup = (f"; duplicated lines {pct:.1f} % ({st.get('duplicated_lines')} of {st.get('total_lines')})"
            if isinstance(pct, (int, float)) else "")
     return (f"{len(report.fragments)} fragments{files}: {len(report.pairs)} {'new ' if known else ''}clone pairs "
-            f"({types}){known}, {classes}{took}{dup}")
+            f"({types}){known}, {classes}{took}{index}{dup}")
 
 
 def pairs_table(report: CloneReport, limit: int = 20) -> Table:

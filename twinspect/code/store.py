@@ -179,7 +179,8 @@ class CloneIndex:
             paths: files and/or directories (see :func:`twinspect.code.files.discover`).
             out_dir: index directory; replaced atomically if it holds a clone index already.
             encoder: the encoder (a lexical encoder is fitted on the scanned fragments).
-            index_kind: ``"hnsw"`` or ``"exact"``.
+            index_kind: ``"hnsw"``, ``"exact"`` or ``"auto"`` (resolved by the fragment count as
+                :func:`twinspect.code.candidates.resolve_index` does; the manifest records the result).
             index_params: parameters of :func:`twinspect.code.index.make_index`.
             min_lines, exclude, max_file_bytes, respect_gitignore, language: scan options, kept in
                 the manifest and reused by :meth:`update`.
@@ -199,7 +200,8 @@ class CloneIndex:
         if min_lines < 1:
             raise InputError(f"min_lines must be at least 1, got {min_lines}")
         index_params = dict(index_params or {})
-        make_index(index_kind, 2, **index_params)  # validate kind and parameters before the work
+        # validate kind and parameters before the work ("auto" is resolved by the fragment count below)
+        make_index("exact" if index_kind == "auto" and not index_params else index_kind, 2, **index_params)
         roots = [os.path.abspath(os.fspath(p)) for p in paths]
         scan = {
             "min_lines": int(min_lines),
@@ -222,6 +224,12 @@ class CloneIndex:
             fit(fragments)
         vectors = _encode(encoder, fragments, quiet)
         id_arr = np.asarray(ids, dtype=np.int64)
+        if index_kind == "auto":
+            from twinspect.code.candidates import AUTO_HNSW_PARAMS, resolve_index
+
+            index_kind = resolve_index(index_kind, len(fragments))
+            if index_kind == "hnsw":
+                index_params = {**AUTO_HNSW_PARAMS, **index_params}
         index = _build_index(index_kind, vectors.shape[1], index_params, id_arr, vectors, quiet)
         now = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         manifest = {

@@ -1,0 +1,135 @@
+"""``--index auto`` (issue 23 item 2): exact search below a representative count, HNSW above it with
+its recall against exact search measured at run time and reported."""
+
+from __future__ import annotations
+
+import email
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from twinspect.code import candidates
+from twinspect.code.candidates import measure_recall, range_pairs, resolve_index
+from twinspect.code.clones import DetectConfig, detect
+from twinspect.code.fragments import Fragment, mine
+from twinspect.code.index import ExactIndex, HNSWIndex
+from twinspect.code.report import summary_line, to_json
+from twinspect.errors import InputError
+
+EMAIL_DIR = Path(email.__file__).parent
+
+
+@pytest.fixture(scope="module")
+def email_frags() -> list[Fragment]:
+    """Functions of the stdlib's ``email`` package (a few hundred real fragments)."""
+    frags, _ = mine([EMAIL_DIR], workers=1)
+    assert len(frags) > 200
+    return frags
+
+
+def test_resolve_index_threshold(monkeypatch):
+    monkeypatch.setattr(candidates, "AUTO_HNSW_MIN", 100)
+    assert resolve_index("auto", 99) == "exact"
+    assert resolve_index("auto", 100) == "hnsw"
+    assert resolve_index("exact", 10**7) == "exact"
+    assert resolve_index("hnsw", 3) == "hnsw"
+    with pytest.raises(InputError, match="unknown index 'faiss'"):
+        resolve_index("faiss", 3)
+
+
+def test_auto_is_the_default_and_validates():
+    assert DetectConfig().index == "auto"
+    DetectConfig(index="auto").validate()
+    with pytest.raises(InputError, match="unknown index"):
+        DetectConfig(index="ivf").validate()
+
+
+def test_measure_recall_exact_index_is_one_and_hnsw_bounded():
+    rng = np.random.default_rng(3)
+    vecs = rng.normal(size=(600, 16)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    ids = np.arange(1000, 1600, dtype=np.int64)  # ids are not row numbers
+    exact = ExactIndex(16)
+    exact.add(ids, vecs)
+    recall, queries = measure_recall(exact, vecs, ids, k=20, threshold=0.2, queries=50)
+    assert (recall, queries) == (1.0, 50)
+    # a deliberately poor graph (M=2, ef 20) misses some neighbours: recall is measured, not assumed
+    poor = HNSWIndex(16, M=2, ef_construction=4, ef_search=20, num_threads=1)
+    poor.add(ids, vecs)
+    recall, _ = measure_recall(poor, vecs, ids, k=20, threshold=0.2, queries=50)
+    assert recall is not None and 0.0 <= recall < 1.0
+    # nothing at or above the threshold: no recall to report
+    assert measure_recall(exact, vecs, ids, k=5, threshold=1.5, queries=10) == (None, 10)
+
+
+def test_range_pairs_auto_switches_to_hnsw(email_frags, monkeypatch):
+    frags = email_frags
+    from twinspect.code.encoders import make_encoder
+
+    enc = make_encoder("lexical", **DetectConfig().encoder_params)
+    enc.fit(frags)
+    vecs = np.asarray(enc.encode(frags), dtype=np.float32)
+    vecs /= np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
+    reps = list(range(len(frags)))
+    small = range_pairs(vecs, reps, frags, threshold=0.4, cap=100, index="auto")
+    exact = range_pairs(vecs, reps, frags, threshold=0.4, cap=100, index="exact")
+    assert small.index == "exact" and small.index_recall is None and small.index_recall_queries == 0
+    assert small.pairs == exact.pairs and small.capped == exact.capped
+    monkeypatch.setattr(candidates, "AUTO_HNSW_MIN", 50)
+    big = range_pairs(vecs, reps, frags, threshold=0.4, cap=100, index="auto")
+    assert big.index == "hnsw"
+    assert big.index_recall_queries == min(candidates.RECALL_QUERIES, len(reps))
+    assert big.index_recall is not None and 0.9 <= big.index_recall <= 1.0
+    # HNSW finds nearly all exact candidates, at the same cosines
+    shared = set(big.pairs) & set(exact.pairs)
+    assert len(shared) >= 0.9 * len(exact.pairs)
+    assert all(abs(big.pairs[p] - exact.pairs[p]) < 1e-4 for p in shared)
+
+
+def test_detect_auto_small_is_exact_report(email_frags):
+    auto = detect(email_frags, DetectConfig(), quiet=True)
+    exact = detect(email_frags, DetectConfig(index="exact"), quiet=True)
+    assert auto.stats["index"] == exact.stats["index"] == "exact"
+    assert "index_recall" not in auto.stats and "index_requested" not in auto.stats
+    assert [(p.a, p.b, p.type, p.similarity) for p in auto.pairs] == \
+        [(p.a, p.b, p.type, p.similarity) for p in exact.pairs]
+
+    def without_volatile(report):  # timings vary; the config echoes the index asked for
+        data = json.loads(to_json(report))
+        data["stats"].pop("timings")
+        data["config"].pop("index")
+        return data
+
+    assert without_volatile(auto) == without_volatile(exact)
+    assert "HNSW" not in summary_line(auto)
+
+
+def test_detect_auto_large_uses_hnsw_and_reports_recall(email_frags, monkeypatch):
+    monkeypatch.setattr(candidates, "AUTO_HNSW_MIN", 50)
+    report = detect(email_frags, DetectConfig(), quiet=True)
+    st = report.stats
+    assert st["index"] == "hnsw" and st["index_requested"] == "auto"
+    assert st["index_recall_queries"] == min(candidates.RECALL_QUERIES, st["representatives"])
+    assert 0.9 <= st["index_recall"] <= 1.0
+    assert f"HNSW index, recall {st['index_recall']:.3f}" in summary_line(report)
+    # explicit --index exact never measures recall, whatever the size
+    exact = detect(email_frags, DetectConfig(index="exact"), quiet=True)
+    assert exact.stats["index"] == "exact" and "index_recall" not in exact.stats
+    # the clone pairs of the HNSW run are (nearly) those of exact search
+    got = {(p.a, p.b) for p in report.pairs}
+    want = {(p.a, p.b) for p in exact.pairs}
+    assert len(got & want) >= 0.95 * len(want)
+
+
+def test_clone_index_store_resolves_auto(tmp_path, examples_dir, monkeypatch):
+    from twinspect.code.encoders import make_encoder
+    from twinspect.code.store import CloneIndex
+
+    small = CloneIndex.build([examples_dir], tmp_path / "small", encoder=make_encoder("lexical"), index_kind="auto")
+    assert small.manifest["index"]["kind"] == "exact"
+    monkeypatch.setattr(candidates, "AUTO_HNSW_MIN", 2)
+    big = CloneIndex.build([examples_dir], tmp_path / "big", encoder=make_encoder("lexical"), index_kind="auto")
+    assert big.manifest["index"]["kind"] == "hnsw"
+    assert CloneIndex.load(tmp_path / "big").manifest["index"]["params"]["M"] == candidates.AUTO_HNSW_PARAMS["M"]

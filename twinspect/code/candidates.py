@@ -41,6 +41,8 @@ from twinspect.progress import progress
 if TYPE_CHECKING:
     import numpy as np
 
+    from twinspect.code.executors import ShardExecutor
+
 _SEARCH_CHUNK = 1024  # queries per index.search call (progress granularity, bounded memory)
 _PREFIX_CHUNK = 256  # rows of the prefix matrix multiplied at once (bounds the candidate arrays held at once)
 _VERIFY_CHUNK = 1 << 16  # candidate pairs whose overlap is computed at once
@@ -274,6 +276,39 @@ def token_items(tokens: Sequence[str], vocab: dict[str, int]) -> list[int]:
     return out
 
 
+def _overlap_chunk(shared: tuple, chunk: tuple[int, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rows ``lo:hi`` (in size order) of :func:`overlap_pairs`: prefix-filter candidates with a later row,
+    verified exactly. Returns int64 (P,) row pairs and float64 (P,) overlap similarities ≥ theta."""
+    import numpy as np
+
+    theta, prefix, prefix_t, bags, s_sizes, s_need, rep_path, rep_start, rep_end = shared
+    lo, hi = chunk
+    upper = int(np.searchsorted(s_sizes, s_sizes[hi - 1] / theta + 1e-9, side="right"))
+    cand = (prefix[lo:hi] @ prefix_t[:, lo:upper]).tocoo()
+    a = cand.row.astype(np.int64) + lo
+    b = cand.col.astype(np.int64) + lo
+    shared_items = cand.data
+    # extended prefix filter (see the module doc), then the size filter: |A ∩ B| ≤ min(|A|, |B|),
+    # so min/max must reach theta (sizes ascend, so |a| ≤ |b|); no overlapping pair
+    keep = (a < b) & (shared_items >= np.minimum(s_need[a], s_need[b]) - 0.5)
+    keep &= s_sizes[a] >= theta * s_sizes[b] - 1e-9
+    a, b = a[keep], b[keep]
+    keep = ~((rep_path[a] == rep_path[b]) & (rep_start[a] <= rep_end[b]) & (rep_start[b] <= rep_end[a]))
+    a, b = a[keep], b[keep]
+    out_a, out_b, out_s = [], [], []
+    for v0 in range(0, len(a), _VERIFY_CHUNK):
+        pa, pb = a[v0:v0 + _VERIFY_CHUNK], b[v0:v0 + _VERIFY_CHUNK]
+        inter = np.asarray(bags[pa].multiply(bags[pb]).sum(axis=1)).ravel()
+        sim = inter / np.maximum(s_sizes[pa], s_sizes[pb])
+        ok = sim >= theta - 1e-9
+        out_a.append(pa[ok])
+        out_b.append(pb[ok])
+        out_s.append(sim[ok])
+    if not out_a:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64)
+    return np.concatenate(out_a), np.concatenate(out_b), np.concatenate(out_s)
+
+
 def overlap_pairs(
     token_lists: Sequence[Sequence[str]],
     reps: Sequence[int],
@@ -282,6 +317,7 @@ def overlap_pairs(
     theta: float,
     cap: int,
     quiet: bool = True,
+    executor: ShardExecutor | None = None,
 ) -> Candidates:
     """SourcererCC candidates: representative pairs whose token multisets overlap ≥ ``theta``.
 
@@ -299,6 +335,8 @@ def overlap_pairs(
         theta: minimum overlap similarity, in (0, 1].
         cap: most partners kept per representative (≥ 1).
         quiet: no progress bar.
+        executor: where the row chunks of the prefix index are matched and verified
+            (:mod:`twinspect.code.executors`); None = this process. Same result either way.
 
     Returns:
         :class:`Candidates` with overlap-similarity scores.
@@ -359,29 +397,15 @@ def overlap_pairs(
     rep_start = np.asarray([frags[r].start_line for r in reps], dtype=np.int64)[srt]
     rep_end = np.asarray([frags[r].end_line for r in reps], dtype=np.int64)[srt]
     found_a, found_b, found_s = [], [], []
+    shared = (theta, prefix, prefix_t, bags, s_sizes, s_need, rep_path, rep_start, rep_end)
+    chunks = [(lo, min(n, lo + _PREFIX_CHUNK)) for lo in range(0, n, _PREFIX_CHUNK)]
+    results = (executor.map(_overlap_chunk, chunks, shared=shared) if executor is not None
+               else (_overlap_chunk(shared, c) for c in chunks))
     with progress("token-overlap index", total=n, quiet=quiet) as bar:
-        for lo in range(0, n, _PREFIX_CHUNK):
-            hi = min(n, lo + _PREFIX_CHUNK)
-            upper = int(np.searchsorted(s_sizes, s_sizes[hi - 1] / theta + 1e-9, side="right"))
-            cand = (prefix[lo:hi] @ prefix_t[:, lo:upper]).tocoo()
-            a = cand.row.astype(np.int64) + lo
-            b = cand.col.astype(np.int64) + lo
-            shared = cand.data
-            # extended prefix filter (see the module doc), then the size filter: |A ∩ B| ≤ min(|A|, |B|),
-            # so min/max must reach theta (sizes ascend, so |a| ≤ |b|); no overlapping pair
-            keep = (a < b) & (shared >= np.minimum(s_need[a], s_need[b]) - 0.5)
-            keep &= s_sizes[a] >= theta * s_sizes[b] - 1e-9
-            a, b = a[keep], b[keep]
-            keep = ~((rep_path[a] == rep_path[b]) & (rep_start[a] <= rep_end[b]) & (rep_start[b] <= rep_end[a]))
-            a, b = a[keep], b[keep]
-            for v0 in range(0, len(a), _VERIFY_CHUNK):
-                pa, pb = a[v0:v0 + _VERIFY_CHUNK], b[v0:v0 + _VERIFY_CHUNK]
-                inter = np.asarray(bags[pa].multiply(bags[pb]).sum(axis=1)).ravel()
-                sim = inter / np.maximum(s_sizes[pa], s_sizes[pb])
-                ok = sim >= theta - 1e-9
-                found_a.append(srt[pa[ok]])
-                found_b.append(srt[pb[ok]])
-                found_s.append(sim[ok])
+        for (lo, hi), (pa, pb, sim) in zip(chunks, results):
+            found_a.append(srt[pa])
+            found_b.append(srt[pb])
+            found_s.append(sim)
             bar.advance(hi - lo)
     if not found_a:
         return Candidates(out)

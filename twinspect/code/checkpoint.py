@@ -20,6 +20,7 @@ tables feed a global pass) is not cached.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import zlib
 from collections.abc import Sequence
@@ -77,7 +78,7 @@ class ParseCache:
             or the granularity is not cached (block).
     """
 
-    def __init__(self, directory: str | Path, options: dict[str, Any]):
+    def __init__(self, directory: str | os.PathLike[str], options: dict[str, Any]):
         self.directory = Path(directory)
         if options.get("granularity") not in CACHED_GRANULARITIES:
             raise InputError(f"--cache works with --granularity {' or '.join(CACHED_GRANULARITIES)}, "

@@ -184,6 +184,20 @@ FailOnNewOpt = Annotated[
     typer.Option("--fail-on-new", help="After writing the report, exit 1 when it lists any clone pair: with "
                  "--baseline, any pair not in the baseline (as jscpd's --exit-code)."),
 ]
+ExecutorOpt = Annotated[str, typer.Option("--executor", help="Where parsing, the token-overlap index and the "
+                                          "verifier's alignments run: local (worker processes on this machine) or "
+                                          "ray (tasks on a Ray cluster; the tree must be at the same path on every "
+                                          "node). Same report either way.")]
+AddressOpt = Annotated[Optional[str], typer.Option("--address", help="With --executor ray: the cluster to join "
+                                                   "(auto, HOST:6379 or ray://HOST:10001); without it a local Ray "
+                                                   "instance is started and stopped.")]
+WorkersOpt = Annotated[Optional[int], typer.Option("--workers", help="Processes (local) or Ray CPUs of a local "
+                                                   "Ray instance; default 2 here, the cluster's CPUs when joining "
+                                                   "one.")]
+CacheOpt = Annotated[Optional[Path], typer.Option("--cache", metavar="DIR", help="Parse checkpoint directory: "
+                                                  "each parsed file's fragments are kept there, so an interrupted "
+                                                  "run resumes and the next run re-parses only changed files "
+                                                  "(function and file granularity). Same report either way.")]
 SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed (HNSW construction).")]
 ThreadsOpt = Annotated[int, typer.Option("--threads", help="HNSW threads (-1 = all cores); 1 builds a reproducible "
                                          "graph for a given --seed.")]
@@ -331,6 +345,10 @@ def scan_command(
     output: OutputOpt = None,
     limit: LimitOpt = 20,
     html_max_pairs: HtmlMaxPairsOpt = HTML_MAX_PAIRS,
+    executor: ExecutorOpt = "local",
+    address: AddressOpt = None,
+    workers: WorkersOpt = None,
+    cache: CacheOpt = None,
     baseline: BaselineOpt = None,
     fail_over: FailOverOpt = None,
     fail_on_new: FailOnNewOpt = False,
@@ -356,6 +374,9 @@ def scan_command(
                          hint=f"pass a file, e.g. -o {output / ('report.' + ('txt' if fmt == 'table' else fmt))}")
     _check_max_file_bytes(max_file_bytes)
     _check_paths(paths)
+    from twinspect.code.executors import check_executor, make_shard_executor
+
+    check_executor(executor, address, workers)
     from twinspect.code.baseline import check_fail_over
 
     check_fail_over(fail_over)
@@ -383,8 +404,13 @@ def scan_command(
     config.base_code = _parse_margin(base_code, "--base-code")
     config.verifier_path = None if verifier == "default" else verifier
     _validate(config)
-    report = scan(paths, config, exclude=tuple(exclude or ()), max_file_bytes=max_file_bytes,
-                  respect_gitignore=not no_gitignore, language=language, quiet=quiet)
+    runner = make_shard_executor(executor, address=address, workers=workers)
+    try:
+        report = scan(paths, config, exclude=tuple(exclude or ()), max_file_bytes=max_file_bytes,
+                      respect_gitignore=not no_gitignore, language=language, quiet=quiet,
+                      executor=None if executor == "local" and workers is None else runner, cache_dir=cache)
+    finally:
+        runner.close()
     from twinspect.code.baseline import duplication, filter_report, new_pairs_message, over_threshold
 
     report.stats.update(duplication(report))  # the whole tree's, before --baseline hides known pairs

@@ -103,6 +103,8 @@ from twinspect.progress import progress
 if TYPE_CHECKING:  # numpy is imported lazily so that `twinspect --help` stays fast
     import numpy as np
 
+    from twinspect.code.executors import ShardExecutor
+
 ENCODERS = ("lexical", "neural", "semantic")
 #: Default encoder parameters per encoder (tuned on SSCD/BigCloneBench, benchmarks/README.md §5–6);
 #: used when :attr:`DetectConfig.encoder_params` is left as None.
@@ -724,6 +726,13 @@ def _base_code_veto(
     return int(np.sum(again < verifier.threshold))
 
 
+def _timed(fn: Any, *args: Any, **kwargs: Any) -> tuple[Any, float]:
+    """``(fn(*args, **kwargs), seconds it took)``."""
+    t = time.perf_counter()
+    out = fn(*args, **kwargs)
+    return out, time.perf_counter() - t
+
+
 def _verified_pairs(
     vecs: np.ndarray,
     frags: Sequence[Fragment],
@@ -733,6 +742,7 @@ def _verified_pairs(
     config: DetectConfig,
     semantic: bool,
     quiet: bool = True,
+    executor: ShardExecutor | None = None,
 ) -> tuple[list[ClonePair], dict[tuple[int, int], float], dict[str, Any]]:
     """The near-miss pipeline: candidates from two sources, verified, typed, expanded to buckets.
 
@@ -756,8 +766,9 @@ def _verified_pairs(
         ``candidate_pairs``, ``candidates_embedding``, ``candidates_token_overlap``,
         ``capped`` (per source), ``verified``, ``accepted``, ``semantic_t4``,
         ``t4_structural_vetoed`` (semantic T4 candidates without structural agreement), ``t4_rule``
-        (the thresholds used and their calibration; None without a semantic encoder) and ``verifier``
-        (threshold and how the model was fitted).
+        (the thresholds used and their calibration; None without a semantic encoder), ``verifier``
+        (threshold and how the model was fitted) and ``stage_seconds`` (``tokens``, ``range_search``,
+        ``token_overlap`` — in a second thread, overlapping the range search — and ``alignment``).
     """
     import numpy as np
 
@@ -782,7 +793,9 @@ def _verified_pairs(
                       seed=config.seed, num_threads=config.threads)
     lo_thr = min(config.candidate_cosine, t4_semantic) if t4_semantic is not None else config.candidate_cosine
     rep_set = set(reps)
+    t0 = time.perf_counter()
     plain = [tokens(f) if i in rep_set else () for i, f in enumerate(frags)]
+    seconds = {"tokens": time.perf_counter() - t0}
     # The two candidate sources are independent and spend most of their time in numpy/scipy
     # kernels that release the GIL, so the token-overlap index runs in a second thread while the
     # range search runs here (stdlib: 5.0 s -> 3.6 s on 2 cores; same candidates). Only one
@@ -791,19 +804,21 @@ def _verified_pairs(
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="twinspect-overlap") as pool:
         tok_future = None
         if config.token_overlap is not None:
-            tok_future = pool.submit(overlap_pairs, plain, reps, frags, theta=config.token_overlap,
-                                     cap=config.max_neighbours, quiet=True)
+            tok_future = pool.submit(_timed, overlap_pairs, plain, reps, frags, theta=config.token_overlap,
+                                     cap=config.max_neighbours, quiet=True, executor=executor)
+        t0 = time.perf_counter()
         emb = range_pairs(vecs, reps, frags, threshold=lo_thr, cap=config.max_neighbours, index=config.index,
                           index_params=params, quiet=quiet)
+        seconds["range_search"] = time.perf_counter() - t0
         if tok_future is None:
             from twinspect.code.candidates import Candidates
 
             tok = Candidates({})
         elif tok_future.done():
-            tok = tok_future.result()
+            tok, seconds["token_overlap"] = tok_future.result()
         else:
             with progress("token-overlap index", total=None, quiet=quiet):
-                tok = tok_future.result()
+                tok, seconds["token_overlap"] = tok_future.result()
     cand = sorted(set(emb.pairs) | set(tok.pairs))
     pa = np.asarray([u for u, _ in cand], dtype=np.int64)
     pb = np.asarray([v for _, v in cand], dtype=np.int64)
@@ -811,12 +826,14 @@ def _verified_pairs(
     local = {r: i for i, r in enumerate(reps)}
     feats = PairFeatures([frags[r] for r in reps], abstract=[clf.abstract_tokens(r) for r in reps],
                          plain=[plain[r] for r in reps])
+    t0 = time.perf_counter()
     with progress("verifying candidates", total=len(cand), quiet=quiet) as bar:
         la = np.asarray([local[u] for u in pa.tolist()], dtype=np.int64)
         lb = np.asarray([local[v] for v in pb.tolist()], dtype=np.int64)
-        x, scores = verify_pairs(feats, verifier, la, lb)
+        x, scores = verify_pairs(feats, verifier, la, lb, executor=executor)
         base_rejected = _base_code_veto(frags, reps, la, lb, x, scores, verifier, config)
         bar.advance(len(cand))
+    seconds["alignment"] = time.perf_counter() - t0
 
     out: dict[tuple[int, int], ClonePair] = {}
     for p in _exact_pairs(vecs, frags, buckets, clf, cap):
@@ -867,6 +884,7 @@ def _verified_pairs(
         "base_code_rejected": base_rejected,
         "group_pairs": group_pairs,
         "verifier": {"threshold": round(verifier.threshold, 6), **verifier.info},
+        "stage_seconds": {k: round(v, 4) for k, v in seconds.items()},
     }
     return [out[k] for k in sorted(out)], emb.pairs, counters
 
@@ -1008,6 +1026,7 @@ def detect(
     vectors: np.ndarray | None = None,
     vectors_encoder: str | None = None,
     quiet: bool = True,
+    executor: ShardExecutor | None = None,
 ) -> CloneReport:
     """Find clone pairs and clone classes among fragments (SSCD-style k-NN over embeddings).
 
@@ -1021,6 +1040,9 @@ def detect(
             lexical rules for T4 and ``lexical_min_t3`` apply); None means ``"precomputed"``,
             treated as semantic evidence.
         quiet: suppress progress output on stderr.
+        executor: where the sharded stages run — the token-overlap index's row chunks and the
+            verifier's alignments (:mod:`twinspect.code.executors`, e.g. a Ray cluster); None = this
+            process and a second thread, as always. The report is the same either way.
 
     Returns:
         A :class:`CloneReport` with ``root=""`` and stats ``fragments``, ``buckets`` (T2-identical
@@ -1030,7 +1052,9 @@ def detect(
         ``pair_margin``), ``pairs``,
         ``pairs_by_type``, ``pairs_by_band``, ``classes``, ``largest_class``,
         ``fragments_in_classes``, ``encoder``, ``index`` and ``timings`` (seconds per stage:
-        ``normalize``, ``encode``, ``search``, ``pairs``, ``classes``, ``detect``).
+        ``normalize``, ``encode``, ``search``, ``pairs``, ``classes``, ``detect``; with the verifier
+        also ``verify`` and its parts ``tokens``, ``range_search``, ``token_overlap`` (run beside
+        the range search) and ``alignment``).
 
     Raises:
         InputError: invalid configuration.
@@ -1086,9 +1110,11 @@ def detect(
     if config.decision == "verifier":
         t = time.perf_counter()
         semantic = encoder_name not in LEXICAL_ENCODERS
-        pairs, edges, pair_counts = _verified_pairs(vecs, frags, buckets, bucket_of, clf, config, semantic, quiet)
+        pairs, edges, pair_counts = _verified_pairs(vecs, frags, buckets, bucket_of, clf, config, semantic, quiet,
+                                                    executor)
         timings["verify"] = time.perf_counter() - t
         group_pairs = pair_counts.pop("group_pairs")
+        timings.update(pair_counts.pop("stage_seconds"))
         index_used = pair_counts.pop("index_used")
         index_recall = {k: pair_counts.pop(k) for k in ("index_recall", "index_recall_queries")}
     else:
@@ -1189,6 +1215,8 @@ def scan(
     respect_gitignore: bool = True,
     language: str | None = None,
     quiet: bool = True,
+    executor: ShardExecutor | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
 ) -> CloneReport:
     """Mine fragments from files/directories and detect clones among them.
 
@@ -1202,6 +1230,13 @@ def scan(
         language: force one language (``"python"``, ``"java"``, ``"c"``, ``"cpp"``) instead of
             detecting it from file extensions.
         quiet: suppress progress output.
+        executor: where parsing and the sharded detection stages run (see :func:`detect`); None =
+            local worker processes for parsing, this process for the rest. Same report either way;
+            the stats record ``executor`` and ``workers``.
+        cache_dir: a parse checkpoint directory (:mod:`twinspect.code.checkpoint`): unchanged files
+            are read back instead of parsed, so an interrupted run resumes and a re-run after an edit
+            parses only the changed files; ``stats["parse_cache"]`` counts ``hits`` and ``parsed``.
+            Same report either way.
 
     Returns:
         The :class:`CloneReport`, whose stats add the scan counters (files, skipped by reason, parse
@@ -1216,23 +1251,44 @@ def scan(
     path_list: list[str | Path] = [p if isinstance(p, (str, Path)) else os.fspath(p) for p in items]
     config = config or DetectConfig()
     config.validate()
+    cache = None
+    if cache_dir is not None:
+        from twinspect.code.checkpoint import ParseCache
+
+        cache = ParseCache(cache_dir, {"min_lines": config.min_lines, "granularity": config.granularity,
+                                       "errors": "lenient"})
     t = time.perf_counter()
-    fragments, scan_stats = mine(
-        path_list,
-        exclude=tuple(exclude),
-        max_file_bytes=max_file_bytes,
-        respect_gitignore=respect_gitignore,
-        language=language,
-        min_lines=config.min_lines,
-        granularity=config.granularity,
-        quiet=quiet,
-    )
+    try:
+        fragments, scan_stats = mine(
+            path_list,
+            exclude=tuple(exclude),
+            max_file_bytes=max_file_bytes,
+            respect_gitignore=respect_gitignore,
+            language=language,
+            min_lines=config.min_lines,
+            granularity=config.granularity,
+            quiet=quiet,
+            executor=executor,
+            cache=cache,
+        )
+    finally:
+        if cache is not None:
+            cache.close()
     t_mine = time.perf_counter() - t
     check_parsed(scan_stats, scan_root(path_list))
-    report = detect(fragments, config, quiet=quiet)
+    report = detect(fragments, config, quiet=quiet, executor=executor)
     report.root = scan_root(path_list)
     scan_dict = scan_stats.to_dict() if hasattr(scan_stats, "to_dict") else dict(scan_stats)  # type: ignore[call-overload]
     stats = {**scan_dict, **report.stats}
+    if cache is not None:
+        stats["parse_cache"] = dict(cache.counters)
+    stats["executor"] = executor.name if executor is not None else "local"
+    if executor is None:
+        from twinspect.code.executors import default_workers
+
+        stats["workers"] = default_workers()
+    else:
+        stats["workers"] = executor.workers
     timings = {"mine": round(t_mine, 4), **report.stats["timings"]}
     timings["total"] = round(t_mine + report.stats["timings"]["detect"], 4)
     stats["timings"] = timings

@@ -80,6 +80,12 @@ _CLOSE = frozenset(")]}")
 
 #: Maximum number of (language, code) entries kept in the token cache.
 TOKEN_CACHE_SIZE = 1 << 16
+#: Maximum number of fragments whose tokens a scan primes from its mining workers (prime_tokens).
+#: Larger than TOKEN_CACHE_SIZE on purpose: a scan reads every fragment's tokens three or four times
+#: (T2 buckets, the encoder, token bags, the verifier), and evicting the primed lists of a 250k-fragment
+#: tree made its single main thread lex every fragment again at each of them (about 70 s each on a
+#: 9-MLOC tree). Tokens are interned, so the lists cost about 16 bytes per token.
+PRIMED_CACHE_SIZE = 1 << 21
 
 
 def _plain(pattern: str) -> str:
@@ -301,7 +307,7 @@ def _lex_cached(code: str, language: str) -> tuple[tuple[str, ...], tuple[str, .
     return lex(code, language)
 
 
-# Token lists computed elsewhere (mining worker processes), see prime_tokens(); bounded like the LRU.
+# Token lists computed elsewhere (mining worker processes), see prime_tokens(); bounded by PRIMED_CACHE_SIZE.
 _primed: dict[tuple[str, str], tuple[tuple[str, ...], tuple[str, ...]]] = {}
 
 
@@ -326,9 +332,9 @@ def prime_tokens(fragment: Fragment, t1: Sequence[str], lines: Sequence[str] | N
         lines: exactly ``normalized_lines(fragment)``, or None.
     """
     language = fragment.language
-    if len(_primed) >= TOKEN_CACHE_SIZE:
+    if len(_primed) >= PRIMED_CACHE_SIZE:
         _primed.clear()
-    if len(_primed_lines) >= TOKEN_CACHE_SIZE:
+    if len(_primed_lines) >= PRIMED_CACHE_SIZE:
         _primed_lines.clear()
     t1 = tuple(map(sys.intern, t1))
     key = (strip_comments(fragment), language)
@@ -337,7 +343,7 @@ def prime_tokens(fragment: Fragment, t1: Sequence[str], lines: Sequence[str] | N
         _primed_lines[key] = tuple(lines)
 
 
-# Normalised lines computed in the mining worker processes (see prime_tokens); bounded like the LRU.
+# Normalised lines computed in the mining worker processes (see prime_tokens); bounded by PRIMED_CACHE_SIZE.
 _primed_lines: dict[tuple[str, str], tuple[str, ...]] = {}
 #: Lines made only of these (after abstraction) are layout, not code: where a brace goes.
 BRACE_LINES = frozenset(("{", "}", "};", "} ;", "( ) ;", ") ;"))

@@ -2,8 +2,8 @@
 
 Runs ``twinspect clones TREE -f json`` (each in its own process, so a run pays its own Ray start) with
 the local default, then with ``--executor ray --workers 1`` and ``--workers 2`` on a local Ray instance,
-``--reps`` times each, interleaved. For every run it records wall time, peak RSS of the largest process
-(``ru_maxrss`` of the children: the driver or one Ray worker, not their sum) and the report's stage
+``--reps`` times each, interleaved. For every run it records wall time, the driver process's peak RSS (GNU time's
+``%M``; worker processes not included) and the report's stage
 timings (``mine`` = parsing; ``token_overlap``, ``alignment`` = the sharded detection stages; ``encode``
 and ``range_search`` stay on the driver). It checks that every report equals the local one (stats
 except timings, executor and workers), and derives per-shard costs: parsing seconds per MLOC per worker
@@ -22,7 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -33,10 +33,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _provenance  # noqa: E402  (sibling module: the results files' provenance header)
-from clones_speed_jscpd import copy_tree  # noqa: E402
+from clones_speed_jscpd import IGNORED_DIRS, copy_tree  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 TWINSPECT = Path(sys.executable).with_name("twinspect")
+TIME = shutil.which("time", path="/usr/bin:/bin") or "/usr/bin/time"
 VOLATILE = ("timings", "executor", "workers")
 CONFIGS = {
     "local (default)": [],
@@ -46,16 +47,16 @@ CONFIGS = {
 
 
 def run_once(tree: Path, extra: list[str], out: Path) -> dict:
-    """One ``twinspect clones`` run in a child process: wall seconds, peak RSS (MiB) and the report."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    """One ``twinspect clones`` run in a child process (under GNU time): wall seconds, the driver
+    process's peak RSS (MiB; Ray's and the pool's worker processes are not included) and the report."""
     t = time.perf_counter()
-    proc = subprocess.run([str(TWINSPECT), "clones", str(tree), "-f", "json", "-o", str(out), "-q", *extra],
-                          capture_output=True, text=True)
+    proc = subprocess.run([TIME, "-f", "maxrss_kb=%M", str(TWINSPECT), "clones", str(tree), "-f", "json", "-o",
+                           str(out), "-q", *extra], capture_output=True, text=True)
     wall = time.perf_counter() - t
     if proc.returncode != 0:
         sys.exit(f"twinspect failed ({proc.returncode}): {proc.stderr[-2000:]}")
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return {"wall_s": wall, "peak_mib": max(peak, before) / 1024, "report": json.loads(out.read_text())}
+    kb = [int(line.split("=", 1)[1]) for line in proc.stderr.splitlines() if line.startswith("maxrss_kb=")]
+    return {"wall_s": wall, "peak_mib": kb[-1] / 1024 if kb else float("nan"), "report": json.loads(out.read_text())}
 
 
 def comparable(report: dict) -> dict:
@@ -120,10 +121,10 @@ def main(argv: list[str] | None = None) -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with open(args.out.with_suffix(".json"), "w") as fh:
         json.dump(payload, fh, indent=1)
-    md = [f"Tree: `{src}` ({lines_total:,} physical lines, {stats.get('fragments'):,} fragments, "
+    md = [f"Tree: a copy of `{src}` without {', '.join(IGNORED_DIRS)} ({lines_total:,} physical lines, {stats.get('fragments'):,} fragments, "
           f"{pairs:,} candidate pairs verified); medians of {args.reps} interleaved runs, each in its own "
           "process (a Ray run pays its own Ray start).", "",
-          "| run | wall s | peak RSS MiB | parse (mine) s | encode s | range search s | token overlap s | "
+          "| run | wall s | driver peak RSS MiB | parse (mine) s | encode s | range search s | token overlap s | "
           "alignment s | same report as local |",
           "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -137,7 +138,8 @@ def main(argv: list[str] | None = None) -> None:
         p = shard["parse_s_per_mloc_per_worker"]
         md += ["", "Parsing 320 MLOC (BigCloneBench's size) at this per-worker rate, if it scales linearly: "
                + ", ".join(f"{w} workers ≈ {320 * p / w / 60:.0f} min" for w in (2, 16, 64, 256)) + "."]
-    md += ["", "Peak RSS is the largest single process (the driver or one Ray worker), not the sum."]
+    md += ["", "Peak RSS is the driver process's (the `twinspect` command); worker processes hold their shards "
+           "and the shared inputs of the running stage on top of it."]
     with open(args.out.with_suffix(".md"), "w") as fh:
         fh.write(_provenance.md_header(__file__, argv) + "\n".join(md) + "\n")
     print(f"wrote {args.out.with_suffix('.md')}", file=sys.stderr)

@@ -39,8 +39,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from twinspect.code.clone_types import BANDS, TYPES
-from twinspect.code.clones import ClonePair, CloneReport, class_size_distribution
+from twinspect.code.clones import CloneReport, pair_stats
 from twinspect.code.fragments import Fragment
 from twinspect.errors import InputError
 
@@ -275,7 +274,7 @@ def filter_report(report: CloneReport, baseline: Baseline) -> CloneReport:
     holding = {class_of[p.a] for p in pairs if p.a in class_of and class_of.get(p.b) == class_of[p.a]}
     classes = [c for ci, c in enumerate(report.classes) if ci in holding]
     stats = dict(report.stats)
-    stats.update(_pair_stats(pairs, classes))
+    stats.update(pair_stats(pairs, classes))
     stats["identical_groups"] = len(kept_groups)
     stats["group_pairs"] = len(kept_group_pairs)
     stats["baseline"] = baseline.path
@@ -285,18 +284,6 @@ def filter_report(report: CloneReport, baseline: Baseline) -> CloneReport:
                                            + len(report.group_pairs) - len(kept_group_pairs))
     return dataclasses.replace(report, pairs=pairs, classes=classes, stats=stats,
                                identical_groups=kept_groups, group_pairs=kept_group_pairs)
-
-
-def _pair_stats(pairs: Sequence[ClonePair], classes: Sequence[Sequence[int]]) -> dict[str, Any]:
-    return {
-        "pairs": len(pairs),
-        "pairs_by_type": {t: sum(1 for p in pairs if p.type == t) for t in TYPES},
-        "pairs_by_band": {b: sum(1 for p in pairs if p.band == b) for b in BANDS},
-        "classes": len(classes),
-        "largest_class": max((len(c) for c in classes), default=0),
-        "fragments_in_classes": sum(len(c) for c in classes),
-        "class_sizes": class_size_distribution(classes),
-    }
 
 
 def _lines_of(frags: Sequence[Fragment], ids: Iterable[int]) -> int:

@@ -138,7 +138,7 @@ def measure_recall(
     """
     import numpy as np
 
-    from twinspect.code.index import _topk_rows
+    from twinspect.code.index import topk_rows
 
     n = len(vecs)
     rows = np.sort(np.random.default_rng(seed).choice(n, size=min(queries, n), replace=False))
@@ -146,7 +146,7 @@ def measure_recall(
     hits = total = 0
     for lo in range(0, len(rows), 32):
         block = rows[lo:lo + 32]
-        cols, sims = _topk_rows(vecs[block] @ vecs.T, k)
+        cols, sims = topk_rows(vecs[block] @ vecs.T, k)
         for j, row in enumerate(block):
             own = int(ids[row])
             exact = {int(ids[c]) for c, s in zip(cols[j], sims[j]) if s >= threshold and int(ids[c]) != own}

@@ -962,6 +962,29 @@ def pair_classes(
     return classes
 
 
+def pair_stats(pairs: Sequence[ClonePair], classes: Sequence[Sequence[int]]) -> dict[str, Any]:
+    """The report's pair and class counters.
+
+    Args:
+        pairs: the reported clone pairs.
+        classes: the clone classes (fragment ids).
+
+    Returns:
+        ``pairs``, ``pairs_by_type`` (T1–T4), ``pairs_by_band`` (BigCloneBench bands), ``classes``,
+        ``largest_class``, ``fragments_in_classes`` and ``class_sizes``
+        (:func:`class_size_distribution`).
+    """
+    return {
+        "pairs": len(pairs),
+        "pairs_by_type": {ty: sum(1 for p in pairs if p.type == ty) for ty in TYPES},
+        "pairs_by_band": {bd: sum(1 for p in pairs if p.band == bd) for bd in BANDS},
+        "classes": len(classes),
+        "largest_class": max((len(c) for c in classes), default=0),
+        "fragments_in_classes": sum(len(c) for c in classes),
+        "class_sizes": class_size_distribution(classes),
+    }
+
+
 def class_size_distribution(classes: Sequence[Sequence[int]]) -> dict[str, int]:
     """Number of classes per size: ``{"2": n2, "3": n3, ..., "6-10": n, "11-20": n, ">20": n}``."""
     bins = {"2": 0, "3": 0, "4": 0, "5": 0, "6-10": 0, "11-20": 0, ">20": 0}
@@ -1165,13 +1188,7 @@ def detect(
         "decision": config.decision,
         "weak_lexical_dropped": weak_dropped,
         "stock_t4_dropped": stock_dropped,
-        "pairs": len(pairs),
-        "pairs_by_type": {ty: sum(1 for p in pairs if p.type == ty) for ty in TYPES},
-        "pairs_by_band": {bd: sum(1 for p in pairs if p.band == bd) for bd in BANDS},
-        "classes": len(classes),
-        "largest_class": max((len(c) for c in classes), default=0),
-        "fragments_in_classes": sum(len(c) for c in classes),
-        "class_sizes": class_size_distribution(classes),
+        **pair_stats(pairs, classes),
         "encoder": encoder_name,
         "index": index_used,
         # with HNSW: the index asked for and the range search's measured recall against exact search

@@ -77,7 +77,7 @@ def _pad(ids: np.ndarray, sims: np.ndarray, k: int) -> tuple[np.ndarray, np.ndar
     return out_ids, out_sims
 
 
-def _topk_rows(sims: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+def topk_rows(sims: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """Column positions and values of the k largest entries of each row, sorted descending.
 
     ``argpartition`` works on ``sims`` itself (largest entries at the end), so the only temporary
@@ -338,7 +338,7 @@ class ExactIndex(Index):
                 ex = exclude_rows[lo:hi]
                 valid = ex >= 0
                 sims[np.nonzero(valid)[0], ex[valid]] = -np.inf
-            cols, vals = _topk_rows(sims, k)
+            cols, vals = topk_rows(sims, k)
             ids = self._ids[cols]
             ids[~np.isfinite(vals)] = -1
             width = cols.shape[1]

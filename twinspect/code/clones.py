@@ -920,6 +920,7 @@ def pair_classes(
         partners.setdefault(p.b, set()).add(p.a)
     group: dict[int, int] = {}
     members: dict[int, list[int]] = {}
+    failed: set[tuple[int, int, int, int]] = set()
     rank = {"T1": 0, "T2": 1}  # exact clones first: a T1/T2 partner is never crowded out by a T3
     for p in sorted(pairs, key=lambda p: (rank.get(p.type, 2), -p.similarity, p.a, p.b)):
         for f in (p.a, p.b):
@@ -928,6 +929,12 @@ def pair_classes(
                 members[f] = [f]
         ga, gb = group[p.a], group[p.b]
         if ga == gb:
+            continue
+        # groups only grow, so two groups that failed the test below fail it again until one of them
+        # changes: remember the failure by (group, size) (the big tree's families of vendored copies
+        # otherwise re-test the same two groups for each of their thousands of pairs)
+        tried = (ga, len(members[ga]), gb, len(members[gb])) if ga < gb else (gb, len(members[gb]), ga, len(members[ga]))
+        if tried in failed:
             continue
         ma, mb = np.asarray(members[ga]), np.asarray(members[gb])
         ua, ia = np.unique(bucket_of[ma], return_inverse=True)
@@ -939,6 +946,7 @@ def pair_classes(
             np.maximum.at(best, (ia[:, None], ib[None, :]), sims)
             best[same] = 1.0
             if not np.all(best >= threshold - 1e-6):
+                failed.add(tried)
                 continue
         # and each such bucket pair holds a *reported* pair (a margin-suppressed near-miss does not
         # join two groups): every pair a class implies is then reported or a T2 twin of one. Only
@@ -951,6 +959,7 @@ def pair_classes(
                 if j is not None:
                     linked[i, j] = True
         if not linked.all():
+            failed.add(tried)
             continue
         if len(ma) < len(mb):
             ga, gb = gb, ga

@@ -96,14 +96,13 @@ class LocalPool:
 
     def map(self, fn: Callable[[Any, S], R], shards: Sequence[S], shared: Any = None) -> Iterator[R]:
         """``fn(shared, shard)`` for every shard in worker processes, yielded in shard order."""
-        import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
+
+        from twinspect._mp import mp_context
 
         if not shards:
             return
-        methods = multiprocessing.get_all_start_methods()
-        ctx = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
-        with ProcessPoolExecutor(max_workers=min(self.workers, len(shards)), mp_context=ctx,
+        with ProcessPoolExecutor(max_workers=min(self.workers, len(shards)), mp_context=mp_context(),
                                  initializer=_set_shared, initargs=(shared,)) as pool:
             futures = [pool.submit(_call_with_shared, fn, shard) for shard in shards]
             for fut in futures:

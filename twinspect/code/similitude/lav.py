@@ -435,12 +435,11 @@ def lav(graphs: Sequence[ProgramGraph], eps: float = EPS, max_iter: int = MAX_IT
             finally:
                 _WORKER.clear()
         else:
-            import multiprocessing
             from concurrent.futures import ProcessPoolExecutor, as_completed
 
-            methods = multiprocessing.get_all_start_methods()
-            ctx = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
-            with ProcessPoolExecutor(max_workers=min(workers, len(chunks)), mp_context=ctx,
+            from twinspect._mp import mp_context
+
+            with ProcessPoolExecutor(max_workers=min(workers, len(chunks)), mp_context=mp_context(),
                                      initializer=_init_worker,
                                      initargs=(prepared, eps, max_iter, labelled)) as pool:
                 futures = {pool.submit(_run_chunk, ch): len(ch) for ch in chunks}

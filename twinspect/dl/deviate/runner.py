@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import multiprocessing as mp
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -33,6 +32,7 @@ from typing import Any, cast
 import numpy as np
 
 from twinspect import __version__
+from twinspect._mp import mp_context
 from twinspect.dl.adapters.base import Classifier, check_compatible
 from twinspect.dl.deviate.dflare import DFlare
 from twinspect.dl.deviate.diffchaser import DiffChaser
@@ -169,11 +169,6 @@ def _worker_task(task: tuple[int, int, np.ndarray]) -> tuple[int, int, SearchRes
     seed_index, true_label, image = task
     searcher: PairSearch = _WORKER["searcher"]
     return seed_index, true_label, searcher.search(image, seed=seed_rng(_WORKER["run_seed"], seed_index), label=true_label)
-
-
-def _mp_context():
-    methods = mp.get_all_start_methods()
-    return mp.get_context("forkserver" if "forkserver" in methods else "spawn")
 
 
 # --------------------------------------------------------------------------------------------
@@ -313,7 +308,7 @@ def run_search(
                 res = searcher.search(images[i], seed=seed_rng(seed, i), label=true_label(i))
                 finish(i, true_label(i), res, bar)
         else:
-            ctx = _mp_context()
+            ctx = mp_context()
             tasks = [(i, true_label(i), images[i]) for i in todo]
             with ctx.Pool(
                 processes=min(workers, len(todo)),

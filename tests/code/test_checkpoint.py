@@ -127,4 +127,6 @@ def test_cli_cache_counts_in_the_json_report(tree, tmp_path, capsys):
     for _ in range(2):
         assert run(capsys, "clones", tree, "-f", "json", "-o", out, "-q", "--cache", cache)[0] == 0
     assert json.loads(out.read_text())["stats"]["parse_cache"]["parsed"] == 0
-    assert ParseCache(cache, {"min_lines": 6, "granularity": "function", "errors": "lenient"}).counters["reset"] is False
+    reopened = ParseCache(cache)
+    reopened.load([], {"min_lines": 6, "errors": "lenient", "pretokenize": True, "granularity": "function"})
+    assert reopened.counters["reset"] is False  # the options mine() used: nothing emptied

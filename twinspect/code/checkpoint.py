@@ -66,53 +66,67 @@ class ParseCache:
 
     Args:
         directory: the cache directory (created if missing).
-        options: the mining options the entries depend on (``min_lines``, ``granularity``,
-            ``errors``); entries written under other options (or another twinspect version) are dropped.
 
     Attributes:
         counters: ``{"hits", "parsed", "reset"}`` — files read back, files parsed and stored, and
-            whether the cache was emptied on open because its options differed.
+            whether :meth:`load` emptied the cache because it was written under other mining options.
 
     Raises:
-        InputError: ``directory`` is a file, the database cannot be opened or is not a twinspect cache,
-            or the granularity is not cached (block).
+        InputError: ``directory`` is a file, or the database cannot be opened or is not a twinspect cache.
     """
 
-    def __init__(self, directory: str | os.PathLike[str], options: dict[str, Any]):
+    def __init__(self, directory: str | os.PathLike[str]):
         self.directory = Path(directory)
-        if options.get("granularity") not in CACHED_GRANULARITIES:
-            raise InputError(f"--cache works with --granularity {' or '.join(CACHED_GRANULARITIES)}, "
-                             f"not {options.get('granularity')}")
         if self.directory.exists() and not self.directory.is_dir():
             raise InputError(f"{self.directory}: is a file, expected a cache directory")
         self.directory.mkdir(parents=True, exist_ok=True)
         self.path = self.directory / "parse.sqlite"
-        self.options = json.dumps({**options, "version": __version__, "schema": _SCHEMA}, sort_keys=True)
         self.counters: dict[str, Any] = {"hits": 0, "parsed": 0, "reset": False}
         self._keys: dict[str, str | None] = {}
         try:
             self._db = sqlite3.connect(self.path)
             self._db.execute("CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT)")
             self._db.execute("CREATE TABLE IF NOT EXISTS files (rel TEXT PRIMARY KEY, key TEXT, payload BLOB)")
-            row = self._db.execute("SELECT v FROM meta WHERE k = 'options'").fetchone()
-            if row is None or row[0] != self.options:
-                self.counters["reset"] = row is not None
-                self._db.execute("DELETE FROM files")
-                self._db.execute("INSERT OR REPLACE INTO meta VALUES ('options', ?)", (self.options,))
             self._db.commit()
         except sqlite3.DatabaseError as exc:
-            raise InputError(f"cannot use the parse cache: {exc}", self.path,
-                             hint="delete the cache directory or pass another --cache") from exc
+            raise self._unusable(exc) from exc
 
-    def load(self, files: Sequence[SourceFile]) -> list[FileResult | None]:
+    def _unusable(self, exc: sqlite3.DatabaseError) -> InputError:
+        return InputError(f"cannot use the parse cache: {exc}", self.path,
+                          hint="delete the cache directory or pass another --cache")
+
+    def _use_options(self, options: dict[str, Any]) -> None:
+        """Empty the cache when its entries were written under other mining options (or another version)."""
+        if options.get("granularity") not in CACHED_GRANULARITIES:
+            raise InputError(f"--cache works with --granularity {' or '.join(CACHED_GRANULARITIES)}, "
+                             f"not {options.get('granularity')}")
+        wanted = json.dumps({**options, "version": __version__, "schema": _SCHEMA}, sort_keys=True)
+        try:
+            row = self._db.execute("SELECT v FROM meta WHERE k = 'options'").fetchone()
+            if row is None or row[0] != wanted:
+                self.counters["reset"] = row is not None
+                self._db.execute("DELETE FROM files")
+                self._db.execute("INSERT OR REPLACE INTO meta VALUES ('options', ?)", (wanted,))
+                self._db.commit()
+        except sqlite3.DatabaseError as exc:
+            raise self._unusable(exc) from exc
+
+    def load(self, files: Sequence[SourceFile], options: dict[str, Any]) -> list[FileResult | None]:
         """The stored result of each file, or None where it is missing or stale.
 
         Args:
             files: the files of this scan (as discovered).
+            options: the mining options the results depend on (those of
+                :func:`twinspect.code.fragments.mine`: ``min_lines``, ``errors``, ``pretokenize``,
+                ``granularity``); a cache written under others is emptied first.
 
         Returns:
             One entry per file, in order.
+
+        Raises:
+            InputError: the granularity is not cached (block), or the database is damaged.
         """
+        self._use_options(options)
         out: list[FileResult | None] = []
         for sf in files:
             try:  # taken before the file is parsed: a file edited during the run is parsed again next time

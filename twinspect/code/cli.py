@@ -404,13 +404,16 @@ def scan_command(
     config.base_code = _parse_margin(base_code, "--base-code")
     config.verifier_path = None if verifier == "default" else verifier
     _validate(config)
-    runner = make_shard_executor(executor, address=address, workers=workers)
+    # the default (local, no --workers) keeps scan's own choice: worker processes for parsing only
+    runner = None if executor == "local" and workers is None else make_shard_executor(
+        executor, address=address, workers=workers)
     try:
         report = scan(paths, config, exclude=tuple(exclude or ()), max_file_bytes=max_file_bytes,
-                      respect_gitignore=not no_gitignore, language=language, quiet=quiet,
-                      executor=None if executor == "local" and workers is None else runner, cache_dir=cache)
+                      respect_gitignore=not no_gitignore, language=language, quiet=quiet, executor=runner,
+                      cache_dir=cache)
     finally:
-        runner.close()
+        if runner is not None:
+            runner.close()
     from twinspect.code.baseline import duplication, filter_report, new_pairs_message, over_threshold
 
     report.stats.update(duplication(report))  # the whole tree's, before --baseline hides known pairs

@@ -1281,8 +1281,7 @@ def scan(
     if cache_dir is not None:
         from twinspect.code.checkpoint import ParseCache
 
-        cache = ParseCache(cache_dir, {"min_lines": config.min_lines, "granularity": config.granularity,
-                                       "errors": "lenient"})
+        cache = ParseCache(cache_dir)
     t = time.perf_counter()
     try:
         fragments, scan_stats = mine(

@@ -793,15 +793,18 @@ def _mine_run_each(options: tuple[int, str, bool, str], files: Sequence[SourceFi
     return out
 
 
-def _add_stats(total: ScanStats, part: ScanStats) -> None:
-    # a worker's counters (its files_seen is 0: discovery ran here), listed skipped files included
-    total.merge(part)
+def _absorb(stats: ScanStats, fragments: list[Fragment], frags: Sequence[Fragment], part: ScanStats,
+            toks: Sequence[Sequence[str]] | None, lines: Sequence[Sequence[str]] | None) -> None:
+    """Add one shard's (or one file's) parse result to the scan: its counters (a worker's files_seen is
+    0: discovery ran here; listed skipped files included), its fragments, and its lexed tokens to this
+    process's caches (:func:`twinspect.code.normalize.prime_tokens`)."""
+    from twinspect.code.normalize import prime_tokens
 
-
-def _default_workers() -> int:
-    import os
-
-    return max(1, min(2, os.cpu_count() or 1))
+    stats.merge(part)
+    fragments.extend(frags)
+    if toks is not None and lines is not None:
+        for f, t1, ls in zip(frags, toks, lines):
+            prime_tokens(f, t1, ls)
 
 
 def mine(
@@ -878,7 +881,9 @@ def mine(
     granularity = check_granularity(granularity)
     if errors not in ERROR_POLICIES:
         raise InputError(f"unknown parse-error policy {errors!r}", hint="use 'lenient' or 'strict'")
-    workers = _default_workers() if workers is None else int(workers)
+    from twinspect.code.executors import default_workers
+
+    workers = default_workers() if workers is None else int(workers)
     if workers < 1:
         raise InputError(f"workers must be at least 1, got {workers}")
     files, stats = discover(
@@ -900,17 +905,11 @@ def mine(
         executor = LocalPool(workers)
     with progress("parsing", total=len(files), quiet=quiet) as bar:
         if executor is not None and len(files) >= PARALLEL_MIN_FILES:
-            from twinspect.code.normalize import prime_tokens
-
             runs = [files[i : i + _FILES_PER_TASK] for i in range(0, len(files), _FILES_PER_TASK)]
             results = executor.map(_mine_run, runs, shared=(min_lines, errors, pretokenize, granularity))
             for run, (frags, part, toks, lines, sts) in zip(runs, results):
-                _add_stats(stats, part)
-                fragments.extend(frags)
+                _absorb(stats, fragments, frags, part, toks, lines)
                 statements.extend(sts)
-                if toks is not None and lines is not None:
-                    for f, t1, ls in zip(frags, toks, lines):
-                        prime_tokens(f, t1, ls)
                 bar.advance(len(run))
         else:
             for sf in files:
@@ -933,9 +932,10 @@ def _mine_cached(files: Sequence[SourceFile], stats: ScanStats, cache: ParseCach
                  workers: int, executor: ShardExecutor | None, quiet: bool) -> list[Fragment]:
     """:func:`mine`'s parse stage through a parse cache: hits read back, misses parsed in shards and stored."""
     from twinspect.code.executors import InProcess, LocalPool
-    from twinspect.code.normalize import prime_tokens
 
-    per_file = cache.load(files)
+    min_lines, errors, pretokenize, granularity = options
+    per_file = cache.load(files, {"min_lines": min_lines, "errors": errors, "pretokenize": pretokenize,
+                                  "granularity": granularity})
     todo = [i for i, r in enumerate(per_file) if r is None]
     runs = [todo[i:i + _FILES_PER_TASK] for i in range(0, len(todo), _FILES_PER_TASK)]
     if executor is None:
@@ -951,12 +951,7 @@ def _mine_cached(files: Sequence[SourceFile], stats: ScanStats, cache: ParseCach
     fragments: list[Fragment] = []
     for entry in per_file:
         assert entry is not None
-        frags, part, toks, lines = entry
-        _add_stats(stats, part)
-        fragments.extend(frags)
-        if toks is not None and lines is not None:
-            for f, t1, ls in zip(frags, toks, lines):
-                prime_tokens(f, t1, ls)
+        _absorb(stats, fragments, *entry)
     return fragments
 
 

@@ -78,6 +78,8 @@ FEATURES = ("lcs_min", "lcs_dice", "tfidf", "token_overlap", "trigram_overlap", 
             "identifier_tfidf", "length", "line_lcs", "lcs_contain")
 #: Features computed from the token-bag/TF-IDF matrices (costly per pair; see :func:`verify_pairs`).
 SPARSE_FEATURES = ("tfidf", "token_overlap", "trigram_overlap", "identifier_tfidf")
+#: The other features: alignments of token and line sequences, sizes (computed for every candidate).
+SEQUENCE_FEATURES = tuple(f for f in FEATURES if f not in SPARSE_FEATURES)
 #: Version of the feature definitions; a model file of another version is refused.
 FEATURE_VERSION = 4
 #: Abstracted-token length at which the ``length`` feature reaches 1 (log scale).
@@ -236,7 +238,7 @@ def _sequence_chunk(shared: tuple, chunk: tuple[np.ndarray, np.ndarray]) -> np.n
     strings, lines, sizes = shared
     a, b = chunk
     out = np.zeros((len(a), len(FEATURES)), dtype=np.float32)
-    _sequence_columns(out, strings, lines, sizes, a, b, set(FEATURES) - set(SPARSE_FEATURES))
+    _sequence_columns(out, strings, lines, sizes, a, b, set(SEQUENCE_FEATURES))
     return out
 
 
@@ -271,7 +273,7 @@ def verify_pairs(features: PairFeatures, verifier: Verifier, a: np.ndarray, b: n
     import numpy as np
 
     if executor is None or len(a) <= SEQUENCE_SHARD:
-        x = features.compute(a, b, columns=[f for f in FEATURES if f not in SPARSE_FEATURES])
+        x = features.compute(a, b, columns=SEQUENCE_FEATURES)
     else:
         strings, lines, sizes = features.sequences()
         a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)

@@ -39,7 +39,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from twinspect.code.clones import CloneReport, pair_stats
+from twinspect.code.clones import CloneReport, lowest_id_components, pair_stats
 from twinspect.code.fragments import Fragment
 from twinspect.errors import InputError
 
@@ -312,21 +312,10 @@ def duplication(report: CloneReport, total_lines: int | None = None) -> dict[str
         (0.0 when there are no lines), "lines_in_clones": int}``; ``lines_in_clones`` counts the
         distinct lines of every fragment in a pair, first copies included.
     """
-    parent: dict[int, int] = {}
-
-    def find(x: int) -> int:
-        parent.setdefault(x, x)
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    for p in report.pairs:
-        ra, rb = find(p.a), find(p.b)
-        if ra != rb:
-            parent[max(ra, rb)] = min(ra, rb)  # the root is the component's lowest id: its first fragment
-    involved = list(parent)
-    copies = [i for i in involved if find(i) != i]
+    # a component's lowest id is its first fragment (fragments are sorted by path, then line)
+    first = lowest_id_components((), ((p.a, p.b) for p in report.pairs))
+    involved = list(first)
+    copies = [i for i in involved if first[i] != i]
     total = int(report.stats.get("total_lines", 0) if total_lines is None else total_lines)
     dup = _lines_of(report.fragments, copies)
     return {

@@ -88,7 +88,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -468,6 +468,35 @@ class _UnionFind:
         while self.parent[x] != root:
             self.parent[x], x = root, self.parent[x]
         return root
+
+
+def lowest_id_components(nodes: Iterable[int], edges: Iterable[tuple[int, int]]) -> dict[int, int]:
+    """Connected components of a sparse graph, each named by its lowest node id (union-find).
+
+    Args:
+        nodes: node ids that belong in the result even without an edge (singleton components).
+        edges: ``(u, v)`` node-id pairs; their ends are nodes too.
+
+    Returns:
+        ``{node: lowest id of its component}`` for every node, in first-seen order (``nodes``
+        first, then edge ends in edge order).
+    """
+    parent: dict[int, int] = {}
+
+    def find(x: int) -> int:
+        parent.setdefault(x, x)
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for x in nodes:
+        find(x)
+    for u, v in edges:
+        ru, rv = find(u), find(v)
+        if ru != rv:
+            parent[max(ru, rv)] = min(ru, rv)
+    return {x: find(x) for x in parent}
 
 
 def _buckets(frags: Sequence[Fragment], clf: TypeClassifier, enabled: bool) -> list[list[int]]:

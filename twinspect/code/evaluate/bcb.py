@@ -229,22 +229,12 @@ def functionality_groups(labels: Sequence[BCBPair], max_type: int = 4) -> dict[i
         ``{function id: component id}`` for every function in a labelled pair (non-clone-only
         functions are singleton components); component ids are 0..C-1 in order of smallest id.
     """
-    parent: dict[int, int] = {}
+    from twinspect.code.clones import lowest_id_components
 
-    def find(x: int) -> int:
-        parent.setdefault(x, x)
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    for lab in labels:
-        ra, rb = find(lab.id1), find(lab.id2)
-        if lab.is_clone and lab.type_idx <= max_type and ra != rb:
-            parent[max(ra, rb)] = min(ra, rb)
-    roots = sorted({find(x) for x in parent})
-    cid = {r: i for i, r in enumerate(roots)}
-    return {x: cid[find(x)] for x in parent}
+    root = lowest_id_components((x for lab in labels for x in (lab.id1, lab.id2)),
+                                ((lab.id1, lab.id2) for lab in labels if lab.is_clone and lab.type_idx <= max_type))
+    cid = {r: i for i, r in enumerate(sorted(set(root.values())))}
+    return {x: cid[r] for x, r in root.items()}
 
 
 #: Versions of :func:`bcb_split`.

@@ -98,7 +98,7 @@ def test_json_contract_written_atomically_with_plots(models, tmp_path, capsys):
         assert m["format"] == "torchscript" and m["classes"] == 10 and m["input_shape"] == [28, 28, 1]
     assert doc["models"][0]["params"] == 6 * 25 + 6 + 12 * 6 * 25 + 12 + 192 * 10 + 10
     for meas in doc["measures"].values():
-        assert meas["level"] in ("code", "weights", "representation", "io", "reuse")
+        assert meas["level"] in ("code", "weights", "representation", "io", "baselines", "reuse")
         assert isinstance(meas["higher_is_similar"], bool)
         assert len(meas["matrix"]) == 2 and all(len(row) == 2 for row in meas["matrix"])
     assert doc["measures"]["io_mean_jsd"]["higher_is_similar"] is False

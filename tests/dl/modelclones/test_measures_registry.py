@@ -72,7 +72,7 @@ def test_every_reuse_feature_maps_to_a_registered_measure():
         m = measures.BY_NAME[name]
         assert m.feature == feature and m.higher_is_similar != m.complement  # a feature is a similarity
     assert measures.reuse_features({"io_mean_jsd": 0.25, "cka": float("nan"), "weights_cosine": 0.9}) == {
-        "weights": 0.9, "cka": None, "io_jsd": 0.75, "io_agreement": None, "io_logprob": None, "modeldiff": None}
+        "weights": 0.9, "cka": None, "io_jsd": 0.75, "io_agreement": None, "io_logprob": None, "ddv_random": None}
     with pytest.raises(ValueError, match="feeds no reuse-score feature"):
         measures.BY_NAME["io_jaccard"].feature_value(0.5)
 

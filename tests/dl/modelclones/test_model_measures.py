@@ -192,7 +192,7 @@ def test_logprob_cosine_sees_the_other_classes():
 def test_reuse_score_uses_the_largest_available_feature_set_and_fits(tmp_path):
     from twinspect.dl.modelclones.reuse import FEATURE_SETS, feature_set, fit_params, load_params, reuse_score
 
-    full = {"weights": 0.99, "cka": 0.99, "io_jsd": 0.99, "io_agreement": 0.99, "modeldiff": 0.99, "io_logprob": 0.99}
+    full = {"weights": 0.99, "cka": 0.99, "io_jsd": 0.99, "io_agreement": 0.99, "ddv_random": 0.99, "io_logprob": 0.99}
     assert feature_set(full) == "full"
     assert feature_set(dict(full, weights=None)) == "no_weights"
     assert feature_set(dict(full, weights=None, cka=float("nan"))) == "io"

@@ -1,8 +1,9 @@
 """DL model clone analysis (capability 3, ``twinspect models``): Wu et al.'s three levels (ICPC 2020),
-linear CKA, ModelDiff's DDV baseline and a calibrated reuse score.
+linear CKA, a calibrated reuse score, and the ModelDiff and DeepJudge baselines as their papers run them.
 
 Entry point: :func:`compare_models` (``twinspect models compare``); the measures live one per module
-(:mod:`.weights`, :mod:`.cka`, :mod:`.outputs`, :mod:`.modeldiff`, :mod:`.source`, :mod:`.reuse`), and
+(:mod:`.weights`, :mod:`.cka`, :mod:`.outputs`, :mod:`.modeldiff`, :mod:`.deepjudge`, :mod:`.source`,
+:mod:`.reuse`; gradient access for the baselines in :mod:`.differentiable`), and
 :mod:`.measures` is the one table of their names, levels, directions and reuse-score features.
 Importing this package does not import torch or any model framework.
 """

@@ -87,13 +87,18 @@ def compare_cmd(
     distill: Optional[str] = typer.Option(
         None, "--distill", help="Distil every model into this common zoo student (e.g. lenet1) and compare the students' weights (slow)."
     ),
-    levels: str = typer.Option(",".join(_LEVELS), "--levels", help="Comma-separated subset of: " + ", ".join(_LEVELS) + "."),
+    levels: str = typer.Option(
+        ",".join(_LEVELS), "--levels",
+        help="Comma-separated subset of: " + ", ".join(_LEVELS) + ". 'baselines' = ModelDiff (ISSTA 2021) and "
+        "DeepJudge's black-box RobD/JSD (S&P 2022), directional (row model = victim, needs a float torch model).",
+    ),
     calibration: Optional[Path] = typer.Option(None, "--calibration", help="Reuse-score calibration JSON (default: the shipped one)."),
-    seed: int = typer.Option(0, "--seed", help="Seed of input sampling, uniform inputs, ModelDiff pairs and distillation."),
+    seed: int = typer.Option(0, "--seed", help="Seed of input sampling, uniform inputs, DDV pairs, the baselines' attacks and distillation."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress output, no table."),
     verbose: VerboseOpt = False,
 ) -> None:
-    """Compare every pair of MODELS at the code, weight, representation and I/O levels, with a reuse score."""
+    """Compare every pair of MODELS at the code, weight, representation and I/O levels, with a reuse score
+    and the ModelDiff / DeepJudge baselines."""
     import json
 
     from twinspect._io import json_default

@@ -3,8 +3,15 @@
 Follows the three levels of Wu et al., "How are Deep Learning Models Similar? An Empirical Study on
 Clone Analysis of Deep Learning Software" (ICPC 2020) — source code, structure (weights, distilled
 students) and I/O semantics — plus representation similarity (linear CKA, Kornblith et al. 2019),
-ModelDiff's DDV (Li et al., ISSTA 2021) as a baseline, and a calibrated reuse score
+two published reuse detectors as their papers run them — ModelDiff (Li et al., ISSTA 2021,
+:mod:`~twinspect.dl.modelclones.modeldiff`) and DeepJudge's black-box metrics (Chen et al., S&P 2022,
+:mod:`~twinspect.dl.modelclones.deepjudge`), the ``baselines`` level — and a calibrated reuse score
 (:mod:`twinspect.dl.modelclones.reuse`).
+
+The ``baselines`` matrices are directional: cell (i, j) tests model j as a suspect copy of model i,
+on test inputs generated with model i's gradients (only a float torch model has them; a row whose
+model has none is skipped with the reason). In an all-pairs run both directions are computed; with
+``pairs``, only the direction each pair is given in.
 
 Per model, once: load (:func:`~twinspect.dl.adapters.load_classifier`), class probabilities on the
 comparison inputs, canonical weights, and the Gram matrix of every layer's activations on the first
@@ -40,7 +47,7 @@ import numpy as np
 from twinspect.dl.adapters.base import Classifier
 from twinspect.dl.adapters.loaded import NotSupportedError
 from twinspect.dl.modelclones import cka as cka_mod
-from twinspect.dl.modelclones import measures, modeldiff, outputs, reuse
+from twinspect.dl.modelclones import deepjudge, measures, modeldiff, outputs, reuse
 from twinspect.dl.modelclones.measures import LEVELS, MEASURES
 from twinspect.dl.modelclones.weights import DifferentArchitectures, compare_weights
 from twinspect.errors import InputError
@@ -58,11 +65,14 @@ class CompareConfig:
             uniform random pixels in each model's input shape), a path to an ``.npz`` (``x`` in the
             0–255 pixel scale), or None: the data set named in every model's metadata when they
             agree, else ``"uniform"``.
-        n_inputs: number of comparison inputs (I/O measures and ModelDiff).
+        n_inputs: number of comparison inputs (I/O measures, the random-pair DDV, and the candidate
+            seeds of the baselines).
         cka_inputs: inputs whose activations feed CKA (the first ones of the comparison inputs).
         preprocess: preprocessing preset for every model (default: model metadata, else x/255).
-        seed: seeds input sampling, uniform inputs, ModelDiff pairs and distillation.
-        modeldiff_pairs: ModelDiff input pairs.
+        seed: seeds input sampling, uniform inputs, DDV pairs, the baselines' attacks and distillation.
+        modeldiff_pairs: random input pairs of ``io_ddv_random_pairs``.
+        modeldiff_search_pairs: input pairs of ModelDiff's search (the ISSTA artifact: 50).
+        deepjudge_seeds: DeepJudge's seeds (its default: 1,000; capped by ``n_inputs``).
         distill_student: zoo architecture of the common student (Wu et al.'s distillation level), or
             None to skip it (it trains one student per model).
         distill_epochs: epochs of each distillation.
@@ -79,6 +89,8 @@ class CompareConfig:
     preprocess: str | None = None
     seed: int = 0
     modeldiff_pairs: int = 100
+    modeldiff_search_pairs: int = modeldiff.N_PAIRS
+    deepjudge_seeds: int = deepjudge.N_SEEDS
     distill_student: str | None = None
     distill_epochs: int = 2
     distill_train: int = 5000
@@ -139,6 +151,11 @@ class _ModelState:
     ddv: np.ndarray | None = None
     student: Any = None
     student_reason: str | None = None
+    x: np.ndarray | None = None  # the comparison inputs of this model's input shape
+    baseline_done: bool = False
+    baseline_reason: str | None = None
+    md_inputs: modeldiff.ProfilingInputs | None = None
+    dj_cases: deepjudge.TestCases | None = None
 
 
 def _nan_to_none(v: float | None) -> float | None:
@@ -363,7 +380,7 @@ def _load_states(model_paths: list[Path], cfg: CompareConfig,
 
 
 def _prepare_outputs(st: _ModelState, x: np.ndarray | None, data_name: str, cfg: CompareConfig) -> None:
-    """Class probabilities of one model on its comparison inputs ``x`` and its ModelDiff DDV, into ``st``.
+    """Class probabilities of one model on its comparison inputs ``x`` and its DDV on random input pairs, into ``st``.
 
     ``x`` is None when no comparison input fits the model's input shape; a runtime failure or outputs
     with NaN/infinity leave ``st.probs`` None with the reason in ``st.probs_reason``.
@@ -409,6 +426,7 @@ def _prepare_models(states: list[_ModelState], inputs: dict[tuple[int, ...], np.
     with progress("models: outputs, weights, activations", total=len(states), quiet=quiet) as bar:
         for st in states:
             x = inputs.get(tuple(st.clf.input_shape))
+            st.x = x
             _prepare_outputs(st, x, data_name, cfg)
             if "weights" in cfg.levels or "reuse" in cfg.levels:
                 _prepare_weights(st)
@@ -545,7 +563,7 @@ def _pair_cka(cfg: CompareConfig, mx: _Matrices, i: int, j: int, a: _ModelState,
 
 def _pair_io(cfg: CompareConfig, mx: _Matrices, i: int, j: int, a: _ModelState, b: _ModelState,
              values: dict[str, float | None]) -> str | None:
-    """The I/O measures and ModelDiff's DDV similarity of pair (i, j) (same input shape and class count).
+    """The I/O measures (with the random-pair DDV similarity) of pair (i, j) (same input shape and class count).
 
     Returns:
         Why the I/O measures do not apply to the pair (None when they were computed, into ``values``
@@ -571,13 +589,74 @@ def _pair_io(cfg: CompareConfig, mx: _Matrices, i: int, j: int, a: _ModelState, 
         "io_jaccard": outputs.class_jaccard(a.probs, b.probs),
         "io_top1_agreement": outputs.top1_agreement(a.probs, b.probs),
         "io_logprob_cosine": outputs.logprob_cosine(a.probs, b.probs),
-        "modeldiff_ddv": modeldiff.ddv_similarity(a.ddv, b.ddv) if a.ddv is not None and b.ddv is not None else None,
+        "io_ddv_random_pairs": modeldiff.ddv_similarity(a.ddv, b.ddv) if a.ddv is not None and b.ddv is not None else None,
     }
     if "io" in cfg.levels:
         for k, v in vals.items():
             mx.put(k, i, j, v)
     values.update(vals)
     return None
+
+
+def _prepare_victim(st: _ModelState, cfg: CompareConfig) -> None:
+    """ModelDiff's input pairs and DeepJudge's test cases on one model as the victim (once, on first
+    use), or the reason there are none in ``st.baseline_reason``."""
+    if st.baseline_done:
+        return
+    st.baseline_done = True
+    if st.x is None or st.probs is None:
+        st.baseline_reason = st.probs_reason or "no comparison inputs fit the model"
+        return
+    from twinspect.dl.modelclones.differentiable import logit_fn
+
+    f, why = logit_fn(st.clf)
+    if f is None:
+        st.baseline_reason = why
+        return
+    try:
+        st.md_inputs = modeldiff.search_pairs(st.clf, f, st.x, cfg.modeldiff_search_pairs, seed=cfg.seed)
+        st.dj_cases = deepjudge.generate(st.clf, f, st.x, cfg.deepjudge_seeds, seed=cfg.seed)
+    except Exception as exc:  # noqa: BLE001 - one model's runtime failure must not end the run
+        st.md_inputs, st.dj_cases = None, None
+        st.baseline_reason = _reason("test input generation on the first model failed", exc)
+
+
+def _pair_baselines(cfg: CompareConfig, mx: _Matrices, i: int, j: int, a: _ModelState, b: _ModelState) -> None:
+    """ModelDiff and DeepJudge's black-box metrics with model i as the victim and model j as the
+    suspect, into cell (i, j) only (the measures are directional); 1 / 0 / 0 on the diagonal."""
+    names = measures.names("baselines")
+    _prepare_victim(a, cfg)
+    reason = a.baseline_reason
+    if reason is None and i != j:
+        if b.probs is None:
+            reason = b.probs_reason or "no outputs of the second model"
+        elif tuple(a.clf.input_shape) != tuple(b.clf.input_shape):
+            reason = f"different input shapes {tuple(a.clf.input_shape)} and {tuple(b.clf.input_shape)}"
+        elif a.clf.num_classes != b.clf.num_classes:
+            reason = f"different class counts {a.clf.num_classes} and {b.clf.num_classes}"
+    if reason is not None:
+        if i != j:
+            for k in names:
+                mx.skip(k, i, j, reason)
+        else:
+            for k in names:
+                mx.touch(k)
+        return
+    assert a.md_inputs is not None and a.dj_cases is not None
+    try:
+        vals: dict[str, float | None] = {"modeldiff": modeldiff.similarity(a.md_inputs, b.clf)}
+        dj = deepjudge.metrics(a.dj_cases, b.clf)
+        vals["deepjudge_robd"], vals["deepjudge_jsd"] = dj["robd"], dj["jsd"]
+    except Exception as exc:  # noqa: BLE001
+        for k in names:
+            mx.skip(k, i, j, _reason("the second model failed on the generated inputs", exc))
+        return
+    for k, v in vals.items():
+        if v is None or not math.isfinite(v):
+            mx.skip(k, i, j, "no adversarial example of the first model succeeded (DeepJudge has no test case)"
+                    if k.startswith("deepjudge") else f"{k} is NaN for this pair")
+        else:
+            mx.put(k, i, j, v, symmetric=False)
 
 
 def _pair_reuse(mx: _Matrices, i: int, j: int, values: dict[str, float | None], params: dict[str, list[float]] | None,
@@ -606,6 +685,7 @@ def _all_pairs(states: list[_ModelState], cfg: CompareConfig, mx: _Matrices, pai
     cka_maps: dict[str, dict] = {}
     weight_layers: dict[str, list[dict]] = {}
     wanted = None if pairs is None else {(min(i, j), max(i, j)) for i, j in pairs}
+    ordered = None if pairs is None else {(int(i), int(j)) for i, j in pairs}
     n_pairs = n * (n - 1) // 2 if wanted is None else len({p for p in wanted if p[0] != p[1]})
     with progress("models: pairs", total=n_pairs, quiet=quiet) as bar:
         for i in range(n):
@@ -621,6 +701,10 @@ def _all_pairs(states: list[_ModelState], cfg: CompareConfig, mx: _Matrices, pai
                 if "representation" in cfg.levels or "reuse" in cfg.levels:
                     _pair_cka(cfg, mx, i, j, a, b, cka_maps, values)
                 io_reason = _pair_io(cfg, mx, i, j, a, b, values)
+                if "baselines" in cfg.levels:
+                    for p, q in ((i, j),) if i == j else ((i, j), (j, i)):
+                        if ordered is None or (p, q) in ordered or p == q:
+                            _pair_baselines(cfg, mx, p, q, states[p], states[q])
                 if "reuse" in cfg.levels:
                     _pair_reuse(mx, i, j, values, params, io_reason)
                 if i < j:

@@ -20,9 +20,20 @@ io_mean_jsd            io              no                  ``io_jsd``       1 âˆ
 io_jaccard             io              yes                 -
 io_top1_agreement      io              yes                 ``io_agreement`` the measure
 io_logprob_cosine      io              yes                 ``io_logprob``   the measure
-modeldiff_ddv          io              yes                 ``modeldiff``    the measure
+io_ddv_random_pairs    io              yes                 ``ddv_random``   the measure
+modeldiff              baselines       yes                 -
+deepjudge_robd         baselines       no                  -
+deepjudge_jsd          baselines       no                  -
 reuse                  reuse           yes                 -
 =====================  ==============  ==================  ===============  ======================
+
+``io_ddv_random_pairs`` is a decision distance vector on *random* pairs of the comparison inputs (the
+DDV of ModelDiff without its input-pair search); the ``baselines`` level holds the two published
+reuse detectors as their papers run them, each *directional* (row = the victim / source model the
+test inputs are generated on, with its gradients; column = the suspect, queried as a black box):
+``modeldiff`` (:mod:`twinspect.dl.modelclones.modeldiff`, Li et al., ISSTA 2021) and DeepJudge's
+black-box metrics ``deepjudge_robd`` / ``deepjudge_jsd`` (:mod:`twinspect.dl.modelclones.deepjudge`,
+Chen et al., S&P 2022).
 
 This module imports only the standard library (the CLI imports it for ``--levels``).
 """
@@ -34,7 +45,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 #: The levels of the analysis, in report order (``--levels``, :attr:`CompareConfig.levels`).
-LEVELS: tuple[str, ...] = ("code", "weights", "representation", "io", "reuse")
+LEVELS: tuple[str, ...] = ("code", "weights", "representation", "io", "baselines", "reuse")
 
 
 @dataclass(frozen=True)
@@ -88,7 +99,10 @@ REGISTRY: tuple[Measure, ...] = (
     Measure("io_jaccard", "io", True),
     Measure("io_top1_agreement", "io", True, feature="io_agreement"),
     Measure("io_logprob_cosine", "io", True, feature="io_logprob"),
-    Measure("modeldiff_ddv", "io", True, feature="modeldiff"),
+    Measure("io_ddv_random_pairs", "io", True, feature="ddv_random"),
+    Measure("modeldiff", "baselines", True),
+    Measure("deepjudge_robd", "baselines", False),
+    Measure("deepjudge_jsd", "baselines", False),
     Measure("reuse", "reuse", True),
 )
 

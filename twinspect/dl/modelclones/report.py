@@ -12,9 +12,9 @@ from typing import Any
 
 #: Measures shown in the summary table, in column order, and their short column names.
 SUMMARY: tuple[str, ...] = ("weights_cosine", "cka", "io_mean_jsd", "io_top1_agreement", "io_logprob_cosine",
-                            "modeldiff_ddv", "reuse")
+                            "io_ddv_random_pairs", "reuse")
 SHORT: dict[str, str] = {"weights_cosine": "w-cos", "cka": "CKA", "io_mean_jsd": "JSD", "io_top1_agreement": "agree",
-                         "io_logprob_cosine": "logp-cos", "modeldiff_ddv": "DDV", "reuse": "reuse"}
+                         "io_logprob_cosine": "logp-cos", "io_ddv_random_pairs": "DDV-rand", "reuse": "reuse"}
 
 
 def summary_headers(result: Any, names_in_rows: bool = True) -> list[str]:

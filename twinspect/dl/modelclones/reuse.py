@@ -13,7 +13,8 @@ feature            what
 ``cka``            model-level linear CKA (unbiased HSIC) of the layer × layer map
 ``io_jsd``         1 − mean per-input JSD of the probability vectors
 ``io_agreement``   top-1 agreement
-``modeldiff``      ModelDiff's DDV similarity (Li et al., ISSTA 2021)
+``ddv_random``     similarity of decision distance vectors on random input pairs (ModelDiff's DDV
+                   without its input-pair search)
 ``io_logprob``     mean cosine of the centred log-probability vectors ("dark knowledge")
 =================  =============================================================================
 
@@ -48,9 +49,9 @@ from twinspect.errors import InputError
 
 #: Feature set → its features, in coefficient order (the calibration file's order: do not reorder).
 FEATURE_SETS: dict[str, tuple[str, ...]] = {
-    "full": ("weights", "cka", "io_jsd", "io_agreement", "modeldiff", "io_logprob"),
-    "no_weights": ("cka", "io_jsd", "io_agreement", "modeldiff", "io_logprob"),
-    "io": ("io_jsd", "io_agreement", "modeldiff", "io_logprob"),
+    "full": ("weights", "cka", "io_jsd", "io_agreement", "ddv_random", "io_logprob"),
+    "no_weights": ("cka", "io_jsd", "io_agreement", "ddv_random", "io_logprob"),
+    "io": ("io_jsd", "io_agreement", "ddv_random", "io_logprob"),
 }
 
 #: Hand-set coefficients (intercept first, on the transformed features), used when no calibration

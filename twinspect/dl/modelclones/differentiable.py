@@ -1,0 +1,76 @@
+"""Gradient access to a classifier, for the baselines that generate inputs on the first model of a
+pair (ModelDiff's input-pair search, DeepJudge's adversarial test cases).
+
+Both baselines are *white-box on the victim* (the model whose reuse is in question, which its owner
+has) and black-box on the suspect: only the first model of a pair needs gradients. Here a model has
+gradients when it is a float ``torch`` module (:class:`~twinspect.dl.adapters.torch.TorchClassifier`)
+whose output can be back-propagated to the input; every other format (ONNX, TFLite, Keras loaded
+without its graph, quantised TorchScript) answers None with the reason.
+
+Inputs of the returned function are in the **unit pixel scale**: float32 torch tensors (N, H, W, C)
+with values in [0, 1] (the 0–255 pixels divided by 255), the scale both papers' attacks bound their
+perturbations in. The model's own preprocessing (:class:`~twinspect.dl.adapters.base.Preprocess`) is
+applied inside, differentiably.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from twinspect.dl.adapters.base import Classifier
+
+#: ``f(x) -> scores``: (N, H, W, C) float32 tensor in [0, 1] → (N, K) float32 tensor of logits (or of
+#: log-probabilities when the model outputs probabilities).
+LogitFn = Callable[[Any], Any]
+
+
+def logit_fn(clf: Classifier) -> tuple[LogitFn | None, str | None]:
+    """A differentiable forward pass of ``clf`` from unit-scale pixels, or why there is none.
+
+    Args:
+        clf: any classifier.
+
+    Returns:
+        ``(f, None)`` with ``f`` as in :data:`LogitFn`, or ``(None, reason)`` (one line) when the model
+        is not a torch module or its output cannot be back-propagated to the input (a probe batch of
+        one zero image is tried once here).
+    """
+    module = getattr(clf, "module", None)
+    if getattr(clf, "framework", None) != "torch" or module is None:
+        fmt = clf.describe().get("format") or type(clf).__name__
+        return None, f"needs input gradients of the first model; a {fmt} model gives none (a float torch model does)"
+    import torch
+
+    pre = clf.preprocess
+    mean = torch.tensor(pre.mean, dtype=torch.float32) if pre.mean else None
+    std = torch.tensor(pre.std, dtype=torch.float32) if pre.std else None
+    scale = 255.0 / float(pre.scale)
+    probs = clf.output_kind == "probabilities"
+
+    def f(x: Any) -> Any:
+        z = x * scale
+        if mean is not None:
+            z = z - mean
+        if std is not None:
+            z = z / std
+        if pre.layout == "NCHW":
+            z = z.permute(0, 3, 1, 2)
+        out = module(z)
+        if isinstance(out, (tuple, list)):
+            out = out[0]
+        out = out.float()
+        return torch.log(out.clamp_min(1e-12)) if probs else out
+
+    try:
+        probe = torch.zeros((1, *clf.input_shape), dtype=torch.float32, requires_grad=True)
+        (grad,) = torch.autograd.grad(f(probe).sum(), probe, allow_unused=True)
+        if grad is None:
+            return None, "needs input gradients of the first model; its output does not depend differentiably on the input"
+    except Exception as exc:  # noqa: BLE001 - quantised or exported modules refuse autograd in many ways
+        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return None, f"needs input gradients of the first model; back-propagation failed: {msg[:120]}"
+    return f, None
+
+
+__all__ = ["LogitFn", "logit_fn"]

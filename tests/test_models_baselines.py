@@ -100,6 +100,9 @@ def test_deepjudge_metrics_are_lower_for_the_copy(trio):
     assert deepjudge.judge(m_tuned, th) is True
     assert deepjudge.judge(m_other, th) is False
     assert deepjudge.judge({"robd": m_tuned["robd"], "jsd": m_other["jsd"]}, th) is False  # 1 of 2 votes: no majority
+    # skewed negatives: the normal lower bound falls below 0, the empirical quantile does not
+    skewed = [0.0, 0.01, 0.01, 0.02, 0.4, 0.5] * 20
+    assert deepjudge.threshold(skewed) < 0 < deepjudge.threshold(skewed, 0.8, method="quantile") == pytest.approx(0.01)
     assert deepjudge.judge({"robd": float("nan")}, th) is None
 
 
@@ -134,6 +137,8 @@ def test_bad_input_gives_input_error(trio):
         deepjudge.generate(victim, f, x, 10, eps=0.0)
     with pytest.raises(InputError, match="at least 2 negative"):
         deepjudge.threshold([0.5])
+    with pytest.raises(InputError, match="unknown threshold method 'max'"):
+        deepjudge.threshold([0.5, 0.6], method="max")
     with pytest.raises(InputError, match="different lengths"):
         modeldiff.ddv_similarity(np.ones(3), np.ones(4))
     with pytest.raises(InputError, match="one shape"):

@@ -28,7 +28,9 @@ DeepJudge tests a *suspect* model against a *victim* (the owner's model, white-b
    ``calThreshold(contrast_models, metric_func, tests, confidence=0.99)`` and
    ``Judge(..., rule='major')``): each metric's threshold is set on *negative* suspect models (trained
    independently of the victim) as the lower bound of their metric values at confidence 0.99
-   (:func:`threshold`: mean − z₀.₉₉·std of the negatives' values, a normal fit); a metric votes
+   (:func:`threshold`: mean − z₀.₉₉·std of the negatives' values, a normal fit — our reading of
+   the paper's lower bound, not checked against a reference implementation; the empirical 1 %
+   quantile is the alternative without the normal assumption); a metric votes
    *copy* when the suspect's value is below its threshold; the suspect is judged a copy by majority
    vote (:func:`judge`: more than half of the metrics vote copy — with the two black-box metrics,
    both).
@@ -191,12 +193,20 @@ def metrics(cases: TestCases, suspect: Classifier) -> dict[str, float]:
     return {"robd": abs(rob(cases.victim_probs, cases.y) - rob(sp, cases.y)), "jsd": jsd(sp, cases.victim_probs)}
 
 
-def threshold(negative_values: Sequence[float], confidence: float = CONFIDENCE) -> float:
-    """A metric's threshold from its values on negative (independent) suspect models: the lower bound
-    ``mean − z_confidence · std`` (normal fit, sample std) of those values.
+def threshold(negative_values: Sequence[float], confidence: float = CONFIDENCE, method: str = "normal") -> float:
+    """A metric's threshold from its values on negative (independent) suspect models: their lower bound
+    at ``confidence``.
+
+    Args:
+        negative_values: the metric (a distance) on each negative model; None/NaN are left out.
+        confidence: the share of negatives meant to lie above the threshold.
+        method: ``"normal"`` — ``mean − z_confidence · std`` (sample std) of a normal fitted to the
+            values, the reading of the paper's lower bound used by default; ``"quantile"`` — the
+            empirical ``1 − confidence`` quantile of the values (no normal assumption: with skewed
+            values the normal bound can fall below every possible distance).
 
     Raises:
-        InputError: fewer than 2 finite values, or ``confidence`` outside (0.5, 1).
+        InputError: fewer than 2 finite values, ``confidence`` outside (0.5, 1), unknown ``method``.
     """
     from scipy.stats import norm
 
@@ -205,6 +215,10 @@ def threshold(negative_values: Sequence[float], confidence: float = CONFIDENCE) 
         raise InputError(f"a DeepJudge threshold needs at least 2 negative models' values, got {len(v)}")
     if not 0.5 < confidence < 1.0:
         raise InputError(f"confidence must be in (0.5, 1), got {confidence}")
+    if method == "quantile":
+        return float(np.quantile(v, 1.0 - confidence))
+    if method != "normal":
+        raise InputError(f"unknown threshold method {method!r}; choose normal or quantile")
     return float(v.mean() - norm.ppf(confidence) * v.std(ddof=1))
 
 

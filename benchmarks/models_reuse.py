@@ -19,9 +19,18 @@ split, the others the *test* split; pairs across the splits are not used. The re
 coefficients are fitted on the calibration split only (and written to
 ``twinspect/dl/modelclones/reuse_calibration.json``, the coefficients the CLI ships); every number in the
 "test" columns is on the other split. ROC-AUC (scikit-learn) of every measure ("higher is similar"
-measures as they are, distances negated), of the reuse score and of ModelDiff's DDV similarity;
-detection rate of every derived kind and false-positive rate on independent pairs at the default
-threshold 0.5. The three DFlare/DiffChaser pairs of ``../shared`` (Keras original vs 8-bit TFLite)
+measures as they are, distances negated) and of the reuse score; detection rate of every derived kind
+and false-positive rate on independent pairs at the default threshold 0.5.
+
+**Baselines side by side** (``baselines`` level, on the same pairs and split, the ancestor of a derived
+pair — the first model of every pair — as the victim whose gradients generate the test inputs):
+ModelDiff (Li et al., ISSTA 2021: its input-pair search, DDV, cosine) with its paper's decision rule
+(a reuse pair is detected when it scores above every unrelated model compared with the same source;
+the rule flags no fixed set, so it has no false-positive rate) and, for a rate, a threshold set on the
+calibration split's independent pairs at ≤ 2 % false positives; DeepJudge's black-box metrics (Chen
+et al., S&P 2022: RobD and JSD on PGD test cases of the victim) with its paper's thresholds (lower
+bound at confidence 0.99 of the negatives' values — here the calibration split's independent pairs,
+pooled over victims) and majority vote. The three DFlare/DiffChaser pairs of ``../shared`` (Keras original vs 8-bit TFLite)
 are scored as extra derived pairs. Speed: all-pairs comparison of 10 MNIST models at every level but
 distillation; distillation timed separately on 3 models.
 
@@ -266,6 +275,131 @@ def auc(labels: list[int], scores: list[float | None]) -> float | None:
     return float(roc_auc_score(ys, [p[1] for p in pts]))
 
 
+BASELINE_MEASURES = ("modeldiff", "deepjudge_robd", "deepjudge_jsd")
+MAX_FPR_BASELINE = 0.02
+
+
+def _rates(ps: list[dict], flag) -> tuple[dict[str, tuple[int, int]], tuple[int, int]]:
+    """Per derived kind (flagged, pairs) and over the independent pairs (flagged, pairs) of ``flag(p)``
+    (True/False, or None when the rule does not apply to the pair: left out)."""
+    kinds: dict[str, list[int]] = {}
+    neg = [0, 0]
+    for p in ps:
+        v = flag(p)
+        if v is None:
+            continue
+        if p["label"] == 1:
+            k = kinds.setdefault(p["kind"], [0, 0])
+            k[0] += int(v)
+            k[1] += 1
+        else:
+            neg[0] += int(v)
+            neg[1] += 1
+    return {k: (a, b) for k, (a, b) in kinds.items()}, (neg[0], neg[1])
+
+
+def _fpr_threshold(scores_neg: list[float], max_fpr: float) -> float:
+    """The smallest similarity threshold flagging at most ``max_fpr`` of the negatives (``score > t``)."""
+    v = np.sort(np.asarray(scores_neg, dtype=float))[::-1]
+    k = int(np.floor(max_fpr * len(v)))
+    return float(v[k]) if k < len(v) else float("-inf")
+
+
+def baselines_side_by_side(calib: list[dict], test: list[dict], reuse_th: float) -> tuple[list[str], dict, list[list]]:
+    """The baselines' section of the report: each decision rule's detection rate per derived kind and
+    false-positive rate on the test split, beside the reuse score's; and 20 test pairs' scores.
+
+    Returns:
+        ``(markdown lines, json dict, the 20 sample rows)``.
+    """
+    from twinspect.dl.modelclones import deepjudge, modeldiff
+
+    def val(p, k):
+        return p["values"].get(k)
+
+    # ModelDiff's own rule: above every unrelated model compared with the same source (test split)
+    unrelated: dict[str, list[float]] = {}
+    for p in test:
+        if p["label"] == 0 and val(p, "modeldiff") is not None:
+            unrelated.setdefault(p["name_a"], []).append(val(p, "modeldiff"))
+
+    def md_rank(p):
+        if p["label"] == 0 or val(p, "modeldiff") is None:
+            return None
+        return modeldiff.ranking_correct(val(p, "modeldiff"), unrelated.get(p["name_a"], []))
+
+    md_t = _fpr_threshold([val(p, "modeldiff") for p in calib if p["label"] == 0 and val(p, "modeldiff") is not None],
+                          MAX_FPR_BASELINE)
+    neg = {k: [val(p, f"deepjudge_{k}") for p in calib if p["label"] == 0] for k in ("robd", "jsd")}
+    dj_th = {k: deepjudge.threshold(v) for k, v in neg.items()}
+    dj_q = {k: deepjudge.threshold(v, method="quantile") for k, v in neg.items()}
+
+    def dj_values(p):
+        return {"robd": val(p, "deepjudge_robd"), "jsd": val(p, "deepjudge_jsd")}
+
+    def one(k, th):
+        return lambda p: None if dj_values(p)[k] is None else dj_values(p)[k] < th[k]
+
+    rules = [
+        (f"reuse score ≥ {reuse_th}", lambda p: None if p["reuse_calibrated"] is None else p["reuse_calibrated"] >= reuse_th),
+        ("ModelDiff, paper rule (above every unrelated model of the source)", md_rank),
+        (f"ModelDiff > {md_t:.4f} (≤ {100 * MAX_FPR_BASELINE:.0f} % FP on calibration)",
+         lambda p: None if val(p, "modeldiff") is None else val(p, "modeldiff") > md_t),
+        (f"DeepJudge RobD < {dj_th['robd']:.4f} (normal lower bound)", one("robd", dj_th)),
+        (f"DeepJudge JSD < {dj_th['jsd']:.4f} (normal lower bound)", one("jsd", dj_th)),
+        ("DeepJudge majority vote (RobD and JSD), normal lower bounds", lambda p: deepjudge.judge(dj_values(p), dj_th)),
+        (f"DeepJudge RobD < {dj_q['robd']:.4f} (1 % quantile)", one("robd", dj_q)),
+        (f"DeepJudge JSD < {dj_q['jsd']:.4f} (1 % quantile)", one("jsd", dj_q)),
+        ("DeepJudge majority vote (RobD and JSD), 1 % quantiles", lambda p: deepjudge.judge(dj_values(p), dj_q)),
+    ]
+    kinds = sorted({p["kind"] for p in test if p["label"] == 1})
+    rows, out = [], {}
+    for name, flag in rules:
+        per_kind, (fp, nneg) = _rates(test, flag)
+        flagged = sum(a for a, _ in per_kind.values())
+        total = sum(b for _, b in per_kind.values())
+        row = [name, 100 * flagged / max(total, 1)]
+        row += [100 * per_kind[k][0] / per_kind[k][1] if k in per_kind and per_kind[k][1] else None for k in kinds]
+        fp_rate = None if name.startswith("ModelDiff, paper") else 100 * fp / max(nneg, 1)
+        row.append(fp_rate)
+        rows.append(row)
+        out[name] = {"detected": flagged, "derived": total, "per_kind": {k: list(v) for k, v in per_kind.items()},
+                     "false_positives": None if fp_rate is None else fp, "independent": nneg}
+    short = {k: k.replace(" (vs base)", "*").replace("finetune", "ft").replace("prune", "pr").replace("noise", "nz") for k in kinds}
+    md = ["## Baselines beside the reuse score (test split, same pairs)", "",
+          "Detection rate (% of derived test pairs flagged) per derived kind and false-positive rate (% of independent "
+          "test pairs flagged), each baseline at its own paper's decision rule. DeepJudge's thresholds are the lower "
+          "bound at confidence 0.99 (mean − 2.326·std) of each metric over the calibration split's independent pairs "
+          "(pooled over victims: the paper sets them per victim on negatives its owner trains); as the values of those "
+          "negatives are skewed, that normal bound can fall below 0, so the empirical 1 % quantile (the same confidence "
+          "without the normal fit) is shown as well. ModelDiff's paper "
+          "counts a reuse pair as detected when its similarity beats every unrelated model compared with the same "
+          "source (here: the test split's independent pairs with that source), which gives no false-positive rate. "
+          "`*` = a chain's child against its base.", "",
+          markdown_table(rows, ["rule", "derived %", *[short[k] for k in kinds], "FP %"], floatfmt=".1f"), ""]
+    # 20 test pairs: one of every derived kind (as many as there are), the rest independent, seeded
+    rng = np.random.default_rng(7)
+    der = [p for p in test if p["label"] == 1]
+    pick = []
+    for k in kinds:
+        ks = [p for p in der if p["kind"] == k]
+        pick.append(ks[int(rng.integers(len(ks)))])
+    pick = pick[:10]
+    ind = [p for p in test if p["label"] == 0]
+    pick += [ind[i] for i in sorted(rng.choice(len(ind), 20 - len(pick), replace=False))]
+
+    def r(v):
+        return None if v is None else round(float(v), 4)
+
+    sample = [[p["name_a"], p["name_b"], p["kind"], r(p["reuse_calibrated"]), r(val(p, "modeldiff")),
+               r(val(p, "deepjudge_robd")), r(val(p, "deepjudge_jsd")), r(val(p, "io_ddv_random_pairs"))] for p in pick]
+    md += ["### Per-pair scores of 20 test pairs", "",
+           markdown_table(sample, ["victim (a)", "suspect (b)", "kind", "reuse", "ModelDiff", "RobD", "JSD", "DDV random pairs"],
+                          floatfmt=".4f"), ""]
+    return md, {"rules": out, "deepjudge_thresholds_normal": dj_th, "deepjudge_thresholds_quantile": dj_q,
+                "modeldiff_threshold_2pct": md_t}, sample
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--work-dir", default="runs/bench-models")
@@ -292,7 +426,7 @@ def main() -> None:
     pairs = labelled_pairs(manifest)
     log(f"{len(manifest)} models, {len(pairs)} labelled pairs; comparing ...")
     cfg = CompareConfig(data="mnist", n_inputs=args.inputs, cka_inputs=args.cka_inputs, seed=0,
-                        levels=("weights", "representation", "io", "reuse"), verbose=0)
+                        levels=("weights", "representation", "io", "baselines", "reuse"), verbose=0)
     t1 = time.perf_counter()
     res = compare_models([m["path"] for m in manifest], config=cfg, pairs=[(p["a"], p["b"]) for p in pairs])
     compare_s = time.perf_counter() - t1
@@ -340,12 +474,13 @@ def main() -> None:
     for kind in kinds:
         ps = [p for p in test if p["kind"] == kind]
         flagged = [p for p in ps if (p["reuse_calibrated"] or 0.0) >= th]
-        md = [p for p in ps if (p["values"].get("modeldiff_ddv") or 0.0) >= 0.999]
         det_rows.append([kind, ps[0]["label"], len(ps), 100 * len(flagged) / len(ps),
                          float(np.median([p["reuse_calibrated"] for p in ps if p["reuse_calibrated"] is not None]))])
-        det_json[kind] = {"label": ps[0]["label"], "pairs": len(ps), "flagged": len(flagged), "modeldiff_ge_0.999": len(md)}
+        det_json[kind] = {"label": ps[0]["label"], "pairs": len(ps), "flagged": len(flagged)}
     indep = [p for p in test if p["label"] == 0]
     fpr = sum((p["reuse_calibrated"] or 0.0) >= th for p in indep) / max(len(indep), 1)
+
+    base_md, base_json, sample_rows = baselines_side_by_side(calib, test, th)
 
     # DFlare pairs from ../shared
     from twinspect.dl.data import find_shared_data
@@ -362,7 +497,7 @@ def main() -> None:
             m = {k: r.matrix(k)[0, 1] for k in r.measures}
             feats = reuse_features(m)
             dflare_rows.append([f"{a} / {b}", m.get("weights_cosine"), m.get("cka"), m["io_top1_agreement"],
-                                m["modeldiff_ddv"], reuse_score(feats, params)])
+                                m["io_ddv_random_pairs"], reuse_score(feats, params)])
 
     # speed: 10 models all-pairs, every level but distillation
     ten = [m["path"] for m in manifest if m["kind"] == "base"][:6] + [m["path"] for m in manifest if m["kind"] != "base"][:4]
@@ -390,10 +525,11 @@ def main() -> None:
           f"## Detection at the default threshold {th} (test split)", "",
           markdown_table(det_rows, ["pair kind", "label", "pairs", "flagged %", "median reuse"], floatfmt=".3f"), "",
           f"False-positive rate on independent test pairs: {100 * fpr:.1f} % (target ≤ 5 %).", "",
+          *base_md,
           "## DFlare/DiffChaser pairs (Keras vs 8-bit TFLite, ../shared)", "",
-          markdown_table(dflare_rows, ["pair", "weights cos", "CKA", "top-1 agreement", "ModelDiff", "reuse"], floatfmt=".3f"), "",
+          markdown_table(dflare_rows, ["pair", "weights cos", "CKA", "top-1 agreement", "DDV (random pairs)", "reuse"], floatfmt=".3f"), "",
           "## Speed", "",
-          f"All-pairs comparison of 10 MNIST models, every level but distillation: {speed10:.1f} s (target ≤ 120 s).",
+          f"All-pairs comparison of 10 MNIST models, every level but distillation (the baselines included): {speed10:.1f} s (target ≤ 60 s).",
           f"Distillation of 3 models into a common LeNet-1 student (1 epoch, 3,000 images) and comparison: {distill_s:.1f} s; "
           f"student weight cosine matrix {distill_cos}.", "",
           "## Base models", "", markdown_table(acc_rows, ["model", "kind", "arch", "test acc % (2,000 imgs)"], floatfmt=".1f"), ""]
@@ -411,6 +547,7 @@ def main() -> None:
     kept = [p for p in pairs if p["label"] == 1] + [indep[i] for i in sorted(rng.choice(len(indep), min(100, len(indep)), replace=False))]
     write_json(out.with_suffix(".json"), {
         "provenance": _provenance.info(__file__), "auc": auc_json, "detection": det_json, "false_positive_rate": fpr, "threshold": th, "params": params,
+        "baselines": base_json, "baseline_sample_pairs": sample_rows,
         "dflare": dflare_rows, "speed_10_models_s": speed10, "distill_3_models_s": distill_s, "distill_cosine": distill_cos,
         "models": [{k: m[k] for k in ("name", "kind", "arch", "seed", "parents", "accuracy")} for m in manifest],
         "pairs_note": f"all {sum(p['label'] for p in pairs)} derived pairs and a seeded sample of 100 of the "

@@ -127,11 +127,8 @@ def sample(tree: Path, n_frags: int, seed: int) -> dict:
     config = DetectConfig()
     clf = TypeClassifier(frags)
     reps = [b[0] for b in _buckets(frags, clf, True)]
-    vecs, _ = _encode(frags, config, quiet=True)
-    vecs = np.asarray(vecs, dtype=np.float32)[np.asarray(reps)]
-    norms = np.linalg.norm(vecs, axis=1, keepdims=True)
-    norms[norms == 0] = 1.0
-    vecs = np.ascontiguousarray(vecs / norms, dtype=np.float32)
+    fv, _ = _encode(frags, config, quiet=True)
+    vecs = fv.dense(np.asarray(reps))  # unit rows
     encode_s = time.perf_counter() - t0
     CACHE.mkdir(parents=True, exist_ok=True)
     out = {"fragments": len(frags), "files": used, "files_total": len(paths), "representatives": len(reps)}

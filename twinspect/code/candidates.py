@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 _SEARCH_CHUNK = 1024  # queries per index.search call (progress granularity, bounded memory)
 _PREFIX_CHUNK = 256  # rows of the prefix matrix multiplied at once (bounds the candidate arrays held at once)
 _VERIFY_CHUNK = 1 << 16  # candidate pairs whose overlap is computed at once
+_RESCORE_CHUNK = 1 << 18  # neighbour pairs of the reduced index re-scored per progress step
 #: k of the extended prefix filter: prefixes k − 1 items longer must share k items.
 _PREFIX_SHARED = 8
 
@@ -65,6 +66,20 @@ AUTO_HNSW_PARAMS: dict[str, Any] = {"M": 16, "ef_construction": 100, "ef_search"
 #: machine but the insertion order, and so the last neighbours, may vary between runs. Queries
 #: always run on two threads (each query is independent: same results).
 AUTO_HNSW_BUILD_THREADS = 1
+#: Dimension of the truncated SVD the ``index="auto"`` HNSW graph is built on (the lexical vectors have
+#: 2,048 columns; distance computations, and so build and search time, scale with it). On the 81,099
+#: representatives of benchmarks/index_recall.py's sample (threshold 0.4, k 105), with the settings
+#: below: 384 dimensions gave recall 0.955 in 131 s, 256 gave 0.927 in 112 s (HNSW over the full
+#: 2,048 dimensions: 0.977 in 161 s, with 5x the index memory); measured 2026-11-26, not in a results file.
+AUTO_HNSW_DIM = 384
+#: Neighbours the reduced index returns at a cosine ≥ threshold − this margin are re-scored with the
+#: full vectors (the reduced cosine only approximates the full one).
+RERANK_MARGIN = 0.1
+#: The reduced index is asked for this many times the query's k neighbours before re-scoring.
+RERANK_OVERSAMPLE = 2
+#: The reduced index is first asked for this many neighbours; only queries whose last one still
+#: reaches threshold − :data:`RERANK_MARGIN` are searched again for ``RERANK_OVERSAMPLE · k``.
+FIRST_ROUND_K = 32
 #: Queries whose HNSW results are checked against exact search at run time (seeded sample).
 RECALL_QUERIES = 256
 
@@ -114,7 +129,7 @@ def resolve_index(requested: str, n: int) -> str:
 
 
 def measure_recall(
-    index: Any, vecs: np.ndarray, ids: np.ndarray, k: int, threshold: float, queries: int = RECALL_QUERIES,
+    index: Any, vecs: Any, ids: np.ndarray, k: int, threshold: float, queries: int = RECALL_QUERIES,
     seed: int = 0,
 ) -> tuple[float | None, int]:
     """Range-search recall of ``index`` against exact search on a seeded sample of its own vectors.
@@ -124,8 +139,12 @@ def measure_recall(
     neighbours kept are those at cosine ≥ ``threshold`` other than the query itself.
 
     Args:
-        index: a :class:`twinspect.code.index.Index` holding ``vecs`` under ``ids``.
-        vecs: float32 (N, d) unit rows.
+        index: a :class:`twinspect.code.index.Index` holding ``vecs`` under ``ids`` (searched with
+            the sampled rows' dense vectors), or a callable ``search(positions, k) -> (ids, sims)``
+            taking int64 row positions (e.g. :func:`range_pairs`' re-scored search over a reduced
+            index).
+        vecs: the N indexed vectors by position: float32 (N, d) unit rows or a
+            :class:`twinspect.code.vectors.FragmentVectors`.
         ids: int64 (N,) their ids in ``index``.
         k: neighbours per query (as in the real search).
         threshold: minimum cosine.
@@ -139,14 +158,19 @@ def measure_recall(
     import numpy as np
 
     from twinspect.code.index import topk_rows
+    from twinspect.code.vectors import as_vectors
 
-    n = len(vecs)
+    fv = as_vectors(vecs)
+    n = len(fv)
     rows = np.sort(np.random.default_rng(seed).choice(n, size=min(queries, n), replace=False))
-    got_ids, got_sims = index.search(vecs[rows], k)
+    if callable(getattr(index, "search", None)):
+        got_ids, got_sims = index.search(fv.dense(rows), k)
+    else:
+        got_ids, got_sims = index(rows, k)
     hits = total = 0
     for lo in range(0, len(rows), 32):
         block = rows[lo:lo + 32]
-        cols, sims = topk_rows(vecs[block] @ vecs.T, k)
+        cols, sims = topk_rows(fv.cross_all(block), k)
         for j, row in enumerate(block):
             own = int(ids[row])
             exact = {int(ids[c]) for c, s in zip(cols[j], sims[j]) if s >= threshold and int(ids[c]) != own}
@@ -163,7 +187,7 @@ def overlaps(a: Fragment, b: Fragment) -> bool:
 
 
 def range_pairs(
-    vecs: np.ndarray,
+    vecs: Any,
     reps: Sequence[int],
     frags: Sequence[Fragment],
     *,
@@ -176,7 +200,8 @@ def range_pairs(
     """Every neighbour of every representative at cosine ≥ ``threshold`` (up to ``cap`` per query).
 
     Args:
-        vecs: float32 (N, d) L2-normalised vectors of all fragments (rows = fragment ids).
+        vecs: the N fragments' L2-normalised vectors (rows = fragment ids): float32 (N, d) array or
+            :class:`twinspect.code.vectors.FragmentVectors` (dense or sparse rows).
         reps: ids of the fragments to search among (each queries all others).
         frags: the N fragments (pairs of overlapping fragments — same file, intersecting lines —
             are never candidates).
@@ -185,15 +210,18 @@ def range_pairs(
             neighbour still reaches the threshold counts as capped.
         index: ``"exact"`` (blocked matrix product), ``"hnsw"`` (see :mod:`twinspect.code.index`) or
             ``"auto"`` (exact below :data:`AUTO_HNSW_MIN` representatives, else HNSW with
-            :data:`AUTO_HNSW_PARAMS`, built with :data:`AUTO_HNSW_BUILD_THREADS` threads and
-            searched with two). With HNSW the range search's recall against exact search is measured
-            on :data:`RECALL_QUERIES` seeded queries (:func:`measure_recall`).
+            :data:`AUTO_HNSW_PARAMS` over an :data:`AUTO_HNSW_DIM`-dimensional truncated SVD of the
+            vectors (:func:`twinspect.code.vectors.reduce_dim`), built with
+            :data:`AUTO_HNSW_BUILD_THREADS` threads and searched with two; the neighbours it returns
+            within :data:`RERANK_MARGIN` of the threshold are re-scored with the exact cosine of the
+            full vectors). With HNSW the range search's recall against exact search over the full
+            vectors is measured on :data:`RECALL_QUERIES` seeded queries (:func:`measure_recall`).
         index_params: keyword arguments of the index (HNSW ``M``, ``ef_construction``,
             ``ef_search``, ``seed``, ``num_threads``); with ``"auto"`` only ``seed`` is used.
         quiet: no progress bar.
 
     Returns:
-        :class:`Candidates` with cosine scores.
+        :class:`Candidates` with cosine scores (always the full vectors' cosine).
 
     Raises:
         InputError: ``cap < 1``.
@@ -201,55 +229,137 @@ def range_pairs(
     import numpy as np
 
     from twinspect.code.index import make_index
+    from twinspect.code.vectors import as_vectors, reduce_dim
 
     if cap < 1:
         raise InputError(f"the neighbour cap must be at least 1, got {cap}")
     out: dict[tuple[int, int], float] = {}
     if len(reps) < 2:
         return Candidates(out)
+    fv = as_vectors(vecs)
     rep_ids = np.asarray(reps, dtype=np.int64)
-    rep_vecs = np.ascontiguousarray(vecs[rep_ids])
+    rep_fv = fv.subset(rep_ids)
     used = resolve_index(index, len(reps))
     params = dict(index_params or {}) if used == "hnsw" else {}
+    seed = int((index_params or {}).get("seed", 0))
     search_threads = None
+    reduced = False
     if used == "hnsw" and index == "auto":
-        params = {**AUTO_HNSW_PARAMS, "seed": params.get("seed", 0), "num_threads": AUTO_HNSW_BUILD_THREADS}
+        params = {**AUTO_HNSW_PARAMS, "seed": seed, "num_threads": AUTO_HNSW_BUILD_THREADS}
         search_threads = min(2, os.cpu_count() or 1)  # queries are independent: same results on any count
+        reduced = AUTO_HNSW_DIM < fv.dim
     if used == "hnsw":
-        params["ef_search"] = max(int(params.get("ef_search", 100)), cap + 5)
-    idx = make_index(used, rep_vecs.shape[1], **params)
-    idx.add(rep_ids, rep_vecs)
+        params["ef_search"] = max(int(params.get("ef_search", 100)), cap + 5) if not reduced else int(params["ef_search"])
+    with progress("building the neighbour index", total=None, quiet=quiet or used != "hnsw"):
+        base = reduce_dim(fv, rep_ids, AUTO_HNSW_DIM, seed=seed) if reduced else rep_fv.dense(np.arange(len(reps)))
+        idx = make_index(used, base.shape[1], **params)
+        # the reduced index holds positions (0..n-1) of the representatives, the others their ids
+        index_ids = np.arange(len(reps), dtype=np.int64) if reduced else rep_ids
+        idx.add(index_ids, base)
     if search_threads is not None:
         idx.num_threads = search_threads  # type: ignore[attr-defined]
     # A few extra neighbours stand in for the query itself and overlapping (nested) fragments.
     k = min(len(reps), cap + 5)
+
+    def low_search(rows: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Reduced-space neighbours (positions, reduced cosines) of the representatives at ``rows``.
+
+        A range search down to threshold − margin: most queries have few neighbours there and stop
+        after FIRST_ROUND_K; the others are searched again for RERANK_OVERSAMPLE · k."""
+        k_full = min(len(reps), RERANK_OVERSAMPLE * k)
+        k1 = min(k_full, FIRST_ROUND_K)
+        ids, sims = idx.search(base[rows], k1)
+        more = np.flatnonzero(sims[:, -1] >= threshold - RERANK_MARGIN) if k1 < k_full else np.zeros(0, np.int64)
+        if len(more):
+            ids = np.concatenate([ids, np.full((len(rows), k_full - k1), -1, dtype=np.int64)], axis=1)
+            sims = np.concatenate([sims, np.full((len(rows), k_full - k1), -2.0, dtype=np.float32)], axis=1)
+            ids[more], sims[more] = idx.search(base[rows[more]], k_full)
+        return ids, sims
+
+    def search(rows: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Neighbours of the representatives at positions ``rows`` by descending full cosine (index ids)."""
+        if not reduced:
+            return idx.search(base[rows], k)
+        ids, sims = low_search(rows, k)
+        qi, qj = np.nonzero((ids >= 0) & (sims >= threshold - RERANK_MARGIN))
+        exact = np.full(ids.shape, -2.0, dtype=np.float32)
+        if len(qi):
+            exact[qi, qj] = rep_fv.pair_cosines(rows[qi], ids[qi, qj])
+        order = np.argsort(-exact, axis=1, kind="stable")
+        return np.take_along_axis(ids, order, axis=1), np.take_along_axis(exact, order, axis=1)
+
     capped = 0
+
+    def keep_neighbours(u: int, neighbours: Sequence[int], cosines: Sequence[float]) -> None:
+        """Add query ``u``'s neighbours (fragment ids, by descending cosine) to ``out`` under the cap."""
+        nonlocal capped
+        kept = 0
+        for v, s in zip(neighbours, cosines):
+            if v < 0 or v == u:
+                continue
+            if s < threshold:
+                break
+            if overlaps(frags[u], frags[v]):
+                continue
+            if kept >= cap:
+                capped += 1
+                break
+            kept += 1
+            key = (u, v) if u < v else (v, u)
+            if s > out.get(key, -2.0):
+                out[key] = s
+
+    if not reduced:
+        with progress("neighbour search", total=len(reps), quiet=quiet) as bar:
+            for lo in range(0, len(reps), _SEARCH_CHUNK):
+                hi = min(len(reps), lo + _SEARCH_CHUNK)
+                ids, sims = search(np.arange(lo, hi), k)
+                for row in range(hi - lo):
+                    keep_neighbours(int(rep_ids[lo + row]), ids[row].tolist(), sims[row].tolist())
+                bar.advance(hi - lo)
+        if used != "hnsw":
+            return Candidates(out, capped)
+        recall, queries = measure_recall(search, rep_fv, rep_ids, k, threshold, seed=seed)
+        return Candidates(out, capped, index=used, index_recall=recall, index_recall_queries=queries)
+
+    # Reduced index: collect every (query, neighbour) the reduced space puts within the margin, re-score
+    # each distinct pair once with the full cosine (a pair usually turns up from both ends), then let
+    # each query keep its best neighbours as above.
+    found_a, found_b = [], []
     with progress("neighbour search", total=len(reps), quiet=quiet) as bar:
         for lo in range(0, len(reps), _SEARCH_CHUNK):
             hi = min(len(reps), lo + _SEARCH_CHUNK)
-            ids, sims = idx.search(rep_vecs[lo:hi], k)
-            for row in range(hi - lo):
-                u = int(rep_ids[lo + row])
-                kept = 0
-                for v, s in zip(ids[row].tolist(), sims[row].tolist()):
-                    if v < 0 or v == u:
-                        continue
-                    if s < threshold:
-                        break
-                    if overlaps(frags[u], frags[v]):
-                        continue
-                    if kept >= cap:
-                        capped += 1
-                        break
-                    kept += 1
-                    key = (u, v) if u < v else (v, u)
-                    if s > out.get(key, -2.0):
-                        out[key] = s
+            rows = np.arange(lo, hi)
+            ids, sims = low_search(rows, k)
+            qi, qj = np.nonzero((ids >= 0) & (sims >= threshold - RERANK_MARGIN))
+            a, b = rows[qi], ids[qi, qj]
+            keep = a != b
+            found_a.append(np.minimum(a[keep], b[keep]))
+            found_b.append(np.maximum(a[keep], b[keep]))
             bar.advance(hi - lo)
-    if used != "hnsw":
-        return Candidates(out, capped)
-    recall, queries = measure_recall(idx, rep_vecs, rep_ids, k, threshold,
-                                     seed=int((index_params or {}).get("seed", 0)))
+    n = len(reps)
+    pair_key = np.unique(np.concatenate(found_a) * n + np.concatenate(found_b)) if found_a else np.zeros(0, np.int64)
+    del found_a, found_b
+    pa, pb = pair_key // n, pair_key % n
+    cos = np.empty(len(pair_key), dtype=np.float32)
+    with progress("re-scoring neighbours", total=len(pair_key), quiet=quiet) as bar:
+        for lo in range(0, len(pair_key), _RESCORE_CHUNK):
+            hi = min(len(pair_key), lo + _RESCORE_CHUNK)
+            cos[lo:hi] = rep_fv.pair_cosines(pa[lo:hi], pb[lo:hi])
+            bar.advance(hi - lo)
+    ok = cos >= threshold
+    q = np.concatenate([pa[ok], pb[ok]])
+    v = np.concatenate([pb[ok], pa[ok]])
+    c = np.concatenate([cos[ok], cos[ok]])
+    order = np.lexsort((v, -c, q))  # per query, by descending cosine, ties by position
+    q, v, c = q[order], rep_ids[v[order]], c[order]
+    bounds = np.searchsorted(q, np.arange(n + 1))
+    v_list, c_list = v.tolist(), c.tolist()
+    for pos in range(n):
+        lo, hi = int(bounds[pos]), int(bounds[pos + 1])
+        if hi > lo:
+            keep_neighbours(int(rep_ids[pos]), v_list[lo:hi], c_list[lo:hi])
+    recall, queries = measure_recall(search, rep_fv, np.arange(n, dtype=np.int64), k, threshold, seed=seed)
     return Candidates(out, capped, index=used, index_recall=recall, index_recall_queries=queries)
 
 

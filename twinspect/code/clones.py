@@ -104,6 +104,7 @@ if TYPE_CHECKING:  # numpy is imported lazily so that `twinspect --help` stays f
     import numpy as np
 
     from twinspect.code.executors import ShardExecutor
+    from twinspect.code.vectors import FragmentVectors
 
 ENCODERS = ("lexical", "neural", "semantic")
 #: Default encoder parameters per encoder (tuned on SSCD/BigCloneBench, benchmarks/README.md §5–6);
@@ -509,18 +510,22 @@ def _buckets(frags: Sequence[Fragment], clf: TypeClassifier, enabled: bool) -> l
     return sorted(by_key.values(), key=lambda b: b[0])
 
 
-def _encode(frags: Sequence[Fragment], config: DetectConfig, quiet: bool) -> tuple[np.ndarray, str]:
+def _encode(frags: Sequence[Fragment], config: DetectConfig, quiet: bool) -> tuple[FragmentVectors, str]:
     from twinspect.code.encoders import make_encoder
+    from twinspect.code.vectors import FragmentVectors
 
     encoder = make_encoder(config.encoder, **(config.encoder_params or {}))
     fit = getattr(encoder, "fit", None)
     if callable(fit):
         fit(frags)
-    return encoder.encode(frags, quiet=quiet), getattr(encoder, "name", config.encoder)
+    # the lexical encoder's rows are ~140 non-zeros of 2,048: kept sparse (see twinspect.code.vectors)
+    encode_sparse = getattr(encoder, "encode_sparse", None)
+    vectors = encode_sparse(frags, quiet=quiet) if callable(encode_sparse) else encoder.encode(frags, quiet=quiet)
+    return FragmentVectors(vectors), getattr(encoder, "name", config.encoder)
 
 
 def _knn_edges(
-    vecs: np.ndarray, reps: list[int], frags: Sequence[Fragment], config: DetectConfig, quiet: bool = True
+    vecs: FragmentVectors, reps: list[int], frags: Sequence[Fragment], config: DetectConfig, quiet: bool = True
 ) -> dict[tuple[int, int], float]:
     """k-NN search over representatives; returns {(u, v): cosine} with u < v (fragment ids).
 
@@ -535,7 +540,7 @@ def _knn_edges(
     if len(reps) < 2:
         return edges
     rep_ids = np.asarray(reps, dtype=np.int64)
-    rep_vecs = np.ascontiguousarray(vecs[rep_ids])
+    rep_vecs = vecs.dense(rep_ids)
     params: dict[str, Any] = {}
     kind = resolve_index(config.index, len(reps))
     if kind == "hnsw":
@@ -576,12 +581,8 @@ def _knn_edges(
     return edges
 
 
-def _cos(vecs: np.ndarray, a: int, b: int) -> float:
-    return max(-1.0, min(1.0, float(vecs[a] @ vecs[b])))
-
-
 def _expand_pairs(
-    vecs: np.ndarray,
+    vecs: FragmentVectors,
     frags: Sequence[Fragment],
     buckets: list[list[int]],
     bucket_of: np.ndarray,
@@ -606,13 +607,13 @@ def _expand_pairs(
         a, b = (i, j) if i < j else (j, i)
         if (a, b) in exact or overlaps(frags[a], frags[b]):
             return
-        exact[(a, b)] = _cos(vecs, a, b)
+        exact[(a, b)] = vecs.cosine(a, b)
 
     def add_near(i: int, j: int, sim: float | None) -> None:
         a, b = (i, j) if i < j else (j, i)
         if (a, b) in exact or (a, b) in near or overlaps(frags[a], frags[b]):
             return
-        s = _cos(vecs, a, b) if sim is None else sim
+        s = vecs.cosine(a, b) if sim is None else sim
         if s >= edge_thr:
             near[(a, b)] = s
 
@@ -677,7 +678,7 @@ def _expand_pairs(
 
 
 def _exact_pairs(
-    vecs: np.ndarray, frags: Sequence[Fragment], buckets: list[list[int]], clf: TypeClassifier, cap: int
+    vecs: FragmentVectors, frags: Sequence[Fragment], buckets: list[list[int]], clf: TypeClassifier, cap: int
 ) -> list[ClonePair]:
     """T1/T2 pairs inside exact-duplicate buckets: every member pair of a bucket of ≤ ``cap``
     members, a star (first member with each other) for a larger one (see the module doc)."""
@@ -693,8 +694,21 @@ def _exact_pairs(
             if overlaps(frags[a], frags[b]):
                 continue
             kind = "T1" if clf.t1_key(a) == clf.t1_key(b) else "T2"
-            out.append(ClonePair(a, b, _cos(vecs, a, b), kind))
+            out.append(ClonePair(a, b, 0.0, kind))
+    _set_similarities(vecs, out)
     return out
+
+
+def _set_similarities(vecs: FragmentVectors, pairs: Sequence[ClonePair]) -> None:
+    """Set each pair's ``similarity`` to its fragments' cosine (computed in one vectorised pass)."""
+    import numpy as np
+
+    if not pairs:
+        return
+    a = np.fromiter((p.a for p in pairs), dtype=np.int64, count=len(pairs))
+    b = np.fromiter((p.b for p in pairs), dtype=np.int64, count=len(pairs))
+    for p, s in zip(pairs, vecs.pair_cosines(a, b).tolist()):
+        p.similarity = s
 
 
 def _base_code_veto(
@@ -763,7 +777,7 @@ def _timed(fn: Any, *args: Any, **kwargs: Any) -> tuple[Any, float]:
 
 
 def _verified_pairs(
-    vecs: np.ndarray,
+    vecs: FragmentVectors,
     frags: Sequence[Fragment],
     buckets: list[list[int]],
     bucket_of: np.ndarray,
@@ -869,13 +883,14 @@ def _verified_pairs(
         out[(p.a, p.b)] = p
     accepted = semantic_t4 = structural_vetoed = 0
     group_pairs: list[dict[str, Any]] = []
+    fresh: list[ClonePair] = []  # near-miss pairs; their cosine is set in one pass below
     for (u, v), lcs, score in zip(cand, x[:, 0].tolist(), scores.tolist()):
         ct = band_of(lcs)
         if score >= verifier.threshold:
             accepted += 1
             kind = "T3"
         elif (t4_rule is not None and structural is not None and t4_semantic is not None and ct.band == "WT3"
-              and _cos(vecs, u, v) >= t4_semantic):
+              and vecs.cosine(u, v) >= t4_semantic):
             sim = structural(u, v)  # the second, independent kind of evidence
             if sim is None or sim < t4_rule.structural:
                 structural_vetoed += 1
@@ -895,7 +910,9 @@ def _verified_pairs(
             a, b = (i, j) if i < j else (j, i)
             if (a, b) in out or overlaps(frags[a], frags[b]):
                 continue
-            out[(a, b)] = ClonePair(a, b, _cos(vecs, a, b), kind, ct.t3_similarity, ct.band, score)
+            out[(a, b)] = pair = ClonePair(a, b, 0.0, kind, ct.t3_similarity, ct.band, score)
+            fresh.append(pair)
+    _set_similarities(vecs, fresh)
     counters: dict[str, Any] = {
         "candidate_pairs": len(cand),
         "candidates_embedding": len(emb.pairs),
@@ -919,7 +936,7 @@ def _verified_pairs(
 
 
 def pair_classes(
-    vecs: np.ndarray, pairs: Sequence[ClonePair], bucket_of: np.ndarray, threshold: float | None
+    vecs: FragmentVectors | np.ndarray, pairs: Sequence[ClonePair], bucket_of: np.ndarray, threshold: float | None
 ) -> list[list[int]]:
     """Clone classes as cliques of reported pairs (complete linkage over the pair graph).
 
@@ -931,7 +948,8 @@ def pair_classes(
     (up to T2 twins), and the class cannot chain.
 
     Args:
-        vecs: float32 (N, d) L2-normalised fragment vectors.
+        vecs: the N fragment vectors (:class:`twinspect.code.vectors.FragmentVectors`, or a float32
+            (N, d) array of L2-normalised rows); only read with a ``threshold``.
         pairs: the reported pairs (fragment ids).
         bucket_of: int (N,) T2 bucket index of each fragment.
         threshold: minimum cosine of a class-implied pair between different buckets; None: no
@@ -943,6 +961,9 @@ def pair_classes(
     """
     import numpy as np
 
+    from twinspect.code.vectors import as_vectors
+
+    fv = as_vectors(vecs) if threshold is not None else None
     partners: dict[int, set[int]] = {}
     for p in pairs:
         partners.setdefault(p.a, set()).add(p.b)
@@ -969,8 +990,8 @@ def pair_classes(
         ua, ia = np.unique(bucket_of[ma], return_inverse=True)
         ub, ib = np.unique(bucket_of[mb], return_inverse=True)
         same = ua[:, None] == ub[None, :]  # one bucket on both sides: T2-identical
-        if threshold is not None:
-            sims = vecs[ma] @ vecs[mb].T
+        if threshold is not None and fv is not None:
+            sims = fv.cross(ma, mb)
             best = np.full((len(ua), len(ub)), -2.0)
             np.maximum.at(best, (ia[:, None], ib[None, :]), sims)
             best[same] = 1.0
@@ -1034,7 +1055,7 @@ def class_size_distribution(classes: Sequence[Sequence[int]]) -> dict[str, int]:
 
 
 def _classes(
-    vecs: np.ndarray,
+    vecs: FragmentVectors,
     buckets: list[list[int]],
     bucket_of: np.ndarray,
     edges: dict[tuple[int, int], float],
@@ -1048,7 +1069,7 @@ def _classes(
     thr = config.effective_class_threshold
     if config.linkage != "none":
         reps = np.asarray([b[0] for b in buckets], dtype=np.int64)
-        rep_vecs = vecs[reps].astype(np.float64) if nb else np.zeros((0, 1))
+        rep_vecs = vecs.dense(reps).astype(np.float64) if nb else np.zeros((0, 1))
         sums = rep_vecs.copy()  # per group root: sum of representative vectors (average linkage)
         count = np.ones(nb, dtype=np.int64)
         groups: dict[int, list[int]] = {g: [g] for g in range(nb)}  # complete linkage: member buckets
@@ -1124,6 +1145,8 @@ def detect(
     """
     import numpy as np
 
+    from twinspect.code.vectors import FragmentVectors, as_vectors
+
     config = config or DetectConfig()
     config.validate()
     t_start = time.perf_counter()
@@ -1153,17 +1176,13 @@ def detect(
     t = time.perf_counter()
     encoder_name = config.encoder
     if n == 0:
-        vecs = np.zeros((0, 1), dtype=np.float32)
+        vecs = FragmentVectors(np.zeros((0, 1), dtype=np.float32))
     elif vectors is not None:
-        vecs = vectors[np.asarray(order, dtype=np.int64)]
+        vecs = FragmentVectors(vectors[np.asarray(order, dtype=np.int64)])  # rows re-normalised
         encoder_name = vectors_encoder or "precomputed"
     else:
-        vecs, encoder_name = _encode(frags, config, quiet)
-    vecs = np.asarray(vecs, dtype=np.float32)
-    if n:
-        norms = np.linalg.norm(vecs, axis=1, keepdims=True)
-        norms[norms == 0] = 1.0
-        vecs = vecs / norms
+        encoded, encoder_name = _encode(frags, config, quiet)
+        vecs = as_vectors(encoded)
     timings["encode"] = time.perf_counter() - t
 
     pair_counts: dict[str, Any]

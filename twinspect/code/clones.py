@@ -515,12 +515,16 @@ def _encode(frags: Sequence[Fragment], config: DetectConfig, quiet: bool) -> tup
     from twinspect.code.vectors import FragmentVectors
 
     encoder = make_encoder(config.encoder, **(config.encoder_params or {}))
-    fit = getattr(encoder, "fit", None)
-    if callable(fit):
-        fit(frags)
-    # the lexical encoder's rows are ~140 non-zeros of 2,048: kept sparse (see twinspect.code.vectors)
+    # the lexical encoder's rows are ~140 non-zeros of 2,048: kept sparse (see twinspect.code.vectors);
+    # it has no progress bar of its own (one pass of numpy over all tokens), so a spinner stands in
     encode_sparse = getattr(encoder, "encode_sparse", None)
-    vectors = encode_sparse(frags, quiet=quiet) if callable(encode_sparse) else encoder.encode(frags, quiet=quiet)
+    with progress("embedding", total=None, quiet=quiet or not callable(encode_sparse) or len(frags) < 10_000):
+        fit = getattr(encoder, "fit", None)
+        if callable(fit):
+            fit(frags)
+        if callable(encode_sparse):
+            return FragmentVectors(encode_sparse(frags, quiet=quiet)), getattr(encoder, "name", config.encoder)
+    vectors = encoder.encode(frags, quiet=quiet)
     return FragmentVectors(vectors), getattr(encoder, "name", config.encoder)
 
 
@@ -936,7 +940,8 @@ def _verified_pairs(
 
 
 def pair_classes(
-    vecs: FragmentVectors | np.ndarray, pairs: Sequence[ClonePair], bucket_of: np.ndarray, threshold: float | None
+    vecs: FragmentVectors | np.ndarray, pairs: Sequence[ClonePair], bucket_of: np.ndarray, threshold: float | None,
+    quiet: bool = True,
 ) -> list[list[int]]:
     """Clone classes as cliques of reported pairs (complete linkage over the pair graph).
 
@@ -955,6 +960,7 @@ def pair_classes(
         threshold: minimum cosine of a class-implied pair between different buckets; None: no
             cosine condition (with the verifier, a pair's evidence is its verification, so a class
             is a clique of reported pairs up to T2 twins).
+        quiet: no progress bar (one step per pair visited).
 
     Returns:
         Classes of ≥ 2 fragment ids each, ids ascending, sorted by size (desc) then first id.
@@ -972,50 +978,55 @@ def pair_classes(
     members: dict[int, list[int]] = {}
     failed: set[tuple[int, int, int, int]] = set()
     rank = {"T1": 0, "T2": 1}  # exact clones first: a T1/T2 partner is never crowded out by a T3
-    for p in sorted(pairs, key=lambda p: (rank.get(p.type, 2), -p.similarity, p.a, p.b)):
-        for f in (p.a, p.b):
-            if f not in group:
-                group[f] = f
-                members[f] = [f]
-        ga, gb = group[p.a], group[p.b]
-        if ga == gb:
-            continue
-        # groups only grow, so two groups that failed the test below fail it again until one of them
-        # changes: remember the failure by (group, size) (the big tree's families of vendored copies
-        # otherwise re-test the same two groups for each of their thousands of pairs)
-        tried = (ga, len(members[ga]), gb, len(members[gb])) if ga < gb else (gb, len(members[gb]), ga, len(members[ga]))
-        if tried in failed:
-            continue
-        ma, mb = np.asarray(members[ga]), np.asarray(members[gb])
-        ua, ia = np.unique(bucket_of[ma], return_inverse=True)
-        ub, ib = np.unique(bucket_of[mb], return_inverse=True)
-        same = ua[:, None] == ub[None, :]  # one bucket on both sides: T2-identical
-        if threshold is not None and fv is not None:
-            sims = fv.cross(ma, mb)
-            best = np.full((len(ua), len(ub)), -2.0)
-            np.maximum.at(best, (ia[:, None], ib[None, :]), sims)
-            best[same] = 1.0
-            if not np.all(best >= threshold - 1e-6):
+    ordered = sorted(pairs, key=lambda p: (rank.get(p.type, 2), -p.similarity, p.a, p.b))
+    with progress("clone classes", total=len(ordered), quiet=quiet) as bar:
+        for step, p in enumerate(ordered):
+            if step % 8192 == 8191:
+                bar.advance(8192)
+            for f in (p.a, p.b):
+                if f not in group:
+                    group[f] = f
+                    members[f] = [f]
+            ga, gb = group[p.a], group[p.b]
+            if ga == gb:
+                continue
+            # groups only grow, so two groups that failed the test below fail it again until one of them
+            # changes: remember the failure by (group, size) (the big tree's families of vendored copies
+            # otherwise re-test the same two groups for each of their thousands of pairs)
+            tried = (ga, len(members[ga]), gb, len(members[gb])) if ga < gb else (gb, len(members[gb]), ga, len(members[ga]))
+            if tried in failed:
+                continue
+            ma, mb = np.asarray(members[ga]), np.asarray(members[gb])
+            ua, ia = np.unique(bucket_of[ma], return_inverse=True)
+            ub, ib = np.unique(bucket_of[mb], return_inverse=True)
+            same = ua[:, None] == ub[None, :]  # one bucket on both sides: T2-identical
+            if threshold is not None and fv is not None:
+                sims = fv.cross(ma, mb)
+                best = np.full((len(ua), len(ub)), -2.0)
+                np.maximum.at(best, (ia[:, None], ib[None, :]), sims)
+                best[same] = 1.0
+                if not np.all(best >= threshold - 1e-6):
+                    failed.add(tried)
+                    continue
+            # and each such bucket pair holds a *reported* pair (a margin-suppressed near-miss does not
+            # join two groups): every pair a class implies is then reported or a T2 twin of one. Only
+            # the members' reported partners are looked at, so the cost follows the pairs, not |a|·|b|.
+            linked = same.copy()
+            pos_b = {y: j for y, j in zip(mb.tolist(), ib.tolist())}
+            for x, i in zip(ma.tolist(), ia.tolist()):
+                for y in partners.get(x, ()):
+                    j = pos_b.get(y)
+                    if j is not None:
+                        linked[i, j] = True
+            if not linked.all():
                 failed.add(tried)
                 continue
-        # and each such bucket pair holds a *reported* pair (a margin-suppressed near-miss does not
-        # join two groups): every pair a class implies is then reported or a T2 twin of one. Only
-        # the members' reported partners are looked at, so the cost follows the pairs, not |a|·|b|.
-        linked = same.copy()
-        pos_b = {y: j for y, j in zip(mb.tolist(), ib.tolist())}
-        for x, i in zip(ma.tolist(), ia.tolist()):
-            for y in partners.get(x, ()):
-                j = pos_b.get(y)
-                if j is not None:
-                    linked[i, j] = True
-        if not linked.all():
-            failed.add(tried)
-            continue
-        if len(ma) < len(mb):
-            ga, gb = gb, ga
-        for f in members[gb]:
-            group[f] = ga
-        members[ga].extend(members.pop(gb))
+            if len(ma) < len(mb):
+                ga, gb = gb, ga
+            for f in members[gb]:
+                group[f] = ga
+            members[ga].extend(members.pop(gb))
+        bar.advance(len(ordered) % 8192)
     classes = [sorted(m) for m in members.values() if len(m) > 1]
     classes.sort(key=lambda c: (-len(c), c[0]))
     return classes
@@ -1166,7 +1177,8 @@ def detect(
 
     t = time.perf_counter()
     clf = TypeClassifier(frags)
-    buckets = _buckets(frags, clf, config.exact_buckets)
+    with progress("exact-duplicate buckets", total=None, quiet=quiet or n < 10_000):
+        buckets = _buckets(frags, clf, config.exact_buckets)
     bucket_of = np.empty(n, dtype=np.int64)
     for bi, members in enumerate(buckets):
         bucket_of[members] = bi
@@ -1229,7 +1241,7 @@ def detect(
     t = time.perf_counter()
     if config.linkage == "pairs":
         class_thr = None if config.decision == "verifier" else max(config.threshold, config.effective_class_threshold)
-        classes = pair_classes(vecs, pairs, bucket_of, class_thr)
+        classes = pair_classes(vecs, pairs, bucket_of, class_thr, quiet=quiet)
     else:
         classes = _classes(vecs, buckets, bucket_of, edges, config)
     timings["classes"] = time.perf_counter() - t

@@ -98,12 +98,13 @@ class LocalPool:
         """``fn(shared, shard)`` for every shard in worker processes, yielded in shard order."""
         from concurrent.futures import ProcessPoolExecutor
 
-        from twinspect._mp import mp_context
+        from twinspect._mp import guarded_initializer, mp_context
 
         if not shards:
             return
+        init, initargs = guarded_initializer(_set_shared, (shared,))  # workers exit if this process is killed
         with ProcessPoolExecutor(max_workers=min(self.workers, len(shards)), mp_context=mp_context(),
-                                 initializer=_set_shared, initargs=(shared,)) as pool:
+                                 initializer=init, initargs=initargs) as pool:
             futures = [pool.submit(_call_with_shared, fn, shard) for shard in shards]
             for fut in futures:
                 yield fut.result()

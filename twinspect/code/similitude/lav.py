@@ -437,11 +437,11 @@ def lav(graphs: Sequence[ProgramGraph], eps: float = EPS, max_iter: int = MAX_IT
         else:
             from concurrent.futures import ProcessPoolExecutor, as_completed
 
-            from twinspect._mp import mp_context
+            from twinspect._mp import guarded_initializer, mp_context
 
+            init, initargs = guarded_initializer(_init_worker, (prepared, eps, max_iter, labelled))
             with ProcessPoolExecutor(max_workers=min(workers, len(chunks)), mp_context=mp_context(),
-                                     initializer=_init_worker,
-                                     initargs=(prepared, eps, max_iter, labelled)) as pool:
+                                     initializer=init, initargs=initargs) as pool:
                 futures = {pool.submit(_run_chunk, ch): len(ch) for ch in chunks}
                 for fut in as_completed(futures):
                     store(fut.result())

@@ -32,7 +32,7 @@ from typing import Any, cast
 import numpy as np
 
 from twinspect import __version__
-from twinspect._mp import mp_context
+from twinspect._mp import guarded_initializer, mp_context
 from twinspect.dl.adapters.base import Classifier, check_compatible
 from twinspect.dl.deviate.dflare import DFlare
 from twinspect.dl.deviate.diffchaser import DiffChaser
@@ -310,12 +310,10 @@ def run_search(
         else:
             ctx = mp_context()
             tasks = [(i, true_label(i), images[i]) for i in todo]
-            with ctx.Pool(
-                processes=min(workers, len(todo)),
-                initializer=_worker_init,
-                initargs=(dict(cast(Mapping[str, Any], orig_spec)), dict(cast(Mapping[str, Any], comp_spec)),
-                          algorithm, params, seed, workers),
-            ) as pool:
+            init, initargs = guarded_initializer(  # workers exit if this process is killed
+                _worker_init, (dict(cast(Mapping[str, Any], orig_spec)), dict(cast(Mapping[str, Any], comp_spec)),
+                               algorithm, params, seed, workers))
+            with ctx.Pool(processes=min(workers, len(todo)), initializer=init, initargs=initargs) as pool:
                 for i, tl, res in pool.imap_unordered(_worker_task, tasks):
                     finish(i, tl, res, bar)
                 # a graceful shutdown: leaving the block terminates the pool, which kills a worker that is still

@@ -34,3 +34,15 @@ def shared_dir() -> Path:
 def examples_dir() -> Path:
     """The bundled example codebase with known clones (see its MANIFEST.md)."""
     return EXAMPLES_DIR
+
+
+@pytest.fixture(scope="session")
+def email_frags() -> list:
+    """Functions of the stdlib's ``email`` package (a few hundred real fragments), mined in-process."""
+    import email
+
+    from twinspect.code.fragments import mine
+
+    frags, _ = mine([Path(email.__file__).parent], workers=1)
+    assert len(frags) > 200
+    return frags

@@ -3,9 +3,7 @@ its recall against exact search measured at run time and reported."""
 
 from __future__ import annotations
 
-import email
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,20 +11,9 @@ import pytest
 from twinspect.code import candidates
 from twinspect.code.candidates import measure_recall, range_pairs, resolve_index
 from twinspect.code.clones import DetectConfig, detect
-from twinspect.code.fragments import Fragment, mine
 from twinspect.code.index import ExactIndex, HNSWIndex
 from twinspect.code.report import summary_line, to_json
 from twinspect.errors import InputError
-
-EMAIL_DIR = Path(email.__file__).parent
-
-
-@pytest.fixture(scope="module")
-def email_frags() -> list[Fragment]:
-    """Functions of the stdlib's ``email`` package (a few hundred real fragments)."""
-    frags, _ = mine([EMAIL_DIR], workers=1)
-    assert len(frags) > 200
-    return frags
 
 
 def test_resolve_index_threshold(monkeypatch):

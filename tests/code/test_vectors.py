@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import email
-from pathlib import Path
-
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -13,17 +10,7 @@ from twinspect.code import candidates
 from twinspect.code.candidates import range_pairs
 from twinspect.code.clones import DetectConfig, detect
 from twinspect.code.encoders import make_encoder
-from twinspect.code.fragments import Fragment, mine
 from twinspect.code.vectors import FragmentVectors, as_vectors, reduce_dim
-
-EMAIL_DIR = Path(email.__file__).parent
-
-
-@pytest.fixture(scope="module")
-def email_frags() -> list[Fragment]:
-    frags, _ = mine([EMAIL_DIR], workers=1)
-    assert len(frags) > 200
-    return frags
 
 
 @pytest.fixture(scope="module")

@@ -61,8 +61,9 @@ ModelPathOpt = Annotated[
     Optional[Path], typer.Option("--model-path", help="Neural encoder: directory of a (fine-tuned) model.")
 ]
 IndexOpt = Annotated[str, typer.Option("--index", help="k-NN index: auto (exact search below 50,000 fragment "
-                                       "representatives, HNSW above, its recall against exact search measured "
-                                       "and reported), exact or hnsw.")]
+                                       "representatives; above, HNSW over a 384-d SVD of the vectors with the "
+                                       "neighbours re-scored by the full cosine, its recall against exact search "
+                                       "measured and reported), exact or hnsw (full dimension).")]
 TopKOpt = Annotated[int, typer.Option("--top-k", "-k", help="Neighbours retrieved per fragment (SSCD's topN).")]
 ThresholdOpt = Annotated[float, typer.Option("--threshold", "-t", help="With --decision cosine: minimum cosine "
                                              "similarity of a clone pair; with the verifier: the cosine at which a "

@@ -145,9 +145,10 @@ class DetectConfig:
             ``{"identifier_weight": 0.3, "identifier_mode": "subtokens"}``); it is resolved on
             construction and by :meth:`validate`.
         index: ``"auto"`` (default: exact below :data:`twinspect.code.candidates.AUTO_HNSW_MIN`
-            representatives, HNSW with :data:`~twinspect.code.candidates.AUTO_HNSW_PARAMS` above,
-            its recall against exact search measured on a seeded query sample and reported in the
-            stats), ``"exact"`` (brute-force cosine) or ``"hnsw"`` (approximate, hnswlib, with
+            representatives, HNSW with :data:`~twinspect.code.candidates.AUTO_HNSW_PARAMS` above —
+            with the verifier over a :data:`~twinspect.code.candidates.AUTO_HNSW_DIM`-dimensional SVD
+            of the vectors, neighbours re-scored by the full cosine —, its recall against exact search
+            measured on a seeded query sample and reported in the stats), ``"exact"`` (brute-force cosine) or ``"hnsw"`` (approximate, hnswlib, with
             ``M`` / ``ef_construction`` / ``ef_search`` below).
         decision: how a candidate pair becomes a clone pair. ``"verifier"`` (default): candidates
             come from a range search on the embeddings (every neighbour at cosine ≥

@@ -248,8 +248,8 @@ def range_pairs(
         params = {**AUTO_HNSW_PARAMS, "seed": seed, "num_threads": AUTO_HNSW_BUILD_THREADS}
         search_threads = min(2, os.cpu_count() or 1)  # queries are independent: same results on any count
         reduced = AUTO_HNSW_DIM < fv.dim
-    if used == "hnsw":
-        params["ef_search"] = max(int(params.get("ef_search", 100)), cap + 5) if not reduced else int(params["ef_search"])
+    if used == "hnsw" and not reduced:  # the reduced index raises ef with its own k (low_search)
+        params["ef_search"] = max(int(params.get("ef_search", 100)), cap + 5)
     with progress("building the neighbour index", total=None, quiet=quiet or used != "hnsw"):
         base = reduce_dim(fv, rep_ids, AUTO_HNSW_DIM, seed=seed) if reduced else rep_fv.dense(np.arange(len(reps)))
         idx = make_index(used, base.shape[1], **params)
@@ -391,6 +391,8 @@ def _overlap_chunk(shared: tuple, chunk: tuple[int, int]) -> tuple[np.ndarray, n
     verified exactly. Returns int64 (P,) row pairs and float64 (P,) overlap similarities ≥ theta."""
     import numpy as np
 
+    from twinspect.code.vectors import rowdot
+
     theta, prefix, prefix_t, bags, s_sizes, s_need, rep_path, rep_start, rep_end = shared
     lo, hi = chunk
     upper = int(np.searchsorted(s_sizes, s_sizes[hi - 1] / theta + 1e-9, side="right"))
@@ -408,7 +410,7 @@ def _overlap_chunk(shared: tuple, chunk: tuple[int, int]) -> tuple[np.ndarray, n
     out_a, out_b, out_s = [], [], []
     for v0 in range(0, len(a), _VERIFY_CHUNK):
         pa, pb = a[v0:v0 + _VERIFY_CHUNK], b[v0:v0 + _VERIFY_CHUNK]
-        inter = np.asarray(bags[pa].multiply(bags[pb]).sum(axis=1)).ravel()
+        inter = rowdot(bags, pa, pb)
         sim = inter / np.maximum(s_sizes[pa], s_sizes[pb])
         ok = sim >= theta - 1e-9
         out_a.append(pa[ok])

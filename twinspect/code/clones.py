@@ -525,8 +525,7 @@ def _encode(frags: Sequence[Fragment], config: DetectConfig, quiet: bool) -> tup
             fit(frags)
         if callable(encode_sparse):
             return FragmentVectors(encode_sparse(frags, quiet=quiet)), getattr(encoder, "name", config.encoder)
-    vectors = encoder.encode(frags, quiet=quiet)
-    return FragmentVectors(vectors), getattr(encoder, "name", config.encoder)
+    return FragmentVectors(encoder.encode(frags, quiet=quiet)), getattr(encoder, "name", config.encoder)
 
 
 def _knn_edges(
@@ -970,7 +969,7 @@ def pair_classes(
 
     from twinspect.code.vectors import as_vectors
 
-    fv = as_vectors(vecs) if threshold is not None else None
+    fv = as_vectors(vecs)
     partners: dict[int, set[int]] = {}
     for p in pairs:
         partners.setdefault(p.a, set()).add(p.b)
@@ -1001,7 +1000,7 @@ def pair_classes(
             ua, ia = np.unique(bucket_of[ma], return_inverse=True)
             ub, ib = np.unique(bucket_of[mb], return_inverse=True)
             same = ua[:, None] == ub[None, :]  # one bucket on both sides: T2-identical
-            if threshold is not None and fv is not None:
+            if threshold is not None:
                 sims = fv.cross(ma, mb)
                 best = np.full((len(ua), len(ub)), -2.0)
                 np.maximum.at(best, (ia[:, None], ib[None, :]), sims)

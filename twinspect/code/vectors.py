@@ -31,6 +31,19 @@ def _normalised_csr(m: sp.spmatrix) -> sp.csr_matrix:
     return sp.csr_matrix(sp.diags((1.0 / norms).astype(np.float32)) @ m, dtype=np.float32)
 
 
+def rowdot(m: sp.csr_matrix, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Inner product of rows ``a[i]`` and ``b[i]`` of one sparse matrix, for each i.
+
+    Args:
+        m: (N, d) CSR matrix.
+        a, b: int (P,) row ids.
+
+    Returns:
+        (P,) array of ``m``'s dtype.
+    """
+    return np.asarray(m[a].multiply(m[b]).sum(axis=1)).ravel()
+
+
 class FragmentVectors:
     """N fragment vectors of dimension d, each row L2-normalised (a zero row stays zero).
 
@@ -65,9 +78,13 @@ class FragmentVectors:
         ids = np.asarray(ids, dtype=np.int64)
         view = object.__new__(FragmentVectors)
         view._m, view.sparse = self._m, self.sparse
-        view._ids = ids if self._ids is None else self._ids[ids]
+        view._ids = self._matrix_rows(ids)
         view.shape = (len(ids), self.shape[1])
         return view
+
+    def _matrix_rows(self, ids: Any) -> Any:
+        """Rows of the shared matrix behind positions ``ids`` (int array or int)."""
+        return ids if self._ids is None else self._ids[ids]
 
     @property
     def dim(self) -> int:
@@ -84,7 +101,7 @@ class FragmentVectors:
     def rows(self, ids: Any) -> Any:
         """The rows of ``ids`` in their native form: float32 (len(ids), d), CSR when sparse."""
         ids = np.asarray(ids, dtype=np.int64)
-        return self._m[ids if self._ids is None else self._ids[ids]]
+        return self._m[self._matrix_rows(ids)]
 
     def dense(self, ids: Any) -> np.ndarray:
         """The rows of ``ids`` as a dense float32 (len(ids), d) C-order array."""
@@ -119,14 +136,12 @@ class FragmentVectors:
             if not self.sparse:
                 out[lo:lo + len(ca)] = np.einsum("ij,ij->i", self.rows(ca), self.rows(cb))
                 continue
-            ra, rb = self.rows(ca), self.rows(cb)
-            out[lo:lo + len(ca)] = np.asarray(ra.multiply(rb).sum(axis=1)).ravel()
+            out[lo:lo + len(ca)] = rowdot(self._m, self._matrix_rows(ca), self._matrix_rows(cb))
         return np.clip(out, -1.0, 1.0)
 
     def cosine(self, a: int, b: int) -> float:
         """Cosine of rows ``a`` and ``b``, clipped to [-1, 1]."""
-        if self._ids is not None:
-            a, b = int(self._ids[a]), int(self._ids[b])
+        a, b = int(self._matrix_rows(a)), int(self._matrix_rows(b))
         if self.sparse:
             v = float(self._m[a].multiply(self._m[b]).sum())
         else:

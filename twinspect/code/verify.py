@@ -183,6 +183,8 @@ class PairFeatures:
         """
         import numpy as np
 
+        from twinspect.code.vectors import rowdot
+
         want = set(FEATURES if columns is None else columns)
         if want - set(FEATURES):
             raise ValueError(f"unknown features {sorted(want - set(FEATURES))}; known: {', '.join(FEATURES)}")
@@ -199,10 +201,10 @@ class PairFeatures:
             assert self._idents is not None
             for lo in range(0, len(a), _CHUNK):
                 pa, pb = a[lo:lo + _CHUNK], b[lo:lo + _CHUNK]
-                out[lo:lo + _CHUNK, 2] = np.clip(_rowdot(self._tfidf, pa, pb), 0.0, 1.0)
+                out[lo:lo + _CHUNK, 2] = np.clip(rowdot(self._tfidf, pa, pb), 0.0, 1.0)
                 out[lo:lo + _CHUNK, 3] = _overlap(self._bags, pa, pb)
                 out[lo:lo + _CHUNK, 4] = _overlap(self._trigrams, pa, pb)
-                out[lo:lo + _CHUNK, 6] = np.clip(_rowdot(self._idents, pa, pb), 0.0, 1.0)
+                out[lo:lo + _CHUNK, 6] = np.clip(rowdot(self._idents, pa, pb), 0.0, 1.0)
         return out
 
 
@@ -340,12 +342,6 @@ def _tfidf_rows(counts: sp.csr_matrix) -> sp.csr_matrix:
     norms = np.sqrt(np.asarray(m.multiply(m).sum(axis=1)).ravel())
     norms[norms == 0] = 1.0
     return sp.csr_matrix(sp.diags(1.0 / norms) @ m)
-
-
-def _rowdot(m: sp.csr_matrix, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    import numpy as np
-
-    return np.asarray(m[a].multiply(m[b]).sum(axis=1)).ravel()
 
 
 def _overlap(m: sp.csr_matrix, a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -170,15 +170,15 @@ def jsd(pa: np.ndarray, pb: np.ndarray) -> float:
     Raises:
         InputError: the shapes differ.
     """
-    from scipy.stats import entropy
+    from twinspect.dl.modelclones.outputs import js_divergence_rows
 
     a, b = np.asarray(pa, dtype=np.float64), np.asarray(pb, dtype=np.float64)
     if a.shape != b.shape or a.ndim != 2:
         raise InputError(f"JSD needs two (M, K) probability matrices of one shape, got {a.shape} and {b.shape}")
     if len(a) == 0:
         return float("nan")
-    m = (a + b) / 2.0
-    return float(np.mean((entropy(a, m, axis=1) + entropy(b, m, axis=1)) / 2.0))
+    # the one row-wise JSD of the package (base 2, rounding below 0 clipped), in nats as DeepJudge's
+    return float(np.mean(js_divergence_rows(a, b)) * np.log(2.0))
 
 
 def metrics(cases: TestCases, suspect: Classifier) -> dict[str, float]:

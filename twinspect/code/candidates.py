@@ -48,7 +48,7 @@ _PREFIX_CHUNK = 256  # rows of the prefix matrix multiplied at once (bounds the 
 _VERIFY_CHUNK = 1 << 16  # candidate pairs whose overlap is computed at once
 _RESCORE_CHUNK = 1 << 18  # neighbour pairs of the reduced index re-scored per progress step
 #: k of the extended prefix filter: prefixes k − 1 items longer must share k items.
-_PREFIX_SHARED = 8
+_PREFIX_SHARED = 32
 
 #: With ``index="auto"``, :func:`range_pairs` searches exactly below this many representatives and
 #: builds an HNSW index from it on. From benchmarks/results/index_recall.md (lexical encoder, d =
@@ -86,12 +86,13 @@ RECALL_QUERIES = 256
 
 @dataclass
 class Candidates:
-    """Candidate pairs of one retrieval source.
+    """Candidate pairs of one retrieval source, as parallel arrays sorted by ``(a, b)``.
 
     Attributes:
-        pairs: ``{(u, v): score}`` with ``u < v`` fragment ids; the score is the source's own
-            similarity (cosine for :func:`range_pairs`, overlap similarity in [0, 1] for
-            :func:`overlap_pairs`).
+        a: int64 (P,) first fragment ids.
+        b: int64 (P,) second fragment ids, ``a[i] < b[i]``; each pair occurs once.
+        score: float64 (P,) the source's own similarity of each pair (cosine for
+            :func:`range_pairs`, overlap similarity in [0, 1] for :func:`overlap_pairs`).
         capped: number of query fragments whose candidate list was cut at the cap.
         index: the k-NN index :func:`range_pairs` used (``"exact"`` or ``"hnsw"``; ``"auto"``
             resolved); ``"exact"`` for :func:`overlap_pairs`.
@@ -101,11 +102,95 @@ class Candidates:
         index_recall_queries: number of sampled queries behind ``index_recall`` (0 without it).
     """
 
-    pairs: dict[tuple[int, int], float]
+    a: np.ndarray
+    b: np.ndarray
+    score: np.ndarray
     capped: int = 0
     index: str = "exact"
     index_recall: float | None = None
     index_recall_queries: int = 0
+
+    def __len__(self) -> int:
+        return len(self.a)
+
+    @property
+    def pairs(self) -> dict[tuple[int, int], float]:
+        """The pairs as ``{(a, b): score}`` (Python objects: for small inputs and callers that want a dict)."""
+        return dict(zip(zip(self.a.tolist(), self.b.tolist()), self.score.tolist()))
+
+    @classmethod
+    def empty(cls, capped: int = 0) -> Candidates:
+        """No pairs."""
+        import numpy as np
+
+        return cls(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64), capped)
+
+
+def _best_per_pair(a: np.ndarray, b: np.ndarray, score: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Undirected pairs ``(min, max)`` of ``a``/``b`` (int64 ids), each once with its highest score,
+    sorted by (a, b)."""
+    import numpy as np
+
+    lo, hi = np.minimum(a, b), np.maximum(a, b)
+    order = np.lexsort((-score, hi, lo))
+    lo, hi, score = lo[order], hi[order], score[order]
+    first = np.ones(len(lo), dtype=bool)
+    first[1:] = (lo[1:] != lo[:-1]) | (hi[1:] != hi[:-1])
+    return lo[first], hi[first], score[first].astype(np.float64)
+
+
+class FragmentSpans:
+    """Where fragments lie, as arrays: path id and first/last line of each fragment id.
+
+    Args:
+        frags: the fragments (anything with ``path``, ``start_line`` and ``end_line``).
+    """
+
+    def __init__(self, frags: Sequence[Fragment]):
+        import numpy as np
+
+        path_ids: dict[str, int] = {}
+        self.path = np.fromiter((path_ids.setdefault(f.path, len(path_ids)) for f in frags), np.int64, len(frags))
+        self.start = np.fromiter((f.start_line for f in frags), np.int64, len(frags))
+        self.end = np.fromiter((f.end_line for f in frags), np.int64, len(frags))
+
+    def overlapping(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """bool (P,): fragments ``a[i]`` and ``b[i]`` (int ids) are in one file with intersecting lines."""
+        return (self.path[a] == self.path[b]) & (self.start[a] <= self.end[b]) & (self.start[b] <= self.end[a])
+
+
+def _keep_neighbours(
+    query: np.ndarray, neighbour: np.ndarray, sims: np.ndarray, starts: np.ndarray, spans: FragmentSpans,
+    threshold: float, cap: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """Each query's neighbours under the cap, vectorised.
+
+    Args:
+        query, neighbour: int64 (E,) fragment ids of (query, neighbour) entries, grouped by query,
+            each group by descending cosine (a neighbour id < 0 is padding).
+        sims: (E,) cosines.
+        starts: int64 (Q + 1,) offsets of the query groups in the entries.
+        spans: where the fragments lie (overlapping fragments never pair).
+        threshold: minimum cosine.
+        cap: most neighbours kept per query.
+
+    Returns:
+        ``(a, b, cosine, capped)``: the kept entries (not yet de-duplicated) and the number of
+        queries with more than ``cap`` eligible neighbours — the neighbours that are not the query,
+        reach the threshold and do not overlap it.
+    """
+    import numpy as np
+
+    ok = (neighbour >= 0) & (neighbour != query) & (sims >= threshold)
+    idx = np.flatnonzero(ok)
+    ok[idx[spans.overlapping(query[idx], neighbour[idx])]] = False
+    seen = np.cumsum(ok)  # eligible entries up to and including each one
+    group = np.repeat(np.arange(len(starts) - 1), np.diff(starts))
+    before = np.concatenate([[0], seen])[starts[:-1]][group]  # eligible entries of earlier groups
+    rank = seen - before - 1
+    keep = ok & (rank < cap)
+    capped = int(np.count_nonzero(ok & (rank == cap)))
+    return query[keep], neighbour[keep], sims[keep], capped
 
 
 def resolve_index(requested: str, n: int) -> str:
@@ -233,9 +318,8 @@ def range_pairs(
 
     if cap < 1:
         raise InputError(f"the neighbour cap must be at least 1, got {cap}")
-    out: dict[tuple[int, int], float] = {}
     if len(reps) < 2:
-        return Candidates(out)
+        return Candidates.empty()
     fv = as_vectors(vecs)
     rep_ids = np.asarray(reps, dtype=np.int64)
     rep_fv = fv.subset(rep_ids)
@@ -288,39 +372,27 @@ def range_pairs(
         order = np.argsort(-exact, axis=1, kind="stable")
         return np.take_along_axis(ids, order, axis=1), np.take_along_axis(exact, order, axis=1)
 
+    spans = FragmentSpans(frags)
+    found: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
     capped = 0
-
-    def keep_neighbours(u: int, neighbours: Sequence[int], cosines: Sequence[float]) -> None:
-        """Add query ``u``'s neighbours (fragment ids, by descending cosine) to ``out`` under the cap."""
-        nonlocal capped
-        kept = 0
-        for v, s in zip(neighbours, cosines):
-            if v < 0 or v == u:
-                continue
-            if s < threshold:
-                break
-            if overlaps(frags[u], frags[v]):
-                continue
-            if kept >= cap:
-                capped += 1
-                break
-            kept += 1
-            key = (u, v) if u < v else (v, u)
-            if s > out.get(key, -2.0):
-                out[key] = s
-
     if not reduced:
         with progress("neighbour search", total=len(reps), quiet=quiet) as bar:
             for lo in range(0, len(reps), _SEARCH_CHUNK):
                 hi = min(len(reps), lo + _SEARCH_CHUNK)
                 ids, sims = search(np.arange(lo, hi), k)
-                for row in range(hi - lo):
-                    keep_neighbours(int(rep_ids[lo + row]), ids[row].tolist(), sims[row].tolist())
+                query = np.repeat(rep_ids[lo:hi], ids.shape[1])
+                a, b, c, cut = _keep_neighbours(query, ids.ravel(), sims.ravel(),
+                                                np.arange(0, ids.size + 1, max(1, ids.shape[1])), spans,
+                                                threshold, cap)
+                found.append((a, b, c))
+                capped += cut
                 bar.advance(hi - lo)
+        a, b, c = (np.concatenate(x) for x in zip(*found)) if found else (np.zeros(0, np.int64),) * 3
+        a, b, c = _best_per_pair(a, b, c)
         if used != "hnsw":
-            return Candidates(out, capped)
+            return Candidates(a, b, c, capped)
         recall, queries = measure_recall(search, rep_fv, rep_ids, k, threshold, seed=seed)
-        return Candidates(out, capped, index=used, index_recall=recall, index_recall_queries=queries)
+        return Candidates(a, b, c, capped, index=used, index_recall=recall, index_recall_queries=queries)
 
     # Reduced index: collect every (query, neighbour) the reduced space puts within the margin, re-score
     # each distinct pair once with the full cosine (a pair usually turns up from both ends), then let
@@ -352,15 +424,12 @@ def range_pairs(
     v = np.concatenate([pb[ok], pa[ok]])
     c = np.concatenate([cos[ok], cos[ok]])
     order = np.lexsort((v, -c, q))  # per query, by descending cosine, ties by position
-    q, v, c = q[order], rep_ids[v[order]], c[order]
-    bounds = np.searchsorted(q, np.arange(n + 1))
-    v_list, c_list = v.tolist(), c.tolist()
-    for pos in range(n):
-        lo, hi = int(bounds[pos]), int(bounds[pos + 1])
-        if hi > lo:
-            keep_neighbours(int(rep_ids[pos]), v_list[lo:hi], c_list[lo:hi])
+    q, v, c = q[order], v[order], c[order]
+    a, b, c, capped = _keep_neighbours(rep_ids[q], rep_ids[v], c, np.searchsorted(q, np.arange(n + 1)), spans,
+                                       threshold, cap)
+    a, b, c = _best_per_pair(a, b, c)
     recall, queries = measure_recall(search, rep_fv, np.arange(n, dtype=np.int64), k, threshold, seed=seed)
-    return Candidates(out, capped, index=used, index_recall=recall, index_recall_queries=queries)
+    return Candidates(a, b, c, capped, index=used, index_recall=recall, index_recall_queries=queries)
 
 
 def token_items(tokens: Sequence[str], vocab: dict[str, int]) -> list[int]:
@@ -466,10 +535,9 @@ def overlap_pairs(
         raise InputError(f"the token-overlap threshold must be in (0, 1], got {theta}")
     if cap < 1:
         raise InputError(f"the candidate cap must be at least 1, got {cap}")
-    out: dict[tuple[int, int], float] = {}
     n = len(reps)
     if n < 2:
-        return Candidates(out)
+        return Candidates.empty()
     # SourcererCC's multiset items, vectorised: the k-th occurrence of token t in a bag is item (t, k)
     toks, sizes, tok_vocab = token_ids([token_lists[r] for r in reps])
     indptr = np.concatenate([[0], np.cumsum(sizes)])
@@ -495,7 +563,7 @@ def overlap_pairs(
     pos = np.arange(len(flat)) - np.repeat(indptr[:-1], sizes)
     take = order[pos < np.repeat(plen, sizes)]
     if not len(take):
-        return Candidates(out)
+        return Candidates.empty()
     prefix = sp.csr_matrix((np.ones(len(take), dtype=np.float32), (rows[take], flat[take])), shape=(n, nitems))
     # SourcererCC's size order: with rows sorted by size, the partners b > a that can pass the size
     # filter (|a| ≥ theta·|b|) form a contiguous column range, so each chunk is multiplied by a slice
@@ -504,10 +572,8 @@ def overlap_pairs(
     s_sizes, s_need = sizes[srt], need[srt]
     prefix_t = prefix.T.tocsc()  # (items, n): column slices are cheap
     rep_arr = np.asarray(reps, dtype=np.int64)
-    path_ids: dict[str, int] = {}
-    rep_path = np.asarray([path_ids.setdefault(frags[r].path, len(path_ids)) for r in reps], dtype=np.int64)[srt]
-    rep_start = np.asarray([frags[r].start_line for r in reps], dtype=np.int64)[srt]
-    rep_end = np.asarray([frags[r].end_line for r in reps], dtype=np.int64)[srt]
+    spans = FragmentSpans([frags[r] for r in reps])
+    rep_path, rep_start, rep_end = spans.path[srt], spans.start[srt], spans.end[srt]
     found_a, found_b, found_s = [], [], []
     shared = (theta, prefix, prefix_t, bags, s_sizes, s_need, rep_path, rep_start, rep_end)
     chunks = [(lo, min(n, lo + _PREFIX_CHUNK)) for lo in range(0, n, _PREFIX_CHUNK)]
@@ -520,7 +586,7 @@ def overlap_pairs(
             found_s.append(sim)
             bar.advance(hi - lo)
     if not found_a:
-        return Candidates(out)
+        return Candidates.empty()
     fa, fb, fs = np.concatenate(found_a), np.concatenate(found_b), np.concatenate(found_s)
     # the cap: a pair stays when it is among the `cap` most overlapping partners of either side
     ends = np.concatenate([fa, fb])
@@ -535,7 +601,5 @@ def overlap_pairs(
     kept = (rank[:m] < cap) | (rank[m:] < cap)
     counts = np.bincount(ends, minlength=n)
     capped = int((counts > cap).sum())
-    u, v = rep_arr[fa[kept]], rep_arr[fb[kept]]
-    lo_id, hi_id = np.minimum(u, v), np.maximum(u, v)
-    out = dict(zip(zip(lo_id.tolist(), hi_id.tolist()), fs[kept].tolist()))
-    return Candidates(out, capped)
+    a, b, score = _best_per_pair(rep_arr[fa[kept]], rep_arr[fb[kept]], fs[kept])
+    return Candidates(a, b, score, capped)

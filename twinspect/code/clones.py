@@ -103,6 +103,7 @@ from twinspect.progress import progress
 if TYPE_CHECKING:  # numpy is imported lazily so that `twinspect --help` stays fast
     import numpy as np
 
+    from twinspect.code.candidates import Candidates
     from twinspect.code.executors import ShardExecutor
     from twinspect.code.vectors import FragmentVectors
 
@@ -790,7 +791,7 @@ def _verified_pairs(
     semantic: bool,
     quiet: bool = True,
     executor: ShardExecutor | None = None,
-) -> tuple[list[ClonePair], dict[tuple[int, int], float], dict[str, Any]]:
+) -> tuple[list[ClonePair], Candidates, dict[str, Any]]:
     """The near-miss pipeline: candidates from two sources, verified, typed, expanded to buckets.
 
     Candidates are pairs of bucket representatives (first members) from
@@ -809,7 +810,8 @@ def _verified_pairs(
 
     Returns:
         ``(pairs, edges, counters)``: the clone pairs (exact ones included) sorted by (a, b), the
-        embedding candidates ``{(u, v): cosine}`` (for the clustering linkages), and counters
+        embedding candidates (:class:`twinspect.code.candidates.Candidates`, cosine scores; for the
+        clustering linkages), and counters
         ``candidate_pairs``, ``candidates_embedding``, ``candidates_token_overlap``,
         ``capped`` (per source), ``verified``, ``accepted``, ``semantic_t4``,
         ``t4_structural_vetoed`` (semantic T4 candidates without structural agreement), ``t4_rule``
@@ -820,7 +822,7 @@ def _verified_pairs(
     import numpy as np
 
     from twinspect.code.candidates import overlap_pairs, range_pairs
-    from twinspect.code.clone_types import band_of
+    from twinspect.code.clone_types import MT3_MIN, band_of
     from twinspect.code.normalize import tokens
     from twinspect.code.verify import PairFeatures, load_verifier, verify_pairs
 
@@ -860,26 +862,28 @@ def _verified_pairs(
         if tok_future is None:
             from twinspect.code.candidates import Candidates
 
-            tok = Candidates({})
+            tok = Candidates.empty()
         elif tok_future.done():
             tok, seconds["token_overlap"] = tok_future.result()
         else:
             with progress("token-overlap index", total=None, quiet=quiet):
                 tok, seconds["token_overlap"] = tok_future.result()
-    cand = sorted(set(emb.pairs) | set(tok.pairs))
-    pa = np.asarray([u for u, _ in cand], dtype=np.int64)
-    pb = np.asarray([v for _, v in cand], dtype=np.int64)
+    # the union of the two sources, sorted by (u, v): pair keys u·n + v of fragment ids u < v
+    n_frags = len(frags)
+    keys = np.union1d(emb.a * n_frags + emb.b, tok.a * n_frags + tok.b)
+    pa, pb = keys // n_frags, keys % n_frags
+    del keys
     # features over the representatives only (members of a bucket share their abstracted tokens)
-    local = {r: i for i, r in enumerate(reps)}
+    local = np.full(n_frags, -1, dtype=np.int64)
+    local[np.asarray(reps, dtype=np.int64)] = np.arange(len(reps))
     feats = PairFeatures([frags[r] for r in reps], abstract=[clf.abstract_tokens(r) for r in reps],
                          plain=[plain[r] for r in reps])
     t0 = time.perf_counter()
-    with progress("verifying candidates", total=len(cand), quiet=quiet) as bar:
-        la = np.asarray([local[u] for u in pa.tolist()], dtype=np.int64)
-        lb = np.asarray([local[v] for v in pb.tolist()], dtype=np.int64)
+    with progress("verifying candidates", total=len(pa), quiet=quiet) as bar:
+        la, lb = local[pa], local[pb]
         x, scores = verify_pairs(feats, verifier, la, lb, executor=executor)
         base_rejected = _base_code_veto(frags, reps, la, lb, x, scores, verifier, config)
-        bar.advance(len(cand))
+        bar.advance(len(pa))
     seconds["alignment"] = time.perf_counter() - t0
 
     out: dict[tuple[int, int], ClonePair] = {}
@@ -888,7 +892,12 @@ def _verified_pairs(
     accepted = semantic_t4 = structural_vetoed = 0
     group_pairs: list[dict[str, Any]] = []
     fresh: list[ClonePair] = []  # near-miss pairs; their cosine is set in one pass below
-    for (u, v), lcs, score in zip(cand, x[:, 0].tolist(), scores.tolist()):
+    # only accepted pairs and (with a semantic encoder) T4 candidates need a look in Python
+    look = scores >= verifier.threshold
+    if t4_rule is not None:
+        look |= x[:, 0] < MT3_MIN  # the WT3 band
+    for i in np.flatnonzero(look).tolist():
+        u, v, lcs, score = int(pa[i]), int(pb[i]), float(x[i, 0]), float(scores[i])
         ct = band_of(lcs)
         if score >= verifier.threshold:
             accepted += 1
@@ -918,14 +927,14 @@ def _verified_pairs(
             fresh.append(pair)
     _set_similarities(vecs, fresh)
     counters: dict[str, Any] = {
-        "candidate_pairs": len(cand),
-        "candidates_embedding": len(emb.pairs),
-        "candidates_token_overlap": len(tok.pairs),
+        "candidate_pairs": len(pa),
+        "candidates_embedding": len(emb),
+        "candidates_token_overlap": len(tok),
         "capped": {"embedding": emb.capped, "token_overlap": tok.capped},
         "index_used": emb.index,
         "index_recall": emb.index_recall,
         "index_recall_queries": emb.index_recall_queries,
-        "verified": len(cand),
+        "verified": len(pa),
         "accepted": accepted,
         "semantic_t4": semantic_t4,
         "t4_structural_vetoed": structural_vetoed,
@@ -936,7 +945,7 @@ def _verified_pairs(
         "verifier": {"threshold": round(verifier.threshold, 6), **verifier.info},
         "stage_seconds": {k: round(v, 4) for k, v in seconds.items()},
     }
-    return [out[k] for k in sorted(out)], emb.pairs, counters
+    return [out[k] for k in sorted(out)], emb, counters
 
 
 def pair_classes(
@@ -1202,8 +1211,10 @@ def detect(
     if config.decision == "verifier":
         t = time.perf_counter()
         semantic = encoder_name not in LEXICAL_ENCODERS
-        pairs, edges, pair_counts = _verified_pairs(vecs, frags, buckets, bucket_of, clf, config, semantic, quiet,
-                                                    executor)
+        pairs, emb, pair_counts = _verified_pairs(vecs, frags, buckets, bucket_of, clf, config, semantic, quiet,
+                                                  executor)
+        n_edges = len(emb)
+        edges = emb.pairs if config.linkage != "pairs" else {}  # a dict only where a clustering needs it
         timings["verify"] = time.perf_counter() - t
         group_pairs = pair_counts.pop("group_pairs")
         timings.update(pair_counts.pop("stage_seconds"))
@@ -1214,6 +1225,7 @@ def detect(
         from twinspect.code.candidates import resolve_index
 
         edges = _knn_edges(vecs, reps, frags, config, quiet)
+        n_edges = len(edges)
         index_used = resolve_index(config.index, len(reps))
         index_recall = {}
         timings["search"] = time.perf_counter() - t
@@ -1252,7 +1264,7 @@ def detect(
         "buckets": sum(1 for b in buckets if len(b) > 1),
         "bucketed_fragments": sum(len(b) for b in buckets if len(b) > 1),
         "representatives": len(reps),
-        "knn_edges": len(edges),
+        "knn_edges": n_edges,
         **pair_counts,
         "decision": config.decision,
         "weak_lexical_dropped": weak_dropped,

@@ -809,6 +809,7 @@ def block_fragments(
                     language=f.language,
                     text=src[start:end].decode("utf-8", _CODEC),
                     code=code[start:end].decode("utf-8", _CODEC),
+                    kind="block",
                 )
             )
     if stats is not None:

@@ -108,6 +108,13 @@ GranularityOpt = Annotated[
                  "statements, as jscpd finds them) or file (whole files, as MOSS/JPlag compare programs: "
                  "JPlag's Greedy String Tiling decides file pairs)."),
 ]
+SubfunctionOpt = Annotated[
+    bool,
+    typer.Option("--subfunction/--no-subfunction", help="At function granularity, also report the copied runs "
+                 "inside functions (jscpd's token windows: at least --min-lines lines and 40 tokens, comments and "
+                 "layout ignored) that no reported function pair holds, as pairs of sub-function fragments "
+                 "(kind \"subfunction\" in the JSON report). On by default."),
+]
 DecisionOpt = Annotated[
     str,
     typer.Option("--decision", help="verifier (default): every embedding neighbour above --candidate-threshold and "
@@ -317,6 +324,7 @@ def scan_command(
     language: LanguageOpt = None,
     min_lines: MinLinesOpt = _D.min_lines,
     granularity: GranularityOpt = _D.granularity,
+    subfunction: SubfunctionOpt = _D.subfunction,
     encoder: EncoderOpt = _D.encoder,
     max_tokens: MaxTokensOpt = None,
     batch_size: BatchSizeOpt = None,
@@ -398,7 +406,7 @@ def scan_command(
         index=index, top_k=top_k, threshold=threshold, class_threshold=class_threshold, linkage=linkage,
         pair_margin=pair_margin, M=M, ef_construction=ef_construction, ef_search=ef_search, min_lines=min_lines, seed=seed,
         threads=threads, stock_t4=stock_t4, granularity=granularity, decision=decision, max_neighbours=max_neighbours,
-        candidate_threshold=candidate_threshold,
+        candidate_threshold=candidate_threshold, subfunction=subfunction,
     )
     config.lexical_min_t3 = _parse_margin(lexical_min_t3, "--lexical-min-t3")
     config.token_overlap = _parse_margin(token_overlap, "--token-overlap")

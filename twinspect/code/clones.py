@@ -209,6 +209,9 @@ class DetectConfig:
             methods), ``"block"`` (also runs of statements inside or outside functions that have a
             T2-identical copy elsewhere, see :mod:`twinspect.code.blocks`) or ``"file"`` (whole
             files, as MOSS and JPlag compare programs).
+        subfunction: at function granularity, :func:`scan` also reports the exact copied runs inside
+            functions (jscpd's token windows) that no reported function pair holds, as pairs of
+            sub-function fragments (:mod:`twinspect.code.subfunction`); :func:`detect` ignores it.
         seed: random seed (HNSW construction, any randomised encoder).
         threads: HNSW insertion/search threads (-1 = all cores). 1 (default) builds the same graph
             for a given seed; more threads are faster and may differ in the last neighbours.
@@ -241,6 +244,7 @@ class DetectConfig:
     ef_search: int = 100
     min_lines: int = 6
     granularity: str = "function"
+    subfunction: bool = True
     seed: int = 0
     threads: int = 1
     exact_buckets: bool = True
@@ -413,7 +417,7 @@ class CloneReport:
         Shape (a contract read by other tools; fields may be added, never removed)::
 
             {"version": str, "root": str, "config": {...},
-             "fragments": [{"id", "path", "start_line", "end_line", "name", "language"}],
+             "fragments": [{"id", "path", "start_line", "end_line", "name", "language", "kind"}],
              "pairs": [{"a", "b", "similarity", "type", "band", "t3_similarity", "score"}],
              "classes": [[id, ...]],
              "identical_groups": [{"type": "T1" | "T2", "members": [id, ...]}],
@@ -437,6 +441,7 @@ class CloneReport:
                     "end_line": f.end_line,
                     "name": f.name,
                     "language": f.language,
+                    "kind": f.kind,
                 }
                 for i, f in enumerate(self.fragments)
             ],
@@ -1338,7 +1343,10 @@ def scan(
 
     Returns:
         The :class:`CloneReport`, whose stats add the scan counters (files, skipped by reason, parse
-        errors, ...) of :class:`twinspect.code.files.ScanStats` and ``timings["mine"]``.
+        errors, ...) of :class:`twinspect.code.files.ScanStats` and ``timings["mine"]``. At function
+        granularity with ``config.subfunction`` (default) it also holds the copied regions inside
+        functions that no function pair holds (:func:`twinspect.code.subfunction.add_subfunction_pairs`:
+        fragments of kind ``"subfunction"``, their pairs, ``stats["subfunction_pairs"]``...).
 
     Raises:
         InputError: a path does not exist or cannot be read, or an invalid option.
@@ -1374,6 +1382,10 @@ def scan(
     t_mine = time.perf_counter() - t
     check_parsed(scan_stats, scan_root(path_list))
     report = detect(fragments, config, quiet=quiet, executor=executor)
+    if config.subfunction and config.granularity == "function":  # copied regions inside functions
+        from twinspect.code.subfunction import add_subfunction_pairs
+
+        report = add_subfunction_pairs(report, min_lines=config.min_lines)
     report.root = scan_root(path_list)
     scan_dict = scan_stats.to_dict() if hasattr(scan_stats, "to_dict") else dict(scan_stats)  # type: ignore[call-overload]
     stats = {**scan_dict, **report.stats}
@@ -1387,7 +1399,7 @@ def scan(
     else:
         stats["workers"] = executor.workers
     timings = {"mine": round(t_mine, 4), **report.stats["timings"]}
-    timings["total"] = round(t_mine + report.stats["timings"]["detect"], 4)
+    timings["total"] = round(t_mine + report.stats["timings"]["detect"] + report.stats["timings"].get("subfunction", 0.0), 4)
     stats["timings"] = timings
     report.stats = stats
     return report

@@ -41,6 +41,10 @@ class Fragment:
         text: the source text of the fragment, comments included.
         code: the same text with comments blanked out (line structure kept), filled at extraction
             from the parse tree; "" when not computed (normalisation then strips comments itself).
+        kind: what the fragment is (:data:`FRAGMENT_KINDS`): ``"function"`` (a function or method),
+            ``"block"`` (a copied run of statements or tokens, ``granularity="block"``), ``"file"``
+            (a whole file) or ``"subfunction"`` (a copied region inside a function, reported at
+            function granularity beside the function pairs, :mod:`twinspect.code.subfunction`).
     """
 
     path: str
@@ -50,6 +54,7 @@ class Fragment:
     language: str
     text: str
     code: str = ""
+    kind: str = "function"
 
     @property
     def loc(self) -> int:
@@ -69,6 +74,7 @@ class Fragment:
             "end_line": self.end_line,
             "name": self.name,
             "language": self.language,
+            "kind": self.kind,
         }
         if with_text:
             out["text"] = self.text
@@ -77,7 +83,7 @@ class Fragment:
 
     @classmethod
     def from_dict(cls, data: dict) -> Fragment:
-        """Inverse of :meth:`to_dict` (missing ``text``/``code`` become "")."""
+        """Inverse of :meth:`to_dict` (missing ``text``/``code`` become "", a missing ``kind`` ``"function"``)."""
         return cls(
             path=str(data["path"]),
             start_line=int(data["start_line"]),
@@ -86,7 +92,12 @@ class Fragment:
             language=str(data["language"]),
             text=str(data.get("text", "")),
             code=str(data.get("code", "")),
+            kind=str(data.get("kind", "function")),
         )
+
+
+#: Values of :attr:`Fragment.kind`.
+FRAGMENT_KINDS = ("function", "block", "file", "subfunction")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -456,6 +467,7 @@ def _file_fragment(
             language=language,
             text=text,
             code=code_src.decode("utf-8", _CODEC_ERRORS),
+            kind="file",
         )
     ]
 

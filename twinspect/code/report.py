@@ -53,9 +53,15 @@ def _type_label(p: ClonePair) -> str:
 
 
 def ranked_pairs(report: CloneReport) -> list[ClonePair]:
-    """Pairs by decreasing similarity (ties by type then ids): the order of tables and HTML."""
+    """Pairs by decreasing similarity (ties by type then ids), the pairs of copied regions inside
+    functions (sub-function fragments) after the others: the order of tables and HTML."""
     rank = {t: i for i, t in enumerate(TYPES)}
-    return sorted(report.pairs, key=lambda p: (-p.similarity, rank.get(p.type, 9), p.a, p.b))
+    frags = report.fragments
+
+    def sub(p: ClonePair) -> bool:
+        return frags[p.a].kind == "subfunction" or frags[p.b].kind == "subfunction"
+
+    return sorted(report.pairs, key=lambda p: (sub(p), -p.similarity, rank.get(p.type, 9), p.a, p.b))
 
 
 # ----------------------------------------------------------------------------------------- JSON
@@ -399,8 +405,13 @@ def summary_line(report: CloneReport) -> str:
     pct = st.get("duplicated_lines_pct")
     dup = (f"; duplicated lines {pct:.1f} % ({st.get('duplicated_lines')} of {st.get('total_lines')})"
            if isinstance(pct, (int, float)) else "")
+    n_sub = sum(1 for f in report.fragments if f.kind == "subfunction")
+    sub_pairs = sum(1 for p in report.pairs
+                    if report.fragments[p.a].kind == "subfunction" or report.fragments[p.b].kind == "subfunction")
+    sub = (f", of which {sub_pairs} between copied regions inside functions ({n_sub} sub-function fragments)"
+           if n_sub else "")
     return (f"{len(report.fragments)} fragments{files}: {len(report.pairs)} {'new ' if known else ''}clone pairs "
-            f"({types}){known}, {classes}{took}{index}{dup}")
+            f"({types}){sub}{known}, {classes}{took}{index}{dup}")
 
 
 def pairs_table(report: CloneReport, limit: int = 20) -> Table:

@@ -188,9 +188,11 @@ def match_token_runs(
     cut = np.flatnonzero(keys[1:] != keys[:-1]) + 1
     starts, ends = np.r_[0, cut], np.r_[cut, len(sorted_pos)]
     del keys
-    multi = np.flatnonzero(ends - starts >= 2)
+    size = ends - starts
+    two = starts[size == 2]  # most keys occur twice: their one pair each, at once
+    multi = np.flatnonzero(size > 2)
     capped = 0
-    pa_parts, pb_parts = [], []
+    pa_parts, pb_parts = [sorted_pos[two]], [sorted_pos[two + 1]]
     for g in multi.tolist():
         occ = sorted_pos[starts[g]:ends[g]]  # ascending positions (stable sort of ascending pos)
         head = occ[:max_occurrences]
@@ -203,9 +205,9 @@ def match_token_runs(
             for first in occ[:hub_occurrences]:
                 pa_parts.append(np.full(len(tail), first))
                 pb_parts.append(tail)
-    if not pa_parts:
-        return [], capped
     pa, pb = np.concatenate(pa_parts), np.concatenate(pb_parts)
+    if not len(pa):
+        return [], capped
     d = pb - pa
     o = np.lexsort((pa, d))
     pa, pb, d = pa[o], pb[o], d[o]
@@ -330,7 +332,7 @@ def token_run_fragments(
             out.append(Fragment(
                 path=rels[fi], start_line=start, end_line=end, name=f"{name}[lines {start}-{end}]",
                 language=languages[fi], text="\n".join(text_lines[start - 1:end]),
-                code="\n".join(code_lines[start - 1:end]),
+                code="\n".join(code_lines[start - 1:end]), kind="block",
             ))
     return out, unreadable
 

@@ -302,3 +302,47 @@ def test_candidate_segments_lose_no_run(tree):
         assert everything - same_layout  # str_trim in config.c and strutil.c, one statement per line or not
     lines = sum(last - first + 1 for _, first, last in segments)
     assert lines < 0.5 * sum(frags[i].loc for i in outer)
+
+
+BACK_TO_BACK = '''\
+function palette(scale) {
+  const base = [{
+    name: "alpha", size: 10 * scale,
+    color: "red", border: "solid",
+    tags: ["a", "b", "c"],
+    enabled: true, weight: 1.5,
+    margin: [0, 0, 4, 4],
+    padding: { top: 1, left: 2 },
+  }, {
+    name: "alpha", size: 10 * scale,
+    color: "red", border: "solid",
+    tags: ["a", "b", "c"],
+    enabled: true, weight: 1.5,
+    margin: [0, 0, 4, 4],
+    padding: { top: 1, left: 2 },
+  }, {
+    name: "omega", size: 3,
+  }];
+  return base.filter((entry) => entry.enabled);
+}
+'''
+
+
+def test_copies_repeated_back_to_back_keep_their_own_lines(tmp_path):
+    # the copy ends on the line ("}, {") where the next one starts: each keeps only its own lines
+    report = scan(_tree(tmp_path, {"p.js": BACK_TO_BACK}), DetectConfig())
+    sub = [(report.fragments[p.a], report.fragments[p.b]) for p in report.pairs]
+    assert [(a.start_line, a.end_line, b.start_line, b.end_line) for a, b in sub] == [(2, 8, 10, 16)]
+    assert all(f.kind == "subfunction" and f.name.startswith("palette[lines ") for pair in sub for f in pair)
+
+
+def test_copies_inside_one_function_of_a_large_identical_group_are_reported(tmp_path):
+    # 21 files whose functions differ in one literal: one T2 identical group (more than max_bucket_pairs
+    # members), which states every pair of two of them, never a function with itself: each file's own
+    # back-to-back copy is still reported (its tokens are the file's own: no window is capped)
+    files = {f"p{i:02d}.js": BACK_TO_BACK.replace('"alpha"', f'"alpha{i}"') for i in range(21)}
+    report = scan(_tree(tmp_path, files), DetectConfig())
+    assert [len(g["members"]) for g in report.identical_groups] == [21]
+    sub = [(report.fragments[p.a], report.fragments[p.b]) for p in report.pairs
+           if "subfunction" in (report.fragments[p.a].kind, report.fragments[p.b].kind)]
+    assert len(sub) == 21 and all(a.path == b.path for a, b in sub)

@@ -30,7 +30,8 @@ inside a reported pair as a pair of *sub-function* fragments (``Fragment.kind ==
    two sides of a ``group_pairs`` entry) of two function fragments that hold one run each. Otherwise
    each run becomes a fragment named ``"<innermost function>[lines START-END]"`` (its text cut from
    the function's), or the function fragment itself when the run spans exactly a function, and the
-   pair is reported, typed by :class:`~twinspect.code.clone_types.TypeClassifier` (T1 as a rule: the
+   pair is reported (two copies of one file whose lines meet, a pattern repeated back to back, each
+   keep only the lines they do not share, and at least ``min_lines`` of them), typed by :class:`~twinspect.code.clone_types.TypeClassifier` (T1 as a rule: the
    first and last line may hold tokens before or after the run).
 
 The pairs' ``similarity`` is their abstracted-token similarity (1.0 for T1/T2 pairs): no embedding is
@@ -258,6 +259,8 @@ def add_subfunction_pairs(report: CloneReport, *, min_lines: int = 6) -> CloneRe
                 side_of.setdefault(m, set()).add((g, side))
 
     def stated(x: int, y: int) -> bool:
+        if x == y:  # two copies inside one function: no pair of the function holds them
+            return False
         if (min(x, y), max(x, y)) in listed:
             return True
         if x in group_of and group_of[x] == group_of.get(y):
@@ -295,8 +298,15 @@ def add_subfunction_pairs(report: CloneReport, *, min_lines: int = 6) -> CloneRe
         if any(stated(x, y) for x in ha for y in hb):
             covered += 1
             continue
-        if fa.path == fb.path and sa <= eb and sb <= ea:  # widened to whole lines, the two copies touch
-            continue
+        if fa.path == fb.path and sa <= eb and sb <= ea:
+            # one copy runs on where the other starts (a pattern repeated back to back): the lines they
+            # share hold the end of one and the start of the other; each keeps its own lines only
+            if sa > sb:
+                ta, tb, sa, ea, sb, eb = tb, ta, sb, eb, sa, ea
+            ea, sb = min(ea, sb - 1), max(sb, ea + 1)
+            if ea - sa + 1 < min_lines or eb - sb + 1 < min_lines:
+                continue
+            ha, hb = holders(fa.path, sa, ea), holders(fb.path, sb, eb)
         a, b = fragment_of(segments[ta.file][0], sa, ea, ha), fragment_of(segments[tb.file][0], sb, eb, hb)
         key = (min(a, b), max(a, b))
         if a != b and key not in seen:

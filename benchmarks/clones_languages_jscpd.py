@@ -9,8 +9,10 @@ What it measures
       50 tokens, mode mild, every format it knows). Its own report is read before anything is quoted:
       sources read, clones per format. Clones in formats twinspect does not parse (YAML, Markdown,
       PowerShell...) are counted apart and left out of the agreement.
-    * ``twinspect clones <copy> --format json`` at the default function granularity, and again with
-      ``--granularity block``; wall time of each command.
+    * ``twinspect clones <copy> --format json`` at the default function granularity (with its sub-function
+      pairs: copied runs inside functions that no function pair holds, ``twinspect.code.subfunction``),
+      and again with ``--granularity block``; wall time of each command. The jscpd clones held only by a
+      sub-function pair are counted, and a seeded sample of 20 per tree is kept in the JSON for reading.
 
     Agreement, as in ``clones_speed_jscpd.py``: a jscpd clone (two file line ranges) is *inside a
     reported pair* when both ranges are each covered for ≥ 90 % of their lines by the two fragments of
@@ -31,15 +33,17 @@ What it measures
     With ``--stdlib-before REV``, also the wall time of ``twinspect clones`` on a copy of this Python's
     standard library (without site-packages, test folders and caches, as ``benchmarks/clones.py``)
     with REV's code and with HEAD's, interleaved ``--stdlib-reps`` times, and whether both reports
-    list the same fragments and pairs.
+    list the same function fragments and function pairs.
 
 Output
     ``benchmarks/results/clones_languages_jscpd.{md,json}`` (``--out`` changes the stem).
 
 Usage (from the repository root; trees fetched beforehand, e.g. ``git clone`` + ``git checkout COMMIT``)::
 
-    .venv/bin/python benchmarks/clones_languages_jscpd.py --tree gin=/tmp/trees/gin@dcaa429 \\
-        --tree express=/tmp/trees/express@a371447 ... --stdlib-before f7a411b
+    .venv/bin/python benchmarks/clones_languages_jscpd.py --tree gin=/tmp/trees/gin@dcaa4296d111 \\
+        --tree express=/tmp/trees/express@a3714473feb3 --tree serde=/tmp/trees/serde@1023d077510b \\
+        --tree MediatR=/tmp/trees/MediatR@8a64581e2570 --tree sinatra=/tmp/trees/sinatra@cb22afd7902b \\
+        --tree Slim=/tmp/trees/Slim@038fd5713d5a --tree ky=/tmp/trees/ky@3419113b48e0 --stdlib-before 34f613a
 """
 
 from __future__ import annotations
@@ -156,6 +160,7 @@ def agreement(clones: list[dict], report: dict, spans: dict[str, list[tuple[int,
     for f in report["fragments"]:
         by_file.setdefault(f["path"], []).append(f)
     pairs = set(stated_pairs(report))
+    sub = {f["id"] for f in report["fragments"] if f.get("kind") == "subfunction"}
 
     def holders(side, share=OVERLAP):
         return [f["id"] for f in by_file.get(side[0], []) if covers((f["start_line"], f["end_line"]), side[1:], share)]
@@ -165,10 +170,16 @@ def agreement(clones: list[dict], report: dict, spans: dict[str, list[tuple[int,
 
     res = {"clones": len(clones), "inside_a_pair": 0, "half_inside_a_pair": 0, "in_functions": 0, "in_functions_hit": 0,
            "two_functions": 0, "two_functions_hit": 0, "same_function": 0, "same_function_hit": 0,
-           "outside_functions": 0, "outside_functions_hit": 0, "boilerplate": 0, "boilerplate_hit": 0, "missed_in_two_functions": Counter(), "misses": []}
+           "outside_functions": 0, "outside_functions_hit": 0, "boilerplate": 0, "boilerplate_hit": 0,
+           "missed_in_two_functions": Counter(), "misses": [], "subfunction_only_hit": 0, "subfunction_hits": []}
     for c in clones:
         ha, hb = holders(c["a"]), holders(c["b"])
-        found = any((min(x, y), max(x, y)) in pairs for x in ha for y in hb if x != y)
+        hits = [(x, y) for x in ha for y in hb if x != y and (min(x, y), max(x, y)) in pairs]
+        found = bool(hits)
+        if found and all(x in sub or y in sub for x, y in hits):  # only a sub-function pair holds it
+            res["subfunction_only_hit"] += 1
+            x, y = hits[0]
+            res["subfunction_hits"].append({"jscpd": [c["a"], c["b"]], "pair": [x, y]})
         res["inside_a_pair"] += found
         res["half_inside_a_pair"] += found or any((min(x, y), max(x, y)) in pairs for x in holders(c["a"], 0.5)
                                                   for y in holders(c["b"], 0.5) if x != y)
@@ -265,11 +276,20 @@ def measure(name: str, src: Path, commit: str, work: Path, jscpd: Path, seed: in
         rng = random.Random(seed)
         misses = agree.pop("misses")
         agree["miss_sample"] = rng.sample(misses, min(sample, len(misses)))
+        frag = {f["id"]: f for f in report["fragments"]}
+        hits = agree.pop("subfunction_hits")
+        agree["subfunction_hit_sample"] = [
+            {"jscpd": h["jscpd"], "pair": [f"{frag[i]['path']}:{frag[i]['start_line']}-{frag[i]['end_line']}" for i in h["pair"]],
+             "names": [frag[i]["name"] for i in h["pair"]]}
+            for h in rng.sample(hits, min(20, len(hits)))]
         res[gran] = {"wall_s": round(t_t, 2), "files_parsed": st["files_parsed"],
                      "files_by_language": st.get("files_by_language"), "unsupported_files": st.get("unsupported_files"),
                      "fragments": len(report["fragments"]), "pairs": len(report["pairs"]),
                      "stated_pairs": len(stated_pairs(report)), "pairs_by_type": st.get("pairs_by_type"),
-                     "agreement": agree}
+                     "subfunction_fragments": st.get("subfunction_fragments", 0),
+                     "subfunction_pairs": st.get("subfunction_pairs", 0),
+                     "subfunction_pairs_by_type": st.get("subfunction_pairs_by_type"),
+                     "subfunction_s": (st.get("timings") or {}).get("subfunction"), "agreement": agree}
         print(f"{name} {gran}: {agree['inside_a_pair']}/{agree['clones']} jscpd clones inside a pair; in two functions "
               f"{agree['two_functions_hit']}/{agree['two_functions']}, same function "
               f"{agree['same_function_hit']}/{agree['same_function']}, outside {agree['outside_functions_hit']}/"
@@ -308,14 +328,20 @@ def stdlib_timing(before: str, reps: int, work: Path) -> dict:
         print(f"stdlib rep {i + 1}: before {walls['before'][-1]} s, after {walls['after'][-1]} s", flush=True)
 
     def key(r):
-        return ([(f["path"], f["start_line"], f["end_line"], f["name"]) for f in r["fragments"]],
-                [(p["a"], p["b"], p["type"], round(p["similarity"], 6)) for p in r["pairs"]])
+        """Function fragments and the pairs between them (sub-function ones, added after HEAD, left out)."""
+        fn = {f["id"]: (f["path"], f["start_line"], f["end_line"], f["name"]) for f in r["fragments"]
+              if f.get("kind", "function") == "function"}
+        return (sorted(fn.values()), sorted((fn[p["a"]], fn[p["b"]], p["type"], round(p["similarity"], 6))
+                                            for p in r["pairs"] if p["a"] in fn and p["b"] in fn))
 
     rev = subprocess.run(["git", "rev-parse", "--short", before], capture_output=True, text=True).stdout.strip()
     return {"before": rev, "files": reports["after"]["stats"]["files_parsed"], "walls": walls,
             "median": {k: statistics.median(v) for k, v in walls.items()}, "min": {k: min(v) for k, v in walls.items()},
             "identical_reports": key(reports["before"]) == key(reports["after"]),
-            "fragments": len(reports["after"]["fragments"]), "pairs": len(reports["after"]["pairs"])}
+            "fragments": len(reports["after"]["fragments"]), "pairs": len(reports["after"]["pairs"]),
+            "subfunction_pairs": reports["after"]["stats"].get("subfunction_pairs", 0),
+            "subfunction_s": {label: reports[label]["stats"]["timings"].get("subfunction") for label in reports},
+            "total_s": {label: reports[label]["stats"]["timings"].get("total") for label in reports}}
 
 
 def pct(a: int, b: int) -> str:
@@ -345,15 +371,17 @@ def render(res: dict) -> str:
                  f"{f['files_parsed']} ({langs}) | {unsup} | {j['wall_s']} | {f['wall_s']} / {b['wall_s']} |")
     L += ["", "## Agreement at the default function granularity\n",
           "Target: every jscpd clone whose two ranges lie inside functions is inside a reported pair.\n",
-          "| tree | fragments / pairs | jscpd clones (parsed languages) | inside a pair | both ranges in functions: "
+          "| tree | fragments / pairs | sub-function fragments / pairs | jscpd clones (parsed languages) | inside a pair "
+          "| of which only through a sub-function pair | both ranges in functions: "
           "inside a pair | of which in two different functions | of which in the same function | outside "
           "functions | target met |",
-          "|---|---|---|---|---|---|---|---|---|"]
+          "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in res["trees"]:
         a = r["function"]["agreement"]
         met = "yes" if a["in_functions_hit"] == a["in_functions"] else "NO"
-        L.append(f"| {r['name']} | {r['function']['fragments']} / {r['function']['pairs']} | {a['clones']} | "
-                 f"{a['inside_a_pair']} ({pct(a['inside_a_pair'], a['clones'])}) | "
+        L.append(f"| {r['name']} | {r['function']['fragments']} / {r['function']['pairs']} | "
+                 f"{r['function'].get('subfunction_fragments', 0)} / {r['function'].get('subfunction_pairs', 0)} | {a['clones']} | "
+                 f"{a['inside_a_pair']} ({pct(a['inside_a_pair'], a['clones'])}) | {a.get('subfunction_only_hit', 0)} | "
                  f"{a['in_functions_hit']}/{a['in_functions']} ({pct(a['in_functions_hit'], a['in_functions'])}) | "
                  f"{a['two_functions_hit']}/{a['two_functions']} ({pct(a['two_functions_hit'], a['two_functions'])}) | "
                  f"{a['same_function_hit']}/{a['same_function']} | {a['outside_functions_hit']}/{a['outside_functions']} "
@@ -389,11 +417,15 @@ def render(res: dict) -> str:
     if sd:
         L += ["## Python standard library: wall time before / after\n",
               f"`twinspect clones <stdlib copy> --format json` ({sd['files']} files, {sd['fragments']} fragments, "
-              f"{sd['pairs']} pairs) with the code of {sd['before']} (before the registry) and of HEAD, interleaved "
+              f"{sd['pairs']} pairs, of which {sd.get('subfunction_pairs', 0)} sub-function pairs) with the code of "
+              f"{sd['before']} (before) and of HEAD, interleaved "
               f"{len(sd['walls']['before'])} times on this shared machine: before median {sd['median']['before']:.2f} s "
               f"(min {sd['min']['before']:.2f}; runs {sd['walls']['before']}), after median {sd['median']['after']:.2f} s "
               f"(min {sd['min']['after']:.2f}; runs {sd['walls']['after']}). The two reports list "
-              + ("the same fragments and pairs." if sd["identical_reports"] else "DIFFERENT fragments or pairs.") + "\n"]
+              + ("the same function fragments and function pairs" if sd["identical_reports"] else
+                 "DIFFERENT function fragments or function pairs")
+              + f" (sub-function fragments and pairs left out). Stated total seconds of the last run: {sd.get('total_s')}; "
+              f"of which the sub-function pass: {sd.get('subfunction_s')}.\n"]
     L += ["## Sample of misses (block granularity)\n"]
     for r in res["trees"]:
         for m in r["block"]["agreement"]["miss_sample"]:

@@ -88,3 +88,42 @@ def test_range_pairs_keep_every_neighbour_above_threshold():
     assert got.capped == 0
     small = range_pairs(vecs, list(range(40)), frags, threshold=0.9, cap=5)
     assert small.capped >= 29 and set(small.pairs) < want
+
+
+def _loop_keep(query_rows, neighbours, sims, frags, threshold, cap):
+    """The per-query loop range_pairs ran before it was vectorised (the reference)."""
+    out, capped = {}, 0
+    for u, vs, ss in zip(query_rows, neighbours, sims):
+        kept = 0
+        for v, s in zip(vs, ss):
+            if v < 0 or v == u:
+                continue
+            if s < threshold:
+                break
+            f, g = frags[u], frags[v]
+            if f.path == g.path and f.start_line <= g.end_line and g.start_line <= f.end_line:
+                continue
+            if kept >= cap:
+                capped += 1
+                break
+            kept += 1
+            key = (min(u, v), max(u, v))
+            out[key] = max(out.get(key, -2.0), s)
+    return out, capped
+
+
+@pytest.mark.parametrize("cap", [1, 3, 50])
+def test_keep_neighbours_equals_the_per_query_loop(cap):
+    from twinspect.code.candidates import FragmentSpans, _best_per_pair, _keep_neighbours
+
+    rng = np.random.default_rng(cap)
+    n, k = 60, 12
+    frags = [_frag(i, f"f{i % 7}.py", 1 + (i % 5) * 3, 4 + (i % 5) * 3) for i in range(n)]  # some nest
+    ids = rng.integers(-1, n, size=(n, k))
+    sims = -np.sort(-rng.choice([0.2, 0.5, 0.6, 0.7, 0.9], size=(n, k)), axis=1)  # descending, with ties
+    want, want_capped = _loop_keep(range(n), ids.tolist(), sims.tolist(), frags, 0.5, cap)
+    a, b, c, capped = _keep_neighbours(np.repeat(np.arange(n), k), ids.ravel(), sims.ravel(),
+                                       np.arange(0, n * k + 1, k), FragmentSpans(frags), 0.5, cap)
+    a, b, c = _best_per_pair(a, b, c)
+    assert dict(zip(zip(a.tolist(), b.tolist()), c.tolist())) == want
+    assert capped == want_capped

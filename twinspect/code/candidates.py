@@ -313,6 +313,7 @@ def range_pairs(
     """
     import numpy as np
 
+    from twinspect._arrays import unique_sorted
     from twinspect.code.index import make_index
     from twinspect.code.vectors import as_vectors, reduce_dim
 
@@ -410,7 +411,7 @@ def range_pairs(
             found_b.append(np.maximum(a[keep], b[keep]))
             bar.advance(hi - lo)
     n = len(reps)
-    pair_key = np.unique(np.concatenate(found_a) * n + np.concatenate(found_b)) if found_a else np.zeros(0, np.int64)
+    pair_key = unique_sorted(np.concatenate(found_a) * n + np.concatenate(found_b)) if found_a else np.zeros(0, np.int64)
     del found_a, found_b
     pa, pb = pair_key // n, pair_key % n
     cos = np.empty(len(pair_key), dtype=np.float32)

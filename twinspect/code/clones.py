@@ -826,6 +826,7 @@ def _verified_pairs(
     """
     import numpy as np
 
+    from twinspect._arrays import unique_sorted
     from twinspect.code.candidates import overlap_pairs, range_pairs
     from twinspect.code.clone_types import MT3_MIN, band_of
     from twinspect.code.normalize import tokens
@@ -875,7 +876,7 @@ def _verified_pairs(
                 tok, seconds["token_overlap"] = tok_future.result()
     # the union of the two sources, sorted by (u, v): pair keys u·n + v of fragment ids u < v
     n_frags = len(frags)
-    keys = np.union1d(emb.a * n_frags + emb.b, tok.a * n_frags + tok.b)
+    keys = unique_sorted(np.concatenate([emb.a * n_frags + emb.b, tok.a * n_frags + tok.b]))
     pa, pb = keys // n_frags, keys % n_frags
     del keys
     # features over the representatives only (members of a bucket share their abstracted tokens)

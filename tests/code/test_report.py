@@ -288,3 +288,20 @@ def test_html_max_pairs_through_write_report(tmp_path, report):
     assert "<details" not in out.read_text() and "Side by side (0 of 3 pairs)" in out.read_text()
     rp.write_report(report, "html", out, quiet=True)  # default: every pair of this small report
     assert out.read_text().count("<details") == 3
+
+
+def test_streamed_json_equals_the_report_dict_and_lists_one_entry_per_line(tmp_path, report):
+    from twinspect.code.baseline import HASH_FIELD, add_json_fields, code_hash
+
+    out = tmp_path / "r.json"
+    rp.write_json_report(report, out)
+    text = out.read_text()
+    want = json.loads(json.dumps(add_json_fields(report.to_json_dict(), report), default=int))
+    assert json.loads(text) == want
+    assert json.loads(rp.to_json(report)) == want
+    assert [e[HASH_FIELD] for e in want["fragments"]] == [code_hash(f) for f in report.fragments]
+    pair_lines = [ln for ln in text.splitlines() if ln.startswith('    {"a": ')]
+    assert [json.loads(ln.rstrip(",")) for ln in pair_lines] == want["pairs"]  # one pair per line
+    buf = io.StringIO()
+    rp.write_report(report, "json", None, stdout=buf, quiet=True)
+    assert json.loads(buf.getvalue()) == want

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -62,22 +62,38 @@ def code_hash(fragment: Fragment) -> str:
 
 
 def add_json_fields(doc: dict, report: CloneReport) -> dict:
-    """Add this module's fields to a JSON report dict, in place: :data:`HASH_FIELD` to each fragment
-    entry, and ``baseline_members`` to the identical groups :func:`filter_report` kept.
+    """Add this module's fields to a JSON report dict: :data:`HASH_FIELD` to each fragment entry, and
+    ``baseline_members`` to the identical groups :func:`filter_report` kept.
 
     Args:
-        doc: ``report.to_json_dict()``; ``doc["fragments"][i]`` describes ``report.fragments[i]`` and
-            ``doc["identical_groups"][i]`` ``report.identical_groups[i]``.
+        doc: ``report.to_json_dict()`` (lists, changed in place) or ``dict(report.json_fields())``
+            (one-shot iterators, replaced by iterators that add the fields as entries pass);
+            ``doc["fragments"]`` describes ``report.fragments`` in order and ``doc["identical_groups"]``
+            ``report.identical_groups``.
         report: the report.
 
     Returns:
         ``doc``.
     """
-    for entry, f in zip(doc.get("fragments") or [], report.fragments):
-        entry[HASH_FIELD] = code_hash(f)
-    for entry, g in zip(doc.get("identical_groups") or [], report.identical_groups):
-        if "baseline_members" in g:
-            entry["baseline_members"] = [int(m) for m in g["baseline_members"]]
+
+    def hashed(entries: Iterable[dict]) -> Iterator[dict]:
+        for entry, f in zip(entries, report.fragments):
+            entry[HASH_FIELD] = code_hash(f)
+            yield entry
+
+    def with_members(entries: Iterable[dict]) -> Iterator[dict]:
+        for entry, g in zip(entries, report.identical_groups):
+            if "baseline_members" in g:
+                entry["baseline_members"] = [int(m) for m in g["baseline_members"]]
+            yield entry
+
+    for key, add in (("fragments", hashed), ("identical_groups", with_members)):
+        entries = doc.get(key)
+        if isinstance(entries, list):
+            for _ in add(entries):
+                pass
+        elif entries is not None:
+            doc[key] = add(entries)
     return doc
 
 

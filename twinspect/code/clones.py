@@ -88,7 +88,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -427,37 +427,43 @@ class CloneReport:
         ``identical_groups`` (see the attribute) states the member pairs of exact-duplicate groups
         too large to list pair by pair.
         """
+        return {key: list(value) if isinstance(value, Iterator) else value for key, value in self.json_fields()}
+
+    def json_fields(self) -> list[tuple[str, Any]]:
+        """The fields of :meth:`to_json_dict` in order, the five long lists as iterators of their entries.
+
+        A writer can stream a report of millions of pairs without holding every entry as a dict
+        at once (:func:`twinspect.code.report.write_json_report`).
+
+        Returns:
+            ``[(key, value)]``: ``fragments``, ``pairs``, ``classes``, ``identical_groups`` and
+            ``group_pairs`` are one-shot iterators of JSON-ready entries; the other values are JSON-ready.
+        """
         from twinspect import __version__
 
-        return {
-            "version": __version__,
-            "root": self.root,
-            "config": self.config,
-            "fragments": [
-                {
-                    "id": i,
-                    "path": f.path,
-                    "start_line": f.start_line,
-                    "end_line": f.end_line,
-                    "name": f.name,
-                    "language": f.language,
-                    "kind": f.kind,
-                }
-                for i, f in enumerate(self.fragments)
-            ],
-            "pairs": [p.to_json_dict() for p in self.pairs],
-            "classes": [list(map(int, c)) for c in self.classes],
-            "identical_groups": [
-                {"type": g["type"], "members": list(map(int, g["members"]))} for g in self.identical_groups
-            ],
-            "group_pairs": [
-                {"a": list(map(int, g["a"])), "b": list(map(int, g["b"])), "type": g["type"], "band": g["band"],
-                 "t3_similarity": None if g["t3_similarity"] is None else round(float(g["t3_similarity"]), 6),
-                 "score": None if g["score"] is None else round(float(g["score"]), 6)}
-                for g in self.group_pairs
-            ],
-            "stats": self.stats,
-        }
+        def fragments() -> Iterator[dict]:
+            for i, f in enumerate(self.fragments):
+                yield {"id": i, "path": f.path, "start_line": f.start_line, "end_line": f.end_line, "name": f.name,
+                       "language": f.language, "kind": f.kind}
+
+        def group_pairs() -> Iterator[dict]:
+            for g in self.group_pairs:
+                yield {"a": list(map(int, g["a"])), "b": list(map(int, g["b"])), "type": g["type"], "band": g["band"],
+                       "t3_similarity": None if g["t3_similarity"] is None else round(float(g["t3_similarity"]), 6),
+                       "score": None if g["score"] is None else round(float(g["score"]), 6)}
+
+        return [
+            ("version", __version__),
+            ("root", self.root),
+            ("config", self.config),
+            ("fragments", fragments()),
+            ("pairs", (p.to_json_dict() for p in self.pairs)),
+            ("classes", (list(map(int, c)) for c in self.classes)),
+            ("identical_groups", ({"type": g["type"], "members": list(map(int, g["members"]))}
+                                  for g in self.identical_groups)),
+            ("group_pairs", group_pairs()),
+            ("stats", self.stats),
+        ]
 
 
 def overlaps(a: Fragment, b: Fragment) -> bool:

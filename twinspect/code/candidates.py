@@ -539,19 +539,28 @@ def overlap_pairs(
     n = len(reps)
     if n < 2:
         return Candidates.empty()
-    # SourcererCC's multiset items, vectorised: the k-th occurrence of token t in a bag is item (t, k)
+    # SourcererCC's multiset items, vectorised: the k-th occurrence of token t in a bag is item (t, k),
+    # numbered token by token (item = offset[t] + k, where token t occurs at most width[t] times in a bag)
     toks, sizes, tok_vocab = token_ids([token_lists[r] for r in reps])
     indptr = np.concatenate([[0], np.cumsum(sizes)])
-    rows = np.repeat(np.arange(n), sizes)
-    order = np.lexsort((np.arange(len(toks)), toks, rows))  # by row, then token, then position
-    key = rows[order] * (len(tok_vocab) + 1) + toks[order]
-    first = np.r_[0, np.flatnonzero(np.diff(key)) + 1] if len(key) else np.zeros(0, dtype=np.int64)
-    occurrence = np.empty(len(toks), dtype=np.int64)
-    occurrence[order] = np.arange(len(key)) - np.repeat(first, np.diff(np.r_[first, len(key)]))
-    _, flat = np.unique(toks * (int(occurrence.max(initial=0)) + 1) + occurrence, return_inverse=True)
-    flat = flat.astype(np.int64).ravel()
-    nitems = int(flat.max(initial=-1)) + 1
-    bags = sp.csr_matrix((np.ones(len(flat), dtype=np.float32), (rows, flat)), shape=(n, nitems))
+    rows = np.repeat(np.arange(n, dtype=np.int32), sizes)
+    order = np.argsort(rows.astype(np.int64) * (len(tok_vocab) + 1) + toks, kind="stable")  # by row, token, position
+    run_key = rows[order].astype(np.int64) * (len(tok_vocab) + 1) + toks[order]
+    starts = np.r_[0, np.flatnonzero(run_key[1:] != run_key[:-1]) + 1] if len(toks) else np.zeros(0, np.int64)
+    del run_key
+    run_len = np.diff(np.r_[starts, len(toks)])
+    occ_sorted = np.arange(len(toks)) - np.repeat(starts, run_len)  # k of each token, in sorted order
+    width = np.zeros(len(tok_vocab), dtype=np.int64)
+    np.maximum.at(width, toks[order[starts]], run_len)
+    offset = np.r_[0, np.cumsum(width)[:-1]]
+    flat_sorted = offset[toks[order]] + occ_sorted  # ascending within each row
+    del occ_sorted, starts, run_len
+    flat = np.empty(len(toks), dtype=np.int64)
+    flat[order] = flat_sorted
+    del order, toks
+    nitems = int(width.sum())
+    bags = sp.csr_matrix((np.ones(len(flat), dtype=np.float32), flat_sorted.astype(np.int32), indptr), shape=(n, nitems))
+    del flat_sorted
     # SourcererCC's global order: rarest item first (ties by item id)
     df = np.bincount(flat, minlength=nitems)
     rank = np.empty(nitems, dtype=np.int64)
@@ -560,9 +569,10 @@ def overlap_pairs(
     alpha = np.maximum(1, np.ceil(theta * sizes - 1e-9).astype(np.int64))
     need = np.minimum(_PREFIX_SHARED, alpha)  # shared prefix items a candidate must have (extended filter)
     plen = np.where(sizes > 0, sizes - alpha + need, 0)
-    order = np.lexsort((rank[flat], rows))
+    order = np.argsort(rows.astype(np.int64) * nitems + rank[flat], kind="stable")  # by row, then rank
     pos = np.arange(len(flat)) - np.repeat(indptr[:-1], sizes)
     take = order[pos < np.repeat(plen, sizes)]
+    del order, pos
     if not len(take):
         return Candidates.empty()
     prefix = sp.csr_matrix((np.ones(len(take), dtype=np.float32), (rows[take], flat[take])), shape=(n, nitems))

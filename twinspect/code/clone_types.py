@@ -118,7 +118,7 @@ class TypeClassifier:
         self.fragments = fragments
         self._t1: dict[int, str] = {}
         self._t2: dict[int, str] = {}
-        self._tok: dict[int, list[str]] = {}
+        self._tok: dict[int, Sequence[str]] = {}
 
     def t1_key(self, i: int) -> str:
         """The T1 key (comment/layout-normalised text) of fragment ``i``."""
@@ -140,12 +140,12 @@ class TypeClassifier:
         """Seed the cache with an already computed T2 key (avoids recomputing it)."""
         self._t2[i] = key
 
-    def abstract_tokens(self, i: int) -> list[str]:
-        """The abstracted token sequence of fragment ``i``."""
+    def abstract_tokens(self, i: int) -> Sequence[str]:
+        """The abstracted token sequence of fragment ``i`` (a shared tuple: do not modify)."""
         if i not in self._tok:
-            from twinspect.code.normalize import abstract_tokens
+            from twinspect.code.normalize import token_views
 
-            self._tok[i] = list(abstract_tokens(self.fragments[i]))
+            self._tok[i] = token_views(self.fragments[i])[1]
         return self._tok[i]
 
     def classify(self, a: int, b: int) -> CloneType:

@@ -338,7 +338,7 @@ class DetectConfig:
         return d
 
 
-@dataclass
+@dataclass(slots=True)
 class ClonePair:
     """One reported clone pair.
 
@@ -835,7 +835,7 @@ def _verified_pairs(
     from twinspect._arrays import unique_sorted
     from twinspect.code.candidates import overlap_pairs, range_pairs
     from twinspect.code.clone_types import MT3_MIN, band_of
-    from twinspect.code.normalize import tokens
+    from twinspect.code.normalize import token_views
     from twinspect.code.verify import PairFeatures, load_verifier, verify_pairs
 
     verifier = load_verifier(config.verifier_path)
@@ -855,7 +855,7 @@ def _verified_pairs(
     lo_thr = min(config.candidate_cosine, t4_semantic) if t4_semantic is not None else config.candidate_cosine
     rep_set = set(reps)
     t0 = time.perf_counter()
-    plain = [tokens(f) if i in rep_set else () for i, f in enumerate(frags)]
+    plain = [token_views(f)[0] if i in rep_set else () for i, f in enumerate(frags)]  # shared tuples, no copies
     seconds = {"tokens": time.perf_counter() - t0}
     # The two candidate sources are independent and spend most of their time in numpy/scipy
     # kernels that release the GIL, so the token-overlap index runs in a second thread while the
@@ -898,9 +898,9 @@ def _verified_pairs(
         bar.advance(len(pa))
     seconds["alignment"] = time.perf_counter() - t0
 
-    out: dict[tuple[int, int], ClonePair] = {}
+    out: dict[int, ClonePair] = {}  # keyed by a·N + b (smaller than tuple keys, the same order)
     for p in _exact_pairs(vecs, frags, buckets, clf, cap):
-        out[(p.a, p.b)] = p
+        out[p.a * n_frags + p.b] = p
     accepted = semantic_t4 = structural_vetoed = 0
     group_pairs: list[dict[str, Any]] = []
     fresh: list[ClonePair] = []  # near-miss pairs; their cosine is set in one pass below
@@ -933,9 +933,9 @@ def _verified_pairs(
                                 "t3_similarity": ct.t3_similarity, "score": score})
         for i, j in members:
             a, b = (i, j) if i < j else (j, i)
-            if (a, b) in out or overlaps(frags[a], frags[b]):
+            if a * n_frags + b in out or overlaps(frags[a], frags[b]):
                 continue
-            out[(a, b)] = pair = ClonePair(a, b, 0.0, kind, ct.t3_similarity, ct.band, score)
+            out[a * n_frags + b] = pair = ClonePair(a, b, 0.0, kind, ct.t3_similarity, ct.band, score)
             fresh.append(pair)
     _set_similarities(vecs, fresh)
     counters: dict[str, Any] = {

@@ -84,14 +84,15 @@ class Fragment:
     @classmethod
     def from_dict(cls, data: dict) -> Fragment:
         """Inverse of :meth:`to_dict` (missing ``text``/``code`` become "", a missing ``kind`` ``"function"``)."""
+        text, code = str(data.get("text", "")), str(data.get("code", ""))
         return cls(
             path=str(data["path"]),
             start_line=int(data["start_line"]),
             end_line=int(data["end_line"]),
             name=str(data.get("name", "")),
             language=str(data["language"]),
-            text=str(data.get("text", "")),
-            code=str(data.get("code", "")),
+            text=text,
+            code=text if code == text else code,  # one string when no comment was blanked
             kind=str(data.get("kind", "function")),
         )
 
@@ -713,6 +714,8 @@ def extract_file(
         line_start = src.rfind(b"\n", 0, start) + 1
         if line_start < start and src[line_start:start].isspace():
             start = line_start
+        frag_text = src[start:end].decode("utf-8", _CODEC_ERRORS)
+        frag_code = code_src[start:end]
         out.append(
             Fragment(
                 path=rel,
@@ -720,8 +723,9 @@ def extract_file(
                 end_line=end_line,
                 name=name,
                 language=language,
-                text=src[start:end].decode("utf-8", _CODEC_ERRORS),
-                code=code_src[start:end].decode("utf-8", _CODEC_ERRORS),
+                text=frag_text,
+                # one string for both when no comment was blanked (halves the text held for such fragments)
+                code=frag_text if frag_code == src[start:end] else frag_code.decode("utf-8", _CODEC_ERRORS),
             )
         )
     stats.fragments += len(out)

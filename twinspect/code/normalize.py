@@ -432,6 +432,19 @@ def tokens(fragment: Fragment) -> list[str]:
     return list(_lex_fragment(fragment)[0])
 
 
+def token_views(fragment: Fragment) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The T1 and T2 views (:func:`tokens`, :func:`abstract_tokens`) as the cached, interned tuples.
+
+    No copy is made: on a 13-MLOC tree one list copy of every representative's tokens is about
+    280 MB, so read-only consumers (the token-overlap index, the verifier, the type classifier)
+    take these.
+
+    Returns:
+        ``(t1, t2)``, two tuples of equal length (do not modify; they are shared).
+    """
+    return _lex_fragment(fragment)
+
+
 def abstract_tokens(fragment: Fragment) -> list[str]:
     """T2 view: :func:`tokens` with identifiers -> ``"ID"`` and literals -> ``"LIT"``.
 

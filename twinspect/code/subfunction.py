@@ -47,7 +47,6 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from twinspect.code.fragments import Fragment
@@ -216,7 +215,8 @@ def add_subfunction_pairs(report: CloneReport, *, min_lines: int = 6) -> CloneRe
         min_lines: both runs of a copy must hold tokens on at least this many lines.
 
     Returns:
-        A new report: the fragments with the sub-function fragments among them (sorted by path, lines
+        A new report (it takes over ``report``'s pair objects, renumbered in place; ``report`` is
+        consumed): the fragments with the sub-function fragments among them (sorted by path, lines
         and name, as :func:`~twinspect.code.clones.detect` sorts; ids renumbered in the pairs,
         classes, ``identical_groups`` and ``group_pairs``), the sub-function pairs added to
         ``pairs`` and their classes to ``classes``, and the stats updated: ``fragments``, the pair
@@ -347,7 +347,9 @@ def add_subfunction_pairs(report: CloneReport, *, min_lines: int = 6) -> CloneRe
         sim = 1.0 if ct.t3_similarity is None else ct.t3_similarity
         sub_pairs.append(ClonePair(x, y, sim, ct.type, ct.t3_similarity, ct.band))
 
-    pairs = [replace(p, a=min(new_id[p.a], new_id[p.b]), b=max(new_id[p.a], new_id[p.b])) for p in report.pairs]
+    pairs = report.pairs
+    for p in pairs:  # renumbered in place: a copy of every pair doubled the memory of a multi-million-pair report
+        p.a, p.b = sorted((new_id[p.a], new_id[p.b]))
     kept = {(p.a, p.b) for p in sub_pairs}
     classes = [sorted(new_id[m] for m in c) for c in report.classes]
     for c in sub_classes:  # a pair dropped above (overlapping, T4) leaves its fragments out

@@ -36,7 +36,7 @@ TWINSPECT = Path(sys.executable).with_name("twinspect")
 TIME = shutil.which("time", path="/usr/bin:/bin") or "/usr/bin/time"
 DEFAULT_TREE = Path.home() / ".cache/twinspect-bench/large-corpus/venv/lib/python3.11/site-packages"
 STAGES = ("mine", "normalize", "encode", "tokens", "range_search", "token_overlap", "alignment", "verify",
-          "classes", "detect", "total")
+          "classes", "detect", "subfunction", "total")
 
 
 def run(tree: Path, out: Path, cache: Path, timeout_s: float) -> dict:

@@ -190,21 +190,26 @@ def match_token_runs(
     del keys
     size = ends - starts
     two = starts[size == 2]  # most keys occur twice: their one pair each, at once
-    multi = np.flatnonzero(size > 2)
     capped = 0
     pa_parts, pb_parts = [sorted_pos[two]], [sorted_pos[two + 1]]
-    for g in multi.tolist():
+    # keys seen 3..max_occurrences times: every pair of their occurrences, one array step per group size
+    # (a loop over the groups took most of this function on trees of generated code)
+    for k in np.unique(size[(size > 2) & (size <= max_occurrences)]).tolist():
+        occ = sorted_pos[starts[size == k][:, None] + np.arange(k)]  # (groups, k), ascending positions
+        i, j = np.triu_indices(k, k=1)
+        pa_parts.append(occ[:, i].ravel())
+        pb_parts.append(occ[:, j].ravel())
+    for g in np.flatnonzero(size > max_occurrences).tolist():
         occ = sorted_pos[starts[g]:ends[g]]  # ascending positions (stable sort of ascending pos)
         head = occ[:max_occurrences]
         i, j = np.triu_indices(len(head), k=1)
         pa_parts.append(head[i])
         pb_parts.append(head[j])
-        if len(occ) > max_occurrences:
-            capped += 1
-            tail = occ[max_occurrences:]
-            for first in occ[:hub_occurrences]:
-                pa_parts.append(np.full(len(tail), first))
-                pb_parts.append(tail)
+        capped += 1
+        tail = occ[max_occurrences:]
+        for first in occ[:hub_occurrences]:
+            pa_parts.append(np.full(len(tail), first))
+            pb_parts.append(tail)
     pa, pb = np.concatenate(pa_parts), np.concatenate(pb_parts)
     if not len(pa):
         return [], capped

@@ -266,11 +266,6 @@ def measure_recall(
     return (hits / total if total else None), len(rows)
 
 
-def overlaps(a: Fragment, b: Fragment) -> bool:
-    """True if two fragments are in the same file and their line ranges intersect."""
-    return a.path == b.path and a.start_line <= b.end_line and b.start_line <= a.end_line
-
-
 def range_pairs(
     vecs: Any,
     reps: Sequence[int],

@@ -154,6 +154,12 @@ class FragmentSpans:
         self.start = np.fromiter((f.start_line for f in frags), np.int64, len(frags))
         self.end = np.fromiter((f.end_line for f in frags), np.int64, len(frags))
 
+    def take(self, order: np.ndarray) -> FragmentSpans:
+        """The spans of fragments ``order`` (int ids), renumbered 0..len(order) − 1."""
+        out = object.__new__(FragmentSpans)
+        out.path, out.start, out.end = self.path[order], self.start[order], self.end[order]
+        return out
+
     def overlapping(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """bool (P,): fragments ``a[i]`` and ``b[i]`` (int ids) are in one file with intersecting lines."""
         return (self.path[a] == self.path[b]) & (self.start[a] <= self.end[b]) & (self.start[b] <= self.end[a])
@@ -383,8 +389,7 @@ def range_pairs(
                 found.append((a, b, c))
                 capped += cut
                 bar.advance(hi - lo)
-        a, b, c = (np.concatenate(x) for x in zip(*found)) if found else (np.zeros(0, np.int64),) * 3
-        a, b, c = _best_per_pair(a, b, c)
+        a, b, c = _best_per_pair(*(np.concatenate(x) for x in zip(*found)))  # len(reps) ≥ 2: one chunk at least
         if used != "hnsw":
             return Candidates(a, b, c, capped)
         recall, queries = measure_recall(search, rep_fv, rep_ids, k, threshold, seed=seed)
@@ -458,7 +463,7 @@ def _overlap_chunk(shared: tuple, chunk: tuple[int, int]) -> tuple[np.ndarray, n
 
     from twinspect.code.vectors import rowdot
 
-    theta, prefix, prefix_t, bags, s_sizes, s_need, rep_path, rep_start, rep_end = shared
+    theta, prefix, prefix_t, bags, s_sizes, s_need, spans = shared
     lo, hi = chunk
     upper = int(np.searchsorted(s_sizes, s_sizes[hi - 1] / theta + 1e-9, side="right"))
     cand = (prefix[lo:hi] @ prefix_t[:, lo:upper]).tocoo()
@@ -470,7 +475,7 @@ def _overlap_chunk(shared: tuple, chunk: tuple[int, int]) -> tuple[np.ndarray, n
     keep = (a < b) & (shared_items >= np.minimum(s_need[a], s_need[b]) - 0.5)
     keep &= s_sizes[a] >= theta * s_sizes[b] - 1e-9
     a, b = a[keep], b[keep]
-    keep = ~((rep_path[a] == rep_path[b]) & (rep_start[a] <= rep_end[b]) & (rep_start[b] <= rep_end[a]))
+    keep = ~spans.overlapping(a, b)
     a, b = a[keep], b[keep]
     out_a, out_b, out_s = [], [], []
     for v0 in range(0, len(a), _VERIFY_CHUNK):
@@ -539,8 +544,9 @@ def overlap_pairs(
     toks, sizes, tok_vocab = token_ids([token_lists[r] for r in reps])
     indptr = np.concatenate([[0], np.cumsum(sizes)])
     rows = np.repeat(np.arange(n, dtype=np.int32), sizes)
-    order = np.argsort(rows.astype(np.int64) * (len(tok_vocab) + 1) + toks, kind="stable")  # by row, token, position
-    run_key = rows[order].astype(np.int64) * (len(tok_vocab) + 1) + toks[order]
+    run_key = rows.astype(np.int64) * (len(tok_vocab) + 1) + toks
+    order = np.argsort(run_key, kind="stable")  # by row, token, position
+    run_key = run_key[order]
     starts = np.r_[0, np.flatnonzero(run_key[1:] != run_key[:-1]) + 1] if len(toks) else np.zeros(0, np.int64)
     del run_key
     run_len = np.diff(np.r_[starts, len(toks)])
@@ -578,10 +584,8 @@ def overlap_pairs(
     s_sizes, s_need = sizes[srt], need[srt]
     prefix_t = prefix.T.tocsc()  # (items, n): column slices are cheap
     rep_arr = np.asarray(reps, dtype=np.int64)
-    spans = FragmentSpans([frags[r] for r in reps])
-    rep_path, rep_start, rep_end = spans.path[srt], spans.start[srt], spans.end[srt]
     found_a, found_b, found_s = [], [], []
-    shared = (theta, prefix, prefix_t, bags, s_sizes, s_need, rep_path, rep_start, rep_end)
+    shared = (theta, prefix, prefix_t, bags, s_sizes, s_need, FragmentSpans([frags[r] for r in reps]).take(srt))
     chunks = [(lo, min(n, lo + _PREFIX_CHUNK)) for lo in range(0, n, _PREFIX_CHUNK)]
     results = (executor.map(_overlap_chunk, chunks, shared=shared) if executor is not None
                else (_overlap_chunk(shared, c) for c in chunks))

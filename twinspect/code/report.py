@@ -26,6 +26,7 @@ from twinspect._io import atomic_write, json_default
 from twinspect.code.clone_types import BANDS, TYPE_DESCRIPTIONS, TYPES
 from twinspect.code.clones import ClonePair, CloneReport
 from twinspect.code.fragments import Fragment
+from twinspect.code.subfunction import KIND as SUBFUNCTION
 
 FORMATS = ("table", "json", "sarif", "html")
 #: SARIF 2.1.0 JSON schema (the OASIS errata 01 schema, as most consumers reference it).
@@ -53,16 +54,17 @@ def _type_label(p: ClonePair) -> str:
     return p.type if p.band is None else f"{p.type} ({p.band})"
 
 
+def is_subfunction_pair(report: CloneReport, p: ClonePair) -> bool:
+    """True if either fragment of ``p`` is a copied region inside a function (:mod:`twinspect.code.subfunction`)."""
+    return report.fragments[p.a].kind == SUBFUNCTION or report.fragments[p.b].kind == SUBFUNCTION
+
+
 def ranked_pairs(report: CloneReport) -> list[ClonePair]:
     """Pairs by decreasing similarity (ties by type then ids), the pairs of copied regions inside
     functions (sub-function fragments) after the others: the order of tables and HTML."""
     rank = {t: i for i, t in enumerate(TYPES)}
-    frags = report.fragments
-
-    def sub(p: ClonePair) -> bool:
-        return frags[p.a].kind == "subfunction" or frags[p.b].kind == "subfunction"
-
-    return sorted(report.pairs, key=lambda p: (sub(p), -p.similarity, rank.get(p.type, 9), p.a, p.b))
+    return sorted(report.pairs,
+                  key=lambda p: (is_subfunction_pair(report, p), -p.similarity, rank.get(p.type, 9), p.a, p.b))
 
 
 # ----------------------------------------------------------------------------------------- JSON
@@ -435,9 +437,8 @@ def summary_line(report: CloneReport) -> str:
     pct = st.get("duplicated_lines_pct")
     dup = (f"; duplicated lines {pct:.1f} % ({st.get('duplicated_lines')} of {st.get('total_lines')})"
            if isinstance(pct, (int, float)) else "")
-    n_sub = sum(1 for f in report.fragments if f.kind == "subfunction")
-    sub_pairs = sum(1 for p in report.pairs
-                    if report.fragments[p.a].kind == "subfunction" or report.fragments[p.b].kind == "subfunction")
+    n_sub = sum(1 for f in report.fragments if f.kind == SUBFUNCTION)
+    sub_pairs = sum(1 for p in report.pairs if is_subfunction_pair(report, p))
     sub = (f", of which {sub_pairs} between copied regions inside functions ({n_sub} sub-function fragments)"
            if n_sub else "")
     return (f"{len(report.fragments)} fragments{files}: {len(report.pairs)} {'new ' if known else ''}clone pairs "

@@ -285,8 +285,9 @@ def _interior(frag, start, end):
 
 @pytest.mark.parametrize("tree", ["twinspect/code", "twinspect/dl", "twinspect/examples"])
 def test_candidate_segments_lose_no_run(tree):
-    # the segments (where a copy can be) give the copied runs that whole functions give, but for
-    # copies laid out on other lines (a reformatted copy, as in examples/clones/c), which they miss
+    # the segments (the functions where a copy can be) give every copied run laid out alike that all
+    # the functions give; a copy laid out on other lines (a reformatted copy, as in examples/clones/c)
+    # only when its two functions share a window of lines laid out alike elsewhere
     root = Path(__file__).resolve().parents[1] / tree
     frags, _ = mine([root], workers=1)
     outer = outermost(frags)
@@ -346,3 +347,115 @@ def test_copies_inside_one_function_of_a_large_identical_group_are_reported(tmp_
     sub = [(report.fragments[p.a], report.fragments[p.b]) for p in report.pairs
            if "subfunction" in (report.fragments[p.a].kind, report.fragments[p.b].kind)]
     assert len(sub) == 21 and all(a.path == b.path for a, b in sub)
+
+
+# Two tests of ky's test/retry.ts (MIT licence): the same setup, then a call kept on one line in the
+# first and broken over two in the second; the copy runs on through ``retry: {`` and ``limit:``.
+KY_RETRY = """\
+test('retry options ignore undefined overrides and keep defaults', async t => {
+	let requestCount = 0;
+
+	const server = await createHttpTestServer(t);
+	server.get('/', (_request, response) => {
+		requestCount++;
+		response.sendStatus(500);
+	});
+
+	await t.throwsAsync(ky(server.url, {
+		retry: {
+			limit: undefined,
+		},
+	}).text(), {message: /Internal Server Error/});
+
+	// Default limit is 2, so request should be attempted 3 times
+	t.is(requestCount, defaultRetryCount + 1);
+});
+
+test('shouldRetry: returns false - prevents retry', async t => {
+	let requestCount = 0;
+
+	const server = await createHttpTestServer(t);
+	server.get('/', (_request, response) => {
+		requestCount++;
+		response.sendStatus(500); // Normally retriable
+	});
+
+	await t.throwsAsync(
+		ky(server.url, {
+			retry: {
+				limit: 3,
+				shouldRetry: () => false, // Prevent all retries
+			},
+		}).text(),
+		{
+			message: /Internal Server Error/,
+		},
+	);
+
+	t.is(requestCount, 1); // No retries
+});
+"""
+
+
+# Two tests of ky's test/main.ts (MIT licence): the object literal passed to ``ky.create`` is on one
+# line in the first, over several in the second.
+KY_MAIN = """\
+test('deletes merged search params even when all additions are removed by undefined', async t => {
+	const server = await createHttpTestServer(t);
+
+	server.get('/', (request, response) => {
+		response.end(request.url);
+	});
+
+	const api = ky.create({searchParams: {foo: '1', bar: '2'}});
+	const response = await api.get(`${server.url}?foo=from-url&bar=from-url&keep=1`, {
+		// @ts-expect-error - testing undefined value
+		searchParams: {foo: undefined, bar: undefined},
+	});
+
+	const url = new URL(await response.text(), server.url);
+	t.false(url.searchParams.has('foo'));
+	t.false(url.searchParams.has('bar'));
+	t.is(url.searchParams.get('keep'), '1');
+});
+
+test('init hook can delete merged search params via undefined', async t => {
+	const server = await createHttpTestServer(t);
+
+	server.get('/', (request, response) => {
+		response.end(request.url);
+	});
+
+	const api = ky.create({
+		searchParams: {foo: '1', bar: '2'},
+		hooks: {
+			init: [
+				options => {
+					// @ts-expect-error - testing undefined value
+					options.searchParams = {foo: undefined, baz: '3'};
+				},
+			],
+		},
+	});
+
+	const response = await api.get(`${server.url}?bar=from-url`);
+	const url = new URL(await response.text(), server.url);
+
+	t.false(url.searchParams.has('foo'));
+	t.is(url.searchParams.get('bar'), 'from-url'); // Input URL overrides instance default
+	t.is(url.searchParams.get('baz'), '3'); // Added by init hook
+});
+"""
+
+
+@pytest.mark.parametrize("text,spans", [(KY_RETRY, (1, 12, 20, 32)), (KY_MAIN, (1, 8, 20, 28))])
+def test_copy_laid_out_on_other_lines_is_found_to_its_end(tmp_path, text, spans):
+    # the two functions share a window of lines laid out alike (the server setup); the copy runs on
+    # where the layout differs (``limit:`` and ``searchParams: {foo: '1', bar: '2'}`` are still copied).
+    # A strict T3 floor keeps the two functions from being a function pair, as in ky's tree, where
+    # neither is among the other's nearest neighbours
+    report = scan(_tree(tmp_path, {"t.ts": text}), DetectConfig(lexical_min_t3=0.95))
+    frags = report.fragments
+    assert [(frags[p.a].start_line, frags[p.a].end_line, frags[p.b].start_line, frags[p.b].end_line)
+            for p in report.pairs] == [spans]
+    assert all(frags[i].kind == "subfunction" for p in report.pairs for i in (p.a, p.b))

@@ -9,17 +9,18 @@ comments and layout ignored) over the functions, and reports each copied run tha
 inside a reported pair as a pair of *sub-function* fragments (``Fragment.kind == "subfunction"``):
 
 1. :func:`candidate_segments`: where a copy can be. Tokens equal over lines ``L1..Lk`` (``k ≥
-   min_lines``) make the interior lines ``L2..L(k-1)`` equal once whitespace is removed, so every
-   window of ``min_lines - 2`` consecutive non-blank lines of a copy occurs at least twice in the
-   functions. The comment-blanked lines of every outermost function fragment (a nested function is
-   part of its parent's) are hashed without whitespace, and the windows seen twice or more, widened
-   by one non-blank line on each side (the partial first and last line of a copy), are the
-   segments. Cheap string work; on the Python standard library about a twentieth of the
-   functions' lines.
+   min_lines``) laid out alike make the interior lines ``L2..L(k-1)`` equal once whitespace is
+   removed, so such a copy holds a window of ``min_lines - 2`` consecutive non-blank lines that
+   occurs at least twice in the functions. The comment-blanked lines of every outermost function
+   fragment (a nested function is part of its parent's) are hashed without whitespace, and every
+   function holding a window seen twice or more is a segment, whole: a copy need not be laid out
+   alike over all its length (one copy breaks a call over two lines where the other keeps it on
+   one), and the run matcher, not the line windows, finds where it starts and ends. Cheap string
+   work; on the Python standard library about a quarter of the functions' lines. A copy laid out
+   differently on every line, in functions that share no window, is not found.
 2. :func:`segment_streams`: the functions holding a segment are lexed
-   (:func:`~twinspect.code.token_runs.token_stream`, lines as in the file) and their token streams
-   cut to the segments. Each segment is a stream of its own, so no run crosses a function boundary
-   or leaves the functions.
+   (:func:`~twinspect.code.token_runs.token_stream`, lines as in the file), one stream each, so no
+   run crosses a function boundary or leaves the functions.
 3. :func:`add_subfunction_pairs` (after detection): the run pairs of
    :func:`~twinspect.code.token_runs.match_token_runs` with the block pass's parameters
    (:data:`~twinspect.code.token_runs.WINDOW_TOKENS` tokens per window, both runs on at least
@@ -91,30 +92,27 @@ def _code(fragment: Fragment) -> str:
 
 
 def candidate_segments(fragments: Sequence[Fragment], min_lines: int = 6) -> list[tuple[int, int, int]]:
-    """Line spans of the outermost functions that may hold a copied run (step 1 of the module doc).
+    """The outermost functions that may hold a copied run (step 1 of the module doc).
 
     Args:
         fragments: fragments (only ``kind == "function"`` ones are read, their ``code``).
         min_lines: the copies' minimum lines.
 
     Returns:
-        ``(fragment index, first line, last line)`` (file lines, inclusive), each of at least
-        ``min_lines`` non-blank lines, disjoint and in order within each fragment, fragments in
-        :func:`outermost` order.
+        ``(fragment index, first line, last line)``: the index and file lines (inclusive) of each
+        outermost function holding a window of ``min_lines - 2`` non-blank lines (whitespace
+        removed) that occurs twice or more among them, in :func:`outermost` order.
     """
     import numpy as np
 
     window = max(1, min_lines - 2)
     outer = outermost(fragments)
     rows: list[str] = []  # the non-blank lines of every outer function, whitespace removed
-    lines: list[int] = []  # their file lines
     owner: list[int] = []  # their function (position in outer)
     for o, i in enumerate(outer):
-        f = fragments[i]
-        for k, text in enumerate(_code(f).replace(" ", "").replace("\t", "").split("\n")):
+        for text in _code(fragments[i]).replace(" ", "").replace("\t", "").split("\n"):
             if text:
                 rows.append(text)
-                lines.append(f.start_line + k)
                 owner.append(o)
     n = len(rows) - window + 1
     if n < 2:
@@ -129,25 +127,9 @@ def candidate_segments(fragments: Sequence[Fragment], min_lines: int = 6) -> lis
     valid = fid[:n] == fid[window - 1:]
     _, inverse, counts = np.unique(key[valid], return_inverse=True, return_counts=True)
     starts = np.flatnonzero(valid)[counts[inverse] > 1]
-    delta = np.bincount(starts, minlength=len(rows) + 1) - np.bincount(starts + window, minlength=len(rows) + 1)
-    covered = np.flatnonzero(np.cumsum(delta[:len(rows)]) > 0).tolist()
-    out: list[tuple[int, int, int]] = []
-    j = 0
-    while j < len(covered):  # maximal runs of covered rows of one function, one more row each side
-        first = covered[j]
-        while j + 1 < len(covered) and covered[j + 1] == covered[j] + 1 and owner[covered[j + 1]] == owner[first]:
-            j += 1
-        lo = first - 1 if first > 0 and owner[first - 1] == owner[first] else first
-        hi = covered[j] + 1 if covered[j] + 1 < len(rows) and owner[covered[j] + 1] == owner[first] else covered[j]
-        j += 1
-        if hi - lo + 1 < min_lines:
-            continue
-        i = outer[owner[first]]
-        if out and out[-1][0] == i and out[-1][2] >= lines[lo]:
-            out[-1] = (i, out[-1][1], lines[hi])
-        else:
-            out.append((i, lines[lo], lines[hi]))
-    return out
+    rows_of = np.bincount(fid, minlength=len(outer))  # a run of min_lines code lines needs as many rows
+    return [(outer[o], fragments[outer[o]].start_line, fragments[outer[o]].end_line)
+            for o in np.unique(fid[starts]).tolist() if rows_of[o] >= min_lines]
 
 
 #: Per language, the delimiters that open a string able to span lines (Python: the triple quotes,

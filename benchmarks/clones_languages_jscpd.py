@@ -14,10 +14,14 @@ What it measures
       and again with ``--granularity block``; wall time of each command. The jscpd clones held only by a
       sub-function pair are counted, and a seeded sample of 20 per tree is kept in the JSON for reading.
 
-    Agreement, as in ``clones_speed_jscpd.py``: a jscpd clone (two file line ranges) is *inside a
-    reported pair* when both ranges are each covered for ≥ 90 % of their lines by the two fragments of
-    one pair twinspect states (listed ``pairs``, members of one ``identical_groups`` entry, cross pairs
-    of a ``group_pairs`` entry). A range is *inside a function* when ≥ 90 % of its lines lie in one
+    Agreement: a jscpd clone (two file line ranges) is *inside a reported pair* when both ranges are
+    each covered for ≥ 90 % of their *code lines* by the two fragments of one pair twinspect states
+    (listed ``pairs``, members of one ``identical_groups`` entry, cross pairs of a ``group_pairs``
+    entry). Code lines: blank lines and lines holding only comments are left out (jscpd 5's default
+    mode keeps comments in its ranges, twinspect leaves them out), and so is the last line of both
+    ranges when they end on different tokens, each first on its line (jscpd sometimes ends a clone on
+    the first token after the copy, :func:`jscpd_code_clones`). Every count is also given by the
+    earlier rule (≥ 90 % of all the range's lines, as ``clones_speed_jscpd.py``), keys ``*_all_lines``. A range is *inside a function* when ≥ 90 % of its lines lie in one
     function of its file, functions of any length (twinspect's own function node types, mined with
     ``min_lines=1``); its function is the innermost such one. Targets of issue 22: every jscpd clone
     whose two ranges lie inside functions is inside a pair at function granularity; ≥ 90 % of all
@@ -104,10 +108,11 @@ def function_spans(tree: Path) -> dict[str, list[tuple[int, int, str]]]:
 HEADER_TYPES = frozenset({"php_tag", "declare_statement", "text_interpolation"})
 
 
-def boilerplate_lines(tree: Path) -> dict[str, set[int]]:
+def boilerplate_lines(tree: Path) -> tuple[dict[str, set[int]], dict[str, set[int]]]:
     """Per parsed file, the 1-based lines that hold no code twinspect compares: blank lines, comment
     lines and lines of import-like statements (the registry's ``import_types``: ``use``, ``import``,
-    ``package``, ``namespace X;``...) and of PHP's ``<?php`` / ``declare(...)`` header."""
+    ``package``, ``namespace X;``...) and of PHP's ``<?php`` / ``declare(...)`` header; and, apart,
+    the lines that hold no code at all (blank lines and lines holding nothing but comments)."""
     import tree_sitter
 
     from twinspect.code.files import discover
@@ -116,6 +121,7 @@ def boilerplate_lines(tree: Path) -> dict[str, set[int]]:
 
     files, _ = discover([tree])
     out: dict[str, set[int]] = {}
+    noncode: dict[str, set[int]] = {}
     for sf in files:
         text = read_source(sf)
         if text is None:
@@ -135,10 +141,17 @@ def boilerplate_lines(tree: Path) -> dict[str, set[int]]:
                 elif c.type in ("namespace_definition", "compilation_unit", "declaration_list", "program",
                                 "file_scoped_namespace_declaration", "namespace_declaration", "source_file"):
                     stack.append(c)
+        code_rows = [bytearray(line) for line in src.split(b"\n")]  # the file with its comments blanked
+        for n in comments:
+            for row in range(n.start_point.row, n.end_point.row + 1):
+                lo = n.start_point.column if row == n.start_point.row else 0
+                hi = n.end_point.column if row == n.end_point.row else len(code_rows[row])
+                code_rows[row][lo:hi] = b" " * (hi - lo)  # tree-sitter columns count bytes
+        noncode[sf.rel] = {i + 1 for i, row in enumerate(code_rows) if not row.strip()}
         for n in nodes:
             lines.update(range(n.start_point.row + 1, n.end_point.row + 2 if n.end_point.column else n.end_point.row + 1))
         out[sf.rel] = lines
-    return out
+    return out, noncode
 
 
 def is_boilerplate(lines: dict[str, set[int]], side: tuple[str, int, int]) -> bool:
@@ -153,47 +166,66 @@ def innermost(spans: list[tuple[int, int, str]], side: tuple[str, int, int]) -> 
     return min(inside, key=lambda sp: sp[1] - sp[0], default=None)
 
 
+def code_share(span: tuple[int, int], side: tuple[str, int, int], noncode: dict[str, set[int]]) -> float:
+    """Share of the side's code lines (neither blank nor only comments) that ``span`` holds (all its
+    lines when none is code)."""
+    skip = noncode.get(side[0], set())
+    lines = [i for i in range(side[1], side[2] + 1) if i not in skip] or list(range(side[1], side[2] + 1))
+    return sum(1 for i in lines if span[0] <= i <= span[1]) / len(lines)
+
+
 def agreement(clones: list[dict], report: dict, spans: dict[str, list[tuple[int, int, str]]],
-              boiler: dict[str, set[int]]) -> dict:
-    """Counts of jscpd clones inside a pair of the twinspect report (see the module docstring)."""
+              boiler: dict[str, set[int]], noncode: dict[str, set[int]]) -> dict:
+    """Counts of jscpd clones inside a pair of the twinspect report (see the module docstring), by the
+    code-line rule (the counters) and by the all-lines rule (the same counters with ``_all_lines``)."""
     by_file: dict[str, list[dict]] = {}
     for f in report["fragments"]:
         by_file.setdefault(f["path"], []).append(f)
     pairs = set(stated_pairs(report))
     sub = {f["id"] for f in report["fragments"] if f.get("kind") == "subfunction"}
 
-    def holders(side, share=OVERLAP):
-        return [f["id"] for f in by_file.get(side[0], []) if covers((f["start_line"], f["end_line"]), side[1:], share)]
+    def holders(side, share=OVERLAP, code=True):
+        span = lambda f: (f["start_line"], f["end_line"])  # noqa: E731
+        if code:
+            return [f["id"] for f in by_file.get(side[0], []) if code_share(span(f), side, noncode) >= share]
+        return [f["id"] for f in by_file.get(side[0], []) if covers(span(f), side[1:], share)]
+
+    def hits_of(a, b, share=OVERLAP, code=True):
+        return [(x, y) for x in holders(a, share, code) for y in holders(b, share, code)
+                if x != y and (min(x, y), max(x, y)) in pairs]
 
     def mined(side, fn):
         return any(f["start_line"] == fn[0] and f["end_line"] == fn[1] for f in by_file.get(side[0], []))
 
+    keys = ("inside_a_pair", "in_functions_hit", "two_functions_hit", "same_function_hit", "outside_functions_hit",
+            "boilerplate_hit")
     res = {"clones": len(clones), "inside_a_pair": 0, "half_inside_a_pair": 0, "in_functions": 0, "in_functions_hit": 0,
            "two_functions": 0, "two_functions_hit": 0, "same_function": 0, "same_function_hit": 0,
            "outside_functions": 0, "outside_functions_hit": 0, "boilerplate": 0, "boilerplate_hit": 0,
+           **{k + "_all_lines": 0 for k in keys}, "jscpd_last_token_trimmed": 0,
            "missed_in_two_functions": Counter(), "misses": [], "subfunction_only_hit": 0, "subfunction_hits": []}
     for c in clones:
-        ha, hb = holders(c["a"]), holders(c["b"])
-        hits = [(x, y) for x in ha for y in hb if x != y and (min(x, y), max(x, y)) in pairs]
+        ca, cb = c.get("code_a", c["a"]), c.get("code_b", c["b"])
+        res["jscpd_last_token_trimmed"] += (ca, cb) != (c["a"], c["b"])
+        hits = hits_of(ca, cb)
         found = bool(hits)
+        found_all = bool(hits_of(c["a"], c["b"], code=False))
         if found and all(x in sub or y in sub for x, y in hits):  # only a sub-function pair holds it
             res["subfunction_only_hit"] += 1
             x, y = hits[0]
             res["subfunction_hits"].append({"jscpd": [c["a"], c["b"]], "pair": [x, y]})
-        res["inside_a_pair"] += found
-        res["half_inside_a_pair"] += found or any((min(x, y), max(x, y)) in pairs for x in holders(c["a"], 0.5)
-                                                  for y in holders(c["b"], 0.5) if x != y)
+        counted = {"inside_a_pair"}
+        res["half_inside_a_pair"] += found or bool(hits_of(ca, cb, 0.5))
         if is_boilerplate(boiler, c["a"]) or is_boilerplate(boiler, c["b"]):
             res["boilerplate"] += 1
-            res["boilerplate_hit"] += found
+            counted.add("boilerplate_hit")
         fa, fb = innermost(spans.get(c["a"][0], []), c["a"]), innermost(spans.get(c["b"][0], []), c["b"])
         if fa is not None and fb is not None:
             res["in_functions"] += 1
-            res["in_functions_hit"] += found
             same = c["a"][0] == c["b"][0] and fa == fb
             kind = "same_function" if same else "two_functions"
             res[kind] += 1
-            res[kind + "_hit"] += found
+            counted |= {"in_functions_hit", kind + "_hit"}
             if not found and not same:
                 both = mined(c["a"], fa) and mined(c["b"], fb)
                 share = min((c["a"][2] - c["a"][1] + 1) / (fa[1] - fa[0] + 1), (c["b"][2] - c["b"][1] + 1) / (fb[1] - fb[0] + 1))
@@ -204,7 +236,10 @@ def agreement(clones: list[dict], report: dict, spans: dict[str, list[tuple[int,
         else:
             kind = "outside_functions"
             res["outside_functions"] += 1
-            res["outside_functions_hit"] += found
+            counted.add("outside_functions_hit")
+        for k in counted:
+            res[k] += found
+            res[k + "_all_lines"] += found_all
         if not found:
             res["misses"].append({"a": c["a"], "b": c["b"], "lines": c["lines"], "kind": kind,
                                   "functions": [fa and fa[2], fb and fb[2]]})
@@ -212,24 +247,46 @@ def agreement(clones: list[dict], report: dict, spans: dict[str, list[tuple[int,
     return res
 
 
+def last_token(path: Path, line: int, column: int) -> tuple[str, bool]:
+    """The token that ends at ``line``:``column`` (1-based line, 0-based end column, as jscpd gives
+    ``endLoc``): its text (a word or one other character), and whether it is the first on its line."""
+    import re
+
+    rows = path.read_text(encoding="utf-8", errors="surrogateescape").split("\n")
+    head = rows[line - 1][:column] if line <= len(rows) else ""
+    m = re.search(r"(\w+|\S)\s*$", head)
+    if m is None:
+        return "", False
+    return m.group(1), not head[:m.start(1)].strip()
+
+
 def jscpd_code_clones(data: dict, tree: Path) -> tuple[list[dict], int]:
     """jscpd's duplicates of ≥ 6 lines in the formats twinspect parses, as {a: (rel, start, end), b: ...,
-    lines}, and the number left out because a side is a code block inside another file (jscpd names
-    those ``doc.md:go``: Markdown code blocks)."""
+    lines, code_a, code_b}, and the number left out because a side is a code block inside another file
+    (jscpd names those ``doc.md:go``: Markdown code blocks).
+
+    ``code_a`` and ``code_b`` are the two ranges as the code-line rule reads them: when the last
+    tokens of jscpd's two ranges differ (jscpd 5.3.3 sometimes ends a clone on the first token after
+    the copy, which is no copy) and that token stands first on its line on both sides, that line is
+    not part of the copy and the range ends on the line before."""
     out, embedded = [], 0
     for d in data["duplicates"]:
         if d["format"] not in PARSED_FORMATS or int(d.get("lines") or 0) < 6:
             continue
-        sides = []
+        sides, ends = [], []
         for f in (d["firstFile"], d["secondFile"]):
             path = tree / f["name"]
             if not path.is_file():
                 break
             sides.append((os.path.relpath(path, tree), int(f["startLoc"]["line"]), int(f["endLoc"]["line"])))
+            ends.append(last_token(path, int(f["endLoc"]["line"]), int(f["endLoc"]["column"])))
         if len(sides) < 2:
             embedded += 1
             continue
-        out.append({"a": sides[0], "b": sides[1], "lines": int(d["lines"])})
+        clone = {"a": sides[0], "b": sides[1], "lines": int(d["lines"])}
+        if ends[0][0] != ends[1][0] and ends[0][1] and ends[1][1] and all(s[2] > s[1] for s in sides):
+            clone["code_a"], clone["code_b"] = [(s[0], s[1], s[2] - 1) for s in sides]
+        out.append(clone)
     return out, embedded
 
 
@@ -261,7 +318,7 @@ def measure(name: str, src: Path, commit: str, work: Path, jscpd: Path, seed: in
                  "clones_by_format": dict(formats.most_common()), "clones_in_parsed_languages": len(clones),
                  "clones_in_code_blocks_of_other_files": embedded, "wall_s": round(t_j, 2)}}
     spans = function_spans(copy)
-    boiler = boilerplate_lines(copy)
+    boiler, noncode = boilerplate_lines(copy)
     for gran in ("function", "block"):
         report_path = out / f"twinspect-{gran}.json"
         cmd = [twin, "clones", str(copy), "--format", "json", "-o", str(report_path), "-q"]
@@ -272,10 +329,11 @@ def measure(name: str, src: Path, commit: str, work: Path, jscpd: Path, seed: in
             sys.exit(f"{name}: twinspect --granularity {gran} failed (exit {rc}): {(out / f'twinspect-{gran}.log').read_text()[-400:]}")
         report = json.loads(report_path.read_text())
         st = report["stats"]
-        agree = agreement(clones, report, spans, boiler)
+        agree = agreement(clones, report, spans, boiler, noncode)
         rng = random.Random(seed)
         misses = agree.pop("misses")
         agree["miss_sample"] = rng.sample(misses, min(sample, len(misses)))
+        agree["in_function_misses"] = [m for m in misses if m["kind"] != "outside_functions"]
         frag = {f["id"]: f for f in report["fragments"]}
         hits = agree.pop("subfunction_hits")
         agree["subfunction_hit_sample"] = [
@@ -348,15 +406,26 @@ def pct(a: int, b: int) -> str:
     return f"{100 * a / b:.1f} %" if b else "—"
 
 
+def old(a: dict, key: str) -> str:
+    """The count ``key`` of an agreement under the earlier all-lines rule ("?" in results made before it)."""
+    return str(a.get(key + "_all_lines", "?"))
+
+
 def render(res: dict) -> str:
+    trimmed = sum(r["function"]["agreement"].get("jscpd_last_token_trimmed", 0) for r in res["trees"])
     L = ["# `twinspect clones` vs jscpd 5 on repositories in the new languages (issue 22)\n",
          f"twinspect commit **{res['commit']}** ({res['code_run']}), measured {res['date']} by `benchmarks/clones_languages_jscpd.py`; "
          f"jscpd {res['jscpd_version']}; machine: {res['machine']}.\n",
          "Each tree was copied once to a temporary folder; jscpd (`--min-lines 6 --reporters json`, defaults "
          "otherwise: min 50 tokens, every format) and twinspect (`clones --format json`, default function "
          "granularity, then `--granularity block`) ran on that copy. A jscpd clone is *inside a pair* when the "
-         "two fragments of one pair twinspect states each cover ≥ 90 % of one of its ranges; a range is "
-         "*inside a function* when ≥ 90 % of it lies in one function of any length. Clones in formats "
+         "two fragments of one pair twinspect states each cover ≥ 90 % of the *code lines* of one of its ranges "
+         "(lines that hold code: blank lines and lines of comments only are left out, as twinspect leaves "
+         "comments out and jscpd 5 keeps them in its ranges; and when jscpd's two ranges end on different "
+         "tokens, each first on its line, that line — the first token after the copy — is left out: "
+         f"{trimmed} clones). Each count is followed by the count under the earlier rule, in brackets: ≥ 90 % "
+         "of *all* the range's lines (the rule of this script's results up to commit 66787c9). A range is "
+         "*inside a function* when ≥ 90 % of its lines lie in one function of any length. Clones in formats "
          "twinspect does not parse (YAML, Markdown, PowerShell) are left out.\n",
          "## Trees\n",
          "| tree | commit | jscpd sources | jscpd clones (by format) | twinspect files parsed (by language) | "
@@ -381,15 +450,23 @@ def render(res: dict) -> str:
         met = "yes" if a["in_functions_hit"] == a["in_functions"] else "NO"
         L.append(f"| {r['name']} | {r['function']['fragments']} / {r['function']['pairs']} | "
                  f"{r['function'].get('subfunction_fragments', 0)} / {r['function'].get('subfunction_pairs', 0)} | {a['clones']} | "
-                 f"{a['inside_a_pair']} ({pct(a['inside_a_pair'], a['clones'])}) | {a.get('subfunction_only_hit', 0)} | "
-                 f"{a['in_functions_hit']}/{a['in_functions']} ({pct(a['in_functions_hit'], a['in_functions'])}) | "
-                 f"{a['two_functions_hit']}/{a['two_functions']} ({pct(a['two_functions_hit'], a['two_functions'])}) | "
-                 f"{a['same_function_hit']}/{a['same_function']} | {a['outside_functions_hit']}/{a['outside_functions']} "
-                 f"| {met} |")
+                 f"{a['inside_a_pair']} ({pct(a['inside_a_pair'], a['clones'])}) [{old(a, 'inside_a_pair')}] | "
+                 f"{a.get('subfunction_only_hit', 0)} | "
+                 f"{a['in_functions_hit']}/{a['in_functions']} ({pct(a['in_functions_hit'], a['in_functions'])}) "
+                 f"[{old(a, 'in_functions_hit')}] | "
+                 f"{a['two_functions_hit']}/{a['two_functions']} ({pct(a['two_functions_hit'], a['two_functions'])}) "
+                 f"[{old(a, 'two_functions_hit')}] | "
+                 f"{a['same_function_hit']}/{a['same_function']} [{old(a, 'same_function_hit')}] | "
+                 f"{a['outside_functions_hit']}/{a['outside_functions']} [{old(a, 'outside_functions_hit')}] | {met} |")
     L += ["", "Misses of clones in two different functions, by cause:\n"]
     for r in res["trees"]:
         m = r["function"]["agreement"]["missed_in_two_functions"]
         L.append(f"- {r['name']}: " + ("; ".join(f"{k}: {v}" for k, v in m.items()) or "none"))
+    L += ["", "Every miss of a clone whose two ranges lie in functions (function granularity):\n"]
+    for r in res["trees"]:
+        for m in r["function"]["agreement"].get("in_function_misses", []):
+            L.append(f"- {r['name']}: `{m['a'][0]}:{m['a'][1]}-{m['a'][2]}` / `{m['b'][0]}:{m['b'][1]}-{m['b'][2]}` "
+                     f"({m['lines']} lines, {m['kind'].replace('_', ' ')}; functions {m['functions']})")
     L += ["", "## Agreement with `--granularity block`\n",
           "Target: ≥ 90 % of all jscpd clones (≥ 6 lines, parsed languages) inside a reported pair.\n",
           "| tree | fragments / pairs | jscpd clones | inside a pair | in functions | outside functions | target met | "
@@ -399,20 +476,27 @@ def render(res: dict) -> str:
         a = r["block"]["agreement"]
         met = "yes" if a["clones"] and a["inside_a_pair"] >= 0.9 * a["clones"] else "NO"
         L.append(f"| {r['name']} | {r['block']['fragments']} / {r['block']['pairs']} | {a['clones']} | "
-                 f"{a['inside_a_pair']} ({pct(a['inside_a_pair'], a['clones'])}) | "
-                 f"{a['in_functions_hit']}/{a['in_functions']} | {a['outside_functions_hit']}/{a['outside_functions']} "
+                 f"{a['inside_a_pair']} ({pct(a['inside_a_pair'], a['clones'])}) [{old(a, 'inside_a_pair')}] | "
+                 f"{a['in_functions_hit']}/{a['in_functions']} [{old(a, 'in_functions_hit')}] | "
+                 f"{a['outside_functions_hit']}/{a['outside_functions']} [{old(a, 'outside_functions_hit')}] "
                  f"| {met} | {a['half_inside_a_pair']} ({pct(a['half_inside_a_pair'], a['clones'])}) | "
                  f"{a['boilerplate']} | {a['inside_a_pair'] - a['boilerplate_hit']}/{a['clones'] - a['boilerplate']} "
                  f"({pct(a['inside_a_pair'] - a['boilerplate_hit'], a['clones'] - a['boilerplate'])}) |")
-    tot = {g: [sum(r[g]["agreement"][k] for r in res["trees"]) for k in ("inside_a_pair", "clones", "in_functions_hit",
-                                                                          "in_functions", "two_functions_hit", "two_functions")]
-           for g in ("function", "block")}
-    f, b = tot["function"], tot["block"]
-    L += ["", "## Totals\n",
-          f"- function granularity: {f[0]}/{f[1]} jscpd clones inside a pair ({pct(f[0], f[1])}); in-function clones "
-          f"{f[2]}/{f[3]} ({pct(f[2], f[3])}), of which in two different functions {f[4]}/{f[5]} ({pct(f[4], f[5])}).",
-          f"- block granularity: {b[0]}/{b[1]} ({pct(b[0], b[1])}).", "",
-          ""]
+    def totals(suffix):
+        return {g: [sum(r[g]["agreement"].get(k + (suffix if k.endswith(("_hit", "_pair")) else ""), 0)
+                        for r in res["trees"])
+                    for k in ("inside_a_pair", "clones", "in_functions_hit", "in_functions", "two_functions_hit",
+                              "two_functions")]
+                for g in ("function", "block")}
+
+    L += ["", "## Totals\n"]
+    for label, suffix in (("code-line rule", ""), ("earlier all-lines rule", "_all_lines")):
+        tot = totals(suffix)
+        f, b = tot["function"], tot["block"]
+        L += [f"- {label}: function granularity {f[0]}/{f[1]} jscpd clones inside a pair ({pct(f[0], f[1])}); "
+              f"in-function clones {f[2]}/{f[3]} ({pct(f[2], f[3])}), of which in two different functions "
+              f"{f[4]}/{f[5]} ({pct(f[4], f[5])}); block granularity {b[0]}/{b[1]} ({pct(b[0], b[1])})."]
+    L += ["", ""]
     sd = res.get("stdlib")
     if sd:
         L += ["## Python standard library: wall time before / after\n",

@@ -18,9 +18,9 @@ What it measures
     each covered for ≥ 90 % of their *code lines* by the two fragments of one pair twinspect states
     (listed ``pairs``, members of one ``identical_groups`` entry, cross pairs of a ``group_pairs``
     entry). Code lines: blank lines and lines holding only comments are left out (jscpd 5's default
-    mode keeps comments in its ranges, twinspect leaves them out), and so is the last line of both
-    ranges when they end on different tokens, each first on its line (jscpd sometimes ends a clone on
-    the first token after the copy, :func:`jscpd_code_clones`). Every count is also given by the
+    mode keeps comments in its ranges, twinspect leaves them out), and so is the last line of a range
+    when the two ranges end on different tokens and that token stands first on its line (jscpd
+    sometimes ends a clone on the first token after the copy, :func:`jscpd_code_clones`). Every count is also given by the
     earlier rule (≥ 90 % of all the range's lines, as ``clones_speed_jscpd.py``), keys ``*_all_lines``. A range is *inside a function* when ≥ 90 % of its lines lie in one
     function of its file, functions of any length (twinspect's own function node types, mined with
     ``min_lines=1``); its function is the innermost such one. Targets of issue 22: every jscpd clone
@@ -254,7 +254,7 @@ def last_token(path: Path, line: int, column: int) -> tuple[str, bool]:
 
     rows = path.read_text(encoding="utf-8", errors="surrogateescape").split("\n")
     head = rows[line - 1][:column] if line <= len(rows) else ""
-    m = re.search(r"(\w+|\S)\s*$", head)
+    m = re.search(r"([$@]*\w+|\S)\s*$", head)  # a PHP/Ruby/Perl variable's sigil is part of its name
     if m is None:
         return "", False
     return m.group(1), not head[:m.start(1)].strip()
@@ -267,8 +267,8 @@ def jscpd_code_clones(data: dict, tree: Path) -> tuple[list[dict], int]:
 
     ``code_a`` and ``code_b`` are the two ranges as the code-line rule reads them: when the last
     tokens of jscpd's two ranges differ (jscpd 5.3.3 sometimes ends a clone on the first token after
-    the copy, which is no copy) and that token stands first on its line on both sides, that line is
-    not part of the copy and the range ends on the line before."""
+    the copy, which is no copy), a range whose last token stands first on its line ends on the line
+    before (that line holds nothing of the copy)."""
     out, embedded = [], 0
     for d in data["duplicates"]:
         if d["format"] not in PARSED_FORMATS or int(d.get("lines") or 0) < 6:
@@ -284,8 +284,9 @@ def jscpd_code_clones(data: dict, tree: Path) -> tuple[list[dict], int]:
             embedded += 1
             continue
         clone = {"a": sides[0], "b": sides[1], "lines": int(d["lines"])}
-        if ends[0][0] != ends[1][0] and ends[0][1] and ends[1][1] and all(s[2] > s[1] for s in sides):
-            clone["code_a"], clone["code_b"] = [(s[0], s[1], s[2] - 1) for s in sides]
+        if ends[0][0] != ends[1][0] and any(first for _, first in ends):
+            clone["code_a"], clone["code_b"] = [(s[0], s[1], s[2] - 1 if first and s[2] > s[1] else s[2])
+                                                for s, (_, first) in zip(sides, ends)]
         out.append(clone)
     return out, embedded
 
@@ -422,7 +423,7 @@ def render(res: dict) -> str:
          "two fragments of one pair twinspect states each cover ≥ 90 % of the *code lines* of one of its ranges "
          "(lines that hold code: blank lines and lines of comments only are left out, as twinspect leaves "
          "comments out and jscpd 5 keeps them in its ranges; and when jscpd's two ranges end on different "
-         "tokens, each first on its line, that line — the first token after the copy — is left out: "
+         "tokens — the first token after the copy — the line of that token is left out where it stands first: "
          f"{trimmed} clones). Each count is followed by the count under the earlier rule, in brackets: ≥ 90 % "
          "of *all* the range's lines (the rule of this script's results up to commit 66787c9). A range is "
          "*inside a function* when ≥ 90 % of its lines lie in one function of any length. Clones in formats "

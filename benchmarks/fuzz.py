@@ -1,13 +1,17 @@
-"""Benchmark of ``twinspect fuzz``: coverage after a fixed budget for MEMO and its ablations.
+"""Benchmark of ``twinspect fuzz``: coverage after a fixed budget for MEMO, its ablations and two baselines.
 
-Runs MEMO, MEMO_r (random seed selection), MEMO_o (LEMON operators) and MEMO without reduction, one after
-the other, each for the same budget on the same backends and seeds, and writes
+Runs MEMO, MEMO_r (random seed selection), MEMO_o (LEMON operators), MEMO without reduction (the RQ3
+ablation: with ``--seeds all`` the large keras.applications seeds go in unreduced), the Muffin-style
+baseline (random DAG models from scratch) and LEMON-style mutation (LEMON's rules, inconsistency-guided),
+one after the other, each for the same budget on the same backends and seeds, and writes
 ``benchmarks/results/fuzz.json`` and ``fuzz.md`` (``--name`` changes the stem) (coverage, models per hour, unique findings).
 Campaign directories (models, findings bundles) go to ``--work`` (default a temporary directory) and are
 not committed. Run with ``nice -n 10``; the issue's budgets are 15 and 60 minutes per variant.
 
 Usage: ``nice -n 10 .venv/bin/python benchmarks/fuzz.py --budget 3m --work /tmp/fuzzbench`` (add
-``--parallel`` to run the four variants at the same time, each with a quarter of the machine).
+``--parallel`` to run the variants at the same time, each with a share of the machine; ``--seeds all`` for
+all ten of the paper's seed models; ``--shared-threshold`` to calibrate the D_MAD threshold once, in the
+first variant, and give it to the others, so that their findings are judged by the same rule).
 """
 
 from __future__ import annotations
@@ -22,17 +26,18 @@ from pathlib import Path
 import _provenance  # sibling module in benchmarks/: the results files' provenance header
 
 from twinspect._io import atomic_write
-from twinspect.dl.fuzz import report
-from twinspect.dl.fuzz.campaign import Config, parse_budget, run_campaign
-
-VARIANTS = ("memo", "memo_r", "memo_o", "memo_noreduce")
+from twinspect.dl.fuzz import report, seeds
+from twinspect.dl.fuzz.campaign import VARIANTS, Config, parse_budget, run_campaign
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--budget", default="3m")
     ap.add_argument("--backends", default="keras-tensorflow,keras-jax,keras-torch,onnxruntime")
-    ap.add_argument("--seeds", default="LeNet5,AlexNet,LSTM1,LSTM2")
+    ap.add_argument("--seeds", default="LeNet5,AlexNet,LSTM1,LSTM2", help="Seed models, or 'all' (the ten of the paper).")
+    ap.add_argument("--timeout", type=float, default=60.0, help="Per-model time limit of a backend, seconds.")
+    ap.add_argument("--shared-threshold", action="store_true",
+                    help="The first variant calibrates the D_MAD threshold; the others use its value.")
     ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--work", default=None)
     ap.add_argument("--out", default="benchmarks/results")
@@ -44,6 +49,8 @@ def main() -> None:
                     help="Run the variants at the same time (one `twinspect fuzz run` process each), so that they "
                          "share the machine equally instead of meeting different loads one after another.")
     a = ap.parse_args()
+    if a.seeds == "all":
+        a.seeds = ",".join(seeds.ALL_SEEDS)
     budget = parse_budget(a.budget)
     work = Path(a.work or tempfile.mkdtemp(prefix="fuzzbench-"))
     if a.parallel and not a.summarise_only:
@@ -56,27 +63,42 @@ def main() -> None:
             p.wait()
         a.summarise_only = True
     rows = {}
+    threshold = None
     for v in a.variants.split(","):
         if a.summarise_only:
             if not (work / v / "state.json").exists():
                 continue
             s = report.summary(work / v)
         else:
-            cfg = Config(backends=a.backends.split(","), seeds=a.seeds.split(","), variant=v, seed=0)
+            cfg = Config(backends=a.backends.split(","), seeds=a.seeds.split(","), variant=v, seed=0,
+                         timeout_s=a.timeout, threshold=threshold)
             s = run_campaign(work / v, budget, cfg, verbose=0)
+            if a.shared_threshold and threshold is None:
+                threshold = float(s["threshold"])
         s["campaign_dir"] = str(work / v)
         rows[v] = s
         print(v, json.dumps(s["coverage"]), s["models_tested"], len(s["findings"]), flush=True)
     out = Path(a.out)
     with atomic_write(out / f"{a.name}.json") as fh:
-        json.dump({"provenance": _provenance.info(__file__), "budget_s": budget, "backends": a.backends, "seeds": a.seeds, "runs": rows}, fh, indent=1, default=str)
-    lines = ["| variant | loop s (+ seeding s) | layer type | layer pair | layer param | models generated | valid | tested | tested/h | unique findings |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+        json.dump({"provenance": _provenance.info(__file__), "budget_s": budget, "backends": a.backends, "seeds": a.seeds,
+                   "shared_threshold": a.shared_threshold, "runs": rows}, fh, indent=1, default=str)
+    lines = ["| variant | loop s (+ seeding s) | seed layers in pool | layer type | layer pair | layer param | models generated | valid | tested | tested/h | unique findings |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for v, s in rows.items():
         c = s["coverage"]
-        lines.append(f"| {v} | {s['elapsed_s']:.0f} (+{s.get('seeding_s') or 0:.0f}) | {c['layer_type']['ratio']:.1%} | {c['layer_pair']['ratio']:.1%} | "
+        red = [r for r in (s.get("reduction") or {}).values() if "layers_after" in r]
+        layers = "—" if v == "muffin" else f"{sum(r['layers_after'] for r in red)} of {sum(r['layers_before'] for r in red)}"
+        lines.append(f"| {v} | {s['elapsed_s']:.0f} (+{s.get('seeding_s') or 0:.0f}) | {layers} | {c['layer_type']['ratio']:.1%} | {c['layer_pair']['ratio']:.1%} | "
                      f"{c['layer_param']['ratio']:.1%} | {s['models_generated']} | {s['models_valid']} | {s['models_tested']} | "
                      f"{s['models_per_hour']:.0f} | {len(s['findings'])} |")
+    lines += ["", "Findings (signature = kind | systems | root-cause layer of the minimised model, or the crash's "
+              "exception and top frame; duplicates = mutants showing the same signature):", "",
+              "| variant | kind | systems | layer (root cause; symptom layer) | duplicates | signature |", "|---|---|---|---|---|---|"]
+    for v, s in rows.items():
+        for f in s["findings"]:
+            where = f"{f.get('layer')} ({f.get('root_cause') or '-'}; {f.get('symptom_layer')})"
+            lines.append(f"| {v} | {f['kind']} | {', '.join(f['systems'])} | {where} | {f.get('duplicates', 1)} | "
+                         f"`{f['signature'][:110]}` |")
     notes = out / f"{a.name}_notes.md"
     with atomic_write(out / f"{a.name}.md") as fh:
         fh.write(_provenance.md_header(__file__) + "\n".join(lines) + "\n")

@@ -16,7 +16,8 @@ from twinspect.errors import InputError
     (Config(backends=["tensorflow", "keras-tensorflow"]), "two distinct backends"),
     (Config(backends=["tensorflw", "jax"]), "unknown backend"),
     (Config(seeds=[]), "no seed model"),
-    (Config(variant="lemon"), "unknown variant"),
+    (Config(variant="nnsmith"), "unknown variant"),
+    (Config(seeds=["LeNet5", "VGG16"]), "unknown seed model 'VGG16'"),
     (Config(mh_p=1.5), "(0, 1)"),
     (Config(minimise_tries=-1), "minimise_tries"),
 ])

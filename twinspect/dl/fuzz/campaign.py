@@ -21,7 +21,7 @@ import numpy as np
 
 from twinspect._io import atomic_path, write_json
 from twinspect.dl.fuzz import backends as bk
-from twinspect.dl.fuzz import graph, operators, oracles, reduction, seed_selection, seeds, triage
+from twinspect.dl.fuzz import graph, lemon, muffin, operators, oracles, seed_selection, seeds, triage
 from twinspect.dl.fuzz.coverage import Coverage, model_coverage
 from twinspect.dl.fuzz.executors import Executor, LocalExecutor, make_executor
 from twinspect.dl.fuzz.seed_selection import SeedSelector
@@ -35,6 +35,8 @@ MAX_OUTPUT_ELEMENTS = 1_000_000
 #: and at most this many weights (scalars): the value spaces reach units/filters of 2048, and a model of
 #: 10^8 weights (seen: a 410 MB .keras file) takes minutes per backend and times out as a false "hang"
 MAX_WEIGHTS = 2_000_000
+#: generation strategies: MEMO and its ablations, and the two baselines (issue 20, item 5)
+VARIANTS = ("memo", "memo_r", "memo_o", "memo_noreduce", "muffin", "lemon")
 
 
 @dataclass
@@ -44,8 +46,11 @@ class Config:
     Attributes:
         backends: systems under test (full or short names).
         seeds: seed model names (see :mod:`twinspect.dl.fuzz.seeds`).
-        variant: ``"memo"``, ``"memo_r"`` (random seed selection), ``"memo_o"`` (LEMON operators),
-            ``"memo_noreduce"`` (no model reduction).
+        variant: one of :data:`VARIANTS`: ``"memo"``, ``"memo_r"`` (random seed selection), ``"memo_o"``
+            (LEMON operators), ``"memo_noreduce"`` (no model reduction of the seeds), ``"muffin"`` (random
+            DAG models from scratch, :mod:`twinspect.dl.fuzz.muffin`; the seeds serve only to calibrate the
+            threshold) or ``"lemon"`` (LEMON's rules and inconsistency-guided search on the seeds,
+            :mod:`twinspect.dl.fuzz.lemon`). All variants share the catalogue, coverage, oracles and backends.
         seed: RNG seed.
         timeout_s: per-model time limit of each backend worker, seconds.
         threshold: fixed D_MAD threshold, or None to calibrate on the seed models.
@@ -79,14 +84,17 @@ class Config:
                 ``differential``, no backend at all, no seed model, ``timeout_s <= 0``,
                 ``minimise_tries < 0``, ``max_added_layers < 0``, or ``mh_p`` outside (0, 1).
         """
-        if self.variant not in ("memo", "memo_r", "memo_o", "memo_noreduce"):
-            raise InputError(f"unknown variant {self.variant!r}")
+        if self.variant not in VARIANTS:
+            raise InputError(f"unknown variant {self.variant!r}; choose from {', '.join(VARIANTS)}")
         names = [bk.canonical(b) for b in self.backends]
         if len(set(names)) < (2 if differential else 1):
             raise InputError(f"backends {', '.join(self.backends) or '(none)'}: a differential test needs at least "
                              "two distinct backends")
         if not self.seeds:
             raise InputError("no seed model given")
+        bad = [s for s in self.seeds if s not in seeds.ALL_SEEDS]
+        if bad:
+            raise InputError(f"unknown seed model {bad[0]!r}; choose from {', '.join(seeds.ALL_SEEDS)}")
         if not self.timeout_s > 0:
             raise InputError(f"timeout {self.timeout_s} s must be positive")
         if self.minimise_tries < 0:
@@ -161,6 +169,7 @@ class Campaign:
         self.rng = _rng_from_json(state["rng"])
         self.cov = Coverage.from_json(state["coverage"])
         self.selector = SeedSelector.from_json(state["selector"])
+        self.lemon = lemon.LemonSelector.from_json(state["lemon"]) if state.get("lemon") else None
         self.executor: Executor | None = None
         self.deadline = float("inf")  # perf_counter() time at which the current run's budget ends
 
@@ -181,6 +190,7 @@ class Campaign:
             "pool": {}, "next_id": 0, "findings": [], "signatures": {}, "coverage_over_time": [],
             "threshold": config.threshold, "skipped_backends": {}, "reduction": {}, "invalid_reasons": {},
             "seed_distances": [],
+            "lemon": lemon.LemonSelector(p=config.mh_p).to_json() if config.variant == "lemon" else None,
         }
         camp = cls(root, state)
         camp.save()
@@ -209,6 +219,8 @@ class Campaign:
         self.state["rng"] = _rng_to_json(self.rng)
         self.state["coverage"] = self.cov.to_json()
         self.state["selector"] = self.selector.to_json()
+        if self.lemon is not None:
+            self.state["lemon"] = self.lemon.to_json()
         write_json(self.root / STATE, self.state, indent=None)
 
     # ---------------------------------------------------------------- backends
@@ -253,32 +265,42 @@ class Campaign:
 
     # ---------------------------------------------------------------- seeding
     def _seed(self, systems: list[str], verbose: int) -> None:
+        """Prepare the seeds (:func:`seeds.prepared`: converted, reduced unless ``memo_noreduce``, cached across
+        campaigns), add them to the pool and their coverage, and run them to calibrate the threshold.
+
+        A Muffin campaign generates from scratch: its seeds are neither in the pool nor in its coverage, and are
+        not even prepared when the threshold is given. A LEMON campaign runs its seeds even with a given
+        threshold, since its search compares a mutant's inconsistency degree with its parent's."""
         cfg = self.state["config"]
+        variant = cfg["variant"]
+        calibrate = cfg["threshold"] is None and len(systems) > 1
         dists: list[float] = []
-        for name in cfg["seeds"]:
+        for name in cfg["seeds"] if variant != "muffin" or calibrate else []:
             try:
-                spec = seeds.seed(name)
-                graph.validate(spec)
+                spec, info = seeds.prepared(name, reduce=variant != "memo_noreduce")
+                if not info["cached"]:
+                    graph.validate(graph.clone(spec))  # a freshly prepared seed must also run
             except InputError:
                 raise
             except Exception as exc:
                 self.state["reduction"][name] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
                 continue
-            if cfg["variant"] != "memo_noreduce":
-                red = reduction.reduce_model(spec)
-                self.state["reduction"][name] = {"layers_before": len(spec["nodes"]), "layers_after": len(red["nodes"])}
-                spec = red
+            self.state["reduction"][name] = info
             spec["origin"] = name
-            self.state.setdefault("seed_specs", {})[name] = graph.clone(spec)
-            mid = self._add_model(spec)
-            self.cov.update(model_coverage(spec))
-            if cfg["threshold"] is None and len(systems) > 1:
-                mpath, ipath = self._save_model(spec, f"seed-{mid}")
+            mid = None
+            if variant != "muffin":
+                self.state.setdefault("seed_specs", {})[name] = graph.clone(spec)
+                mid = self._add_model(spec)
+                self.cov.update(model_coverage(spec))
+            if (calibrate or variant == "lemon") and len(systems) > 1:
+                mpath, ipath = self._save_model(spec, f"seed-{name}")
                 res = self._run_all(mpath, ipath, systems)
                 ok = [s for s in systems if res[s]["status"] == "ok"]
                 for i, a in enumerate(ok):
                     for b in ok[i + 1:]:
                         dists.append(oracles.d_mad(res[a]["outputs"], res[b]["outputs"]))
+                if self.lemon is not None and mid is not None:
+                    self.lemon.add_model(mid, lemon.inconsistency_degree(res))
         self.state["seed_distances"] = dists
         if self.state["threshold"] is None:
             self.state["threshold"] = oracles.calibrate_threshold(dists)
@@ -290,7 +312,10 @@ class Campaign:
         mid = f"m{self.state['next_id']}"
         self.state["next_id"] += 1
         self.state["pool"][mid] = spec
-        self.selector.add_model(mid)
+        if self.lemon is not None:
+            self.lemon.add_model(mid)
+        else:
+            self.selector.add_model(mid)
         return mid
 
     def _mark_time(self, elapsed: float) -> None:
@@ -354,16 +379,29 @@ class Campaign:
     def _step(self, systems: list[str]) -> None:
         """One iteration of Algorithm 2: pick a seed, mutate, check the mutant, run it everywhere, judge.
 
+        The baselines change only the generation: ``muffin`` draws a fresh random DAG instead of a mutant, and
+        ``lemon`` picks (model, rule) by LEMON's heuristics and keeps a mutant in the pool when it raised the
+        inconsistency degree (after its run) instead of when it added coverage. Validity, coverage counting,
+        the runs and the oracles are the same for every variant.
+
         A mutant Keras rejects at build time (or whose outputs would exceed :data:`MAX_OUTPUT_ELEMENTS`
         elements per sample, or whose weights exceed :data:`MAX_WEIGHTS`) is *invalid*: the generator's fault, counted in ``models_invalid``. A mutant Keras builds is valid: it
         is run on every system, the reference keras-torch included, each in its worker process, so an
         exception, crash, abort or hang on any of them is a crash finding (:func:`oracles.judge`).
         """
-        mid, op = self.selector.pick(self.rng)
-        parent = self.state["pool"][mid]
+        variant = self.state["config"]["variant"]
         self.state["models_generated"] += 1
+        mid: str | None = None
+        mutant: dict | None
         try:
-            mutant = operators.apply(op, parent, self.cov, self.rng)
+            if variant == "muffin":  # a fresh random DAG, no parent
+                op, mutant = "Muffin", muffin.generate(self.rng)
+            elif self.lemon is not None:
+                mid, op = self.lemon.pick(self.rng)
+                mutant = lemon.apply(op, self.state["pool"][mid], self.rng)
+            else:
+                mid, op = self.selector.pick(self.rng)
+                mutant = operators.apply(op, self.state["pool"][mid], self.cov, self.rng)
             if mutant is None:
                 raise ValueError("operator does not apply")
             model = graph.build(mutant)  # Keras' build-time checks; records each node's output shape
@@ -375,14 +413,17 @@ class Campaign:
             self.state["models_invalid"] += 1
             key = f"{op}:{type(exc).__name__}"
             self.state["invalid_reasons"][key] = self.state["invalid_reasons"].get(key, 0) + 1
-            self.selector.feedback(mid, op, False)
+            if mid is not None and self.lemon is None:
+                self.selector.feedback(mid, op, False)
             return
         self.state["models_valid"] += 1
-        mcov = model_coverage(mutant)
+        mcov = model_coverage(mutant)  # the same coverage count for every variant, guided or not
         gained = self.cov.new_items(mcov) > 0
         self.cov.update(mcov)
-        self.selector.feedback(mid, op, gained)
-        if gained:  # a mutant that adds coverage replaces its parent (a fresh seed copy once it grew too big)
+        if mid is not None and self.lemon is None:  # MEMO and its ablations: coverage guidance
+            self.selector.feedback(mid, op, gained)
+        if gained and mid is not None and self.lemon is None:
+            # a mutant that adds coverage replaces its parent (a fresh seed copy once it grew too big)
             self.selector.remove_model(mid)
             self.state["pool"].pop(mid)
             origin = self.state.get("seed_specs", {}).get(mutant.get("origin", ""))
@@ -392,7 +433,7 @@ class Campaign:
                 self.state["restarts"] = self.state.get("restarts", 0) + 1
             else:
                 self._add_model(mutant)
-        self._log_model(mutant, op, mid, gained)
+        self._log_model(mutant, op, mid or "", gained)
         if not systems:
             return
         try:
@@ -402,19 +443,33 @@ class Campaign:
             return
         res = self._run_all(mpath, ipath, systems)
         self.state["models_tested"] += 1
+        if self.lemon is not None and mid is not None:  # LEMON: the mutant joins the pool if it raised the degree
+            degree = lemon.inconsistency_degree(res)
+            if self.lemon.raised(mid, degree):
+                self.lemon.raises[op] += 1
+                self.lemon.add_model(self._add_model(mutant), degree)
+        aliases = self.state.setdefault("signature_aliases", {})
         for f in oracles.judge(res, self.state["threshold"]):
             f["layer"] = triage.localise(mutant, f, res)
-            sig = triage.signature(f)
-            f["signature"] = sig
-            if sig in self.state["signatures"]:
-                self.state["signatures"][sig] += 1
+            seen = triage.signature(f)  # the symptom's signature on the mutant as generated
+            if seen in aliases or seen in self.state["signatures"]:
+                root = aliases.get(seen, seen)
+                self.state["signatures"][root] = self.state["signatures"].get(root, 0) + 1
                 continue
-            fid = triage.finding_id(sig)
             small, sres, spaths = self._minimise(mutant, f, res, mpath, ipath, systems)
             if small is not mutant:  # the bundle holds the minimised model: describe its symptom, not the mutant's
                 f = {**f, "detail_before_minimising": f["detail"],
                      "detail": (oracles.symptom(oracles.judge(sres, self.state["threshold"]), f["kind"], f["systems"])
                                 or f)["detail"]}
+            # one cause, one finding: the signature names the root-cause layer of the minimised model
+            f["symptom_layer"] = f["layer"]
+            f["layer"], f["root_cause"] = self._root_cause(small, f, sres, systems)
+            sig = f["signature"] = triage.signature(f)
+            aliases[seen] = sig
+            if sig in self.state["signatures"]:  # another symptom of a cause already found
+                self.state["signatures"][sig] += 1
+                continue
+            fid = triage.finding_id(sig)
             dest = triage.write_bundle(self.root / "findings", fid, f, small, spaths[0], spaths[1], sres,
                                        self.state["threshold"], {"operator": op, "layers_before_minimising": len(mutant["nodes"]),
                                                                  "layers": len(small["nodes"])},
@@ -422,7 +477,35 @@ class Campaign:
             self.state["signatures"][sig] = 1
             self.state["findings"].append({"id": fid, "kind": f["kind"], "systems": f["systems"], "signature": sig,
                                            "dir": str(dest.relative_to(self.root)), "layer": f.get("layer"),
+                                           "symptom_layer": f.get("symptom_layer"), "root_cause": f.get("root_cause"),
                                            "found_at_s": round(self.state["elapsed_s"], 1)})
+
+    def _root_cause(self, spec: dict, f: dict, res: dict[str, dict], systems: list[str]) -> tuple[str | None, str]:
+        """Root-cause layer type of finding ``f`` on the minimised model ``spec`` (whose results are ``res``).
+
+        Runs a probe — ``spec`` with every node as an output — on the finding's systems (one more backend
+        run) and returns :func:`triage.root_cause` of it with method ``"probe"``; when the probe cannot be
+        built or run, or shows no symptom at any node, falls back to the layer producing the symptomatic
+        output of ``spec`` itself (:func:`triage.localise`, method ``"output"``). Crashes have no layer
+        (their signature is the exception and top frame): ``(None, "crash")``.
+        """
+        if f["kind"] == "crash":
+            return None, "crash"
+        fallback = triage.localise(spec, f, res)
+        involved = [s for s in systems if s in f["systems"]]
+        if f["kind"] == "nan":  # a system without the NaN, to tell where they part
+            involved += [s for s in systems if s not in f["systems"] and res.get(s, {}).get("status") == "ok"][:1]
+        if len(involved) < 2 or time.perf_counter() >= self.deadline:
+            return fallback, "output"
+        probe = triage.probe_spec(spec)
+        try:
+            graph.build(probe)
+            mp, ip = self._save_model(probe, "probe")
+        except Exception:
+            return fallback, "output"
+        pres = self._run_all(mp, ip, involved)
+        layer = triage.root_cause(probe, f, pres, self.state["threshold"])
+        return (layer, "probe") if layer is not None else (fallback, "output")
 
     def _log_model(self, spec: dict, op: str, parent: str, gained: bool) -> None:
         """Append the valid mutant to ``models.jsonl`` (one JSON object per line: index, operator, parent id,

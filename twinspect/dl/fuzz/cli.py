@@ -69,7 +69,9 @@ def run_cmd(
                              "holds one); its state.json holds the full summary."),
     budget: str = typer.Option("15m", "--budget", help="Time budget: 90s, 15m, 1h, 1h30m."),
     backends: str = typer.Option("tensorflow,jax,torch,onnxruntime", "--backends", help="Systems under test."),
-    variant: str = typer.Option("memo", "--variant", help="memo | memo_r | memo_o | memo_noreduce."),
+    variant: str = typer.Option("memo", "--variant", help="memo | memo_r (random seed selection) | memo_o (LEMON "
+                                "operators) | memo_noreduce (seeds not reduced) | muffin (Muffin-style random DAG models "
+                                "from scratch) | lemon (LEMON-style mutation guided by inconsistency, not coverage)."),
     seed_models: str = typer.Option("LeNet5,AlexNet,LSTM1,LSTM2", "--seeds", help="Seed models (also ResNet50, DenseNet121, InceptionV3, InceptionResNetV2, MobileNetV2, Xception)."),
     seed: int = typer.Option(0, "--seed", help="Random seed."),
     timeout: float = typer.Option(60.0, "--timeout", help="Per-model time limit of a backend, seconds."),

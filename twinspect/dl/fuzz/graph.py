@@ -92,6 +92,33 @@ def _make_layer(keras, node: dict):
     return cls.from_config(cfg)
 
 
+def call_node(node: dict, tensors: dict[str, Any]):
+    """Make node ``node``'s Keras layer, call it on its input tensors and store its output in ``tensors``.
+
+    Args:
+        node: a spec node (``{"name", "layer", "params", "inputs"}``).
+        tensors: node name → Keras tensor (symbolic or eager) of the nodes built so far (``"input"`` included).
+
+    Returns:
+        The output tensor (also stored as ``tensors[node["name"]]``).
+
+    Raises:
+        Exception: whatever Keras raises for an invalid layer config or input.
+    """
+    layer = _make_layer(keras_module(), node)
+    args = [tensors[i] for i in node["inputs"]]
+    if node["layer"] in ("Attention", "AdditiveAttention"):
+        out = layer(args if len(args) > 1 else [args[0], args[0]])
+    elif node["layer"] == "MultiHeadAttention":
+        out = layer(args[0], args[-1])
+    elif len(args) > 1 or node.get("list_input"):
+        out = layer(args)
+    else:
+        out = layer(args[0])
+    tensors[node["name"]] = out
+    return out
+
+
 def build(spec: dict, record_shapes: bool = True):
     """Build the Keras functional model of ``spec``.
 
@@ -109,17 +136,7 @@ def build(spec: dict, record_shapes: bool = True):
     x = keras.Input(shape=tuple(spec["input_shape"]), name=INPUT)
     tensors: dict[str, Any] = {INPUT: x}
     for node in spec["nodes"]:
-        layer = _make_layer(keras, node)
-        args = [tensors[i] for i in node["inputs"]]
-        if node["layer"] in ("Attention", "AdditiveAttention"):
-            out = layer(args if len(args) > 1 else [args[0], args[0]])
-        elif node["layer"] == "MultiHeadAttention":
-            out = layer(args[0], args[-1])
-        elif len(args) > 1 or node.get("list_input"):
-            out = layer(args)
-        else:
-            out = layer(args[0])
-        tensors[node["name"]] = out
+        out = call_node(node, tensors)
         if record_shapes:
             node["shape"] = [int(d) if d is not None else -1 for d in out.shape[1:]]
     outs = spec["outputs"] or sinks(spec)

@@ -2,9 +2,21 @@
 
 Hand-written seeds are specs built from catalogue layers; application models are converted with
 :func:`twinspect.dl.fuzz.graph.from_keras` (no download: ``weights=None``) at small input sizes.
+
+Converting and reducing the six large seeds takes minutes each (InceptionResNetV2: about 4 min to convert
+and 13 min to reduce on this 2-core machine), so :func:`prepared` caches the built (and optionally reduced)
+spec of a seed as JSON, keyed by the Keras version and the source of the modules the result depends on; a
+campaign then pays the cost once per machine, not once per campaign (MEMO's RQ3 needs these seeds).
 """
 
 from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import json
+import os
+import time
+from pathlib import Path
 
 from twinspect.dl.fuzz import graph
 from twinspect.errors import InputError
@@ -93,3 +105,75 @@ def seed(name: str) -> dict:
     if name in small:
         return small[name]()
     return application(name)
+
+
+#: environment variable naming the seed cache directory (default ``~/.cache/twinspect/fuzz-seeds``)
+CACHE_ENV = "TWINSPECT_FUZZ_SEED_CACHE"
+
+
+def cache_dir() -> Path:
+    """Directory of the prepared-seed cache: ``$TWINSPECT_FUZZ_SEED_CACHE`` or ``~/.cache/twinspect/fuzz-seeds``."""
+    env = os.environ.get(CACHE_ENV)
+    return Path(env) if env else Path.home() / ".cache" / "twinspect" / "fuzz-seeds"
+
+
+def _code_key() -> str:
+    """12 hex digits over the Keras version and the source of the modules a prepared seed depends on
+    (seed definitions, spec conversion, reduction, and the coverage that reduction preserves)."""
+    from twinspect.dl.fuzz import catalogue, coverage, operators, reduction
+
+    h = hashlib.sha1(importlib.metadata.version("keras").encode())
+    h.update(Path(__file__).read_bytes())
+    for mod in (graph, reduction, coverage, catalogue, operators):
+        h.update(Path(mod.__file__ or "").read_bytes())
+    return h.hexdigest()[:12]
+
+
+def prepared(name: str, reduce: bool, cache: Path | None = None) -> tuple[dict, dict]:
+    """The built spec of seed ``name`` (node shapes recorded), reduced by MEMO's Algorithm 1 when ``reduce``.
+
+    Args:
+        name: one of :data:`ALL_SEEDS`.
+        reduce: apply :func:`twinspect.dl.fuzz.reduction.reduce_model`.
+        cache: cache directory (default :func:`cache_dir`); a file per (name, reduce, code key). A cache
+            that cannot be written is not an error (the spec is returned uncached).
+
+    Returns:
+        ``(spec, info)``: ``info`` = ``{"layers_before", "layers_after", "cached": bool, "prepare_s": float}``
+        (``prepare_s``: seconds spent converting and reducing now, 0.0 from the cache; ``layers_after`` equals
+        ``layers_before`` without ``reduce``).
+
+    Raises:
+        InputError: unknown name.
+        Exception: whatever Keras raises when the seed does not build (not expected for the shipped seeds).
+    """
+    if name not in ALL_SEEDS:
+        raise InputError(f"unknown seed model {name!r}; choose from {', '.join(ALL_SEEDS)}")
+    path = (cache or cache_dir()) / f"{name}.{'reduced' if reduce else 'full'}.{_code_key()}.json"
+    if path.is_file():
+        try:
+            data = json.loads(path.read_text())
+            return data["spec"], {**data["info"], "cached": True, "prepare_s": 0.0}
+        except (ValueError, KeyError):
+            pass  # a damaged cache file is rebuilt below
+    t0 = time.perf_counter()
+    if reduce:  # the reduction starts from the (cached) full spec
+        from twinspect.dl.fuzz import reduction
+
+        spec, _ = prepared(name, False, cache)
+        before = len(spec["nodes"])
+        spec = reduction.reduce_model(spec)
+    else:
+        spec = seed(name)
+        graph.build(spec)  # records node shapes (reduction and the operators need them)
+        before = len(spec["nodes"])
+    info = {"layers_before": before, "layers_after": len(spec["nodes"])}
+    spec = json.loads(json.dumps(spec))  # the cached form (tuples become lists): fresh and cached seeds are equal
+    try:
+        from twinspect._io import write_json
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_json(path, {"name": name, "reduced": reduce, "spec": spec, "info": info}, indent=None)
+    except OSError:
+        pass
+    return spec, {**info, "cached": False, "prepare_s": round(time.perf_counter() - t0, 1)}

@@ -1,8 +1,10 @@
 """Triage: deduplicate findings by signature and write self-contained ``findings/<id>/`` bundles.
 
 Signature (NNSmith/MEMO practice): for a crash, the failing system, exception type and top frame; for
-NaN/Inf and inconsistency, the systems and the layer type producing the first diverging model output
-(the localised layer). A bundle holds ``finding.json`` (kind, systems, signature, library versions, the
+NaN/Inf and inconsistency, the systems and the root-cause layer type: the first node of the *minimised*
+model where the symptom appears (:func:`root_cause`, from a probe run with every node as an output), so a
+cause seen through several downstream layers is one finding; :func:`localise` (the layer producing the
+symptomatic model output) is the fallback and the mutant's pre-minimisation key. A bundle holds ``finding.json`` (kind, systems, signature, library versions, the
 localised layer), ``model.keras``, ``inputs.npz``, each system's ``outputs/<system>.npz`` or
 ``outputs/<system>.error.txt``, ``oracle.py`` (a verbatim copy of :mod:`twinspect.dl.fuzz.oracles`) and a
 standalone ``repro.py`` that runs the model in fresh processes, judges the results with ``oracle.judge`` and
@@ -55,6 +57,55 @@ def localise(spec: dict, finding: dict, results: dict[str, dict]) -> str | None:
             if np.isfinite(d) and d > best and i < len(outs):
                 best, arg = d, layer_of.get(outs[i])
         return arg
+    return None
+
+
+def probe_spec(spec: dict) -> dict:
+    """A copy of ``spec`` whose outputs are all its nodes (known shapes only), in topological order: run on two
+    systems, it shows where along the graph their results part (:func:`root_cause`)."""
+    from twinspect.dl.fuzz import graph
+
+    new = graph.clone(spec)
+    new["outputs"] = [n["name"] for n in new["nodes"] if n.get("shape") is not None and -1 not in n["shape"]]
+    return graph.prune(new)
+
+
+def root_cause(probe: dict, finding: dict, results: dict[str, dict], threshold: float) -> str | None:
+    """Layer type of the first node (in topological order) of a :func:`probe_spec` model where the finding's
+    symptom appears: for NaN/Inf, the first node whose output is non-finite on the flagged system but finite
+    on a system without the finding; for an inconsistency, the first node whose two outputs
+    :func:`oracles.pair_inconsistent` flags at ``threshold``. Every node before it agrees, so this is where
+    the cause sits, not a layer downstream that merely passes the symptom on (one cause, one signature).
+
+    Args:
+        probe: the probe spec (outputs = nodes).
+        finding: ``{"kind": "nan"|"inconsistency", "systems": [...]}``.
+        results: system → result of running ``probe`` (see :func:`oracles.judge`).
+        threshold: the campaign's D_MAD threshold.
+
+    Returns:
+        The layer type, or None (a crash, a system that did not run the probe, or no node shows the symptom).
+    """
+    outs = probe["outputs"]
+    layer_of = {n["name"]: n["layer"] for n in probe["nodes"]}
+    ok = {s: r["outputs"] for s, r in results.items() if r.get("status") == "ok" and len(r["outputs"]) == len(outs)}
+    if finding["kind"] == "nan":
+        bad = finding["systems"][0]
+        clean = [s for s in sorted(ok) if s not in finding["systems"]]
+        if bad not in ok or not clean:
+            return None
+        for i, name in enumerate(outs):
+            x, y = ok[bad][i], ok[clean[0]][i]
+            if x.dtype.kind == "f" and not np.isfinite(x).all() and (y.dtype.kind != "f" or np.isfinite(y).all()):
+                return layer_of.get(name)
+        return None
+    if finding["kind"] == "inconsistency" and len(finding["systems"]) == 2:
+        a, b = finding["systems"]
+        if a not in ok or b not in ok:
+            return None
+        for i, name in enumerate(outs):
+            if oracles.pair_inconsistent([ok[a][i]], [ok[b][i]], threshold) is not None:
+                return layer_of.get(name)
     return None
 
 

@@ -41,8 +41,12 @@ _SCHEMA = 1
 FileResult = tuple[list[Fragment], ScanStats, list[tuple[str, ...]] | None, list[list[str]] | None]
 
 
-def _file_key(sf: SourceFile) -> str:
-    st = sf.path.stat()
+def file_key(sf: SourceFile) -> str | None:
+    """A file's cache key, ``"size:mtime_ns:language"``; None when the file cannot be stat-ed."""
+    try:
+        st = sf.path.stat()
+    except OSError:
+        return None
     return f"{st.st_size}:{st.st_mtime_ns}:{sf.language}"
 
 
@@ -129,10 +133,7 @@ class ParseCache:
         self._use_options(options)
         out: list[FileResult | None] = []
         for sf in files:
-            try:  # taken before the file is parsed: a file edited during the run is parsed again next time
-                key: str | None = _file_key(sf)
-            except OSError:
-                key = None
+            key = file_key(sf)  # taken before the file is parsed: a file edited during the run is parsed again
             self._keys[sf.rel] = key
             row = self._db.execute("SELECT key, payload FROM files WHERE rel = ?", (sf.rel,)).fetchone()
             result = None
@@ -144,6 +145,11 @@ class ParseCache:
             out.append(result)
         self.counters["hits"] += sum(r is not None for r in out)
         return out
+
+    @property
+    def file_keys(self) -> dict[str, str | None]:
+        """rel path -> the key :meth:`load` saw for each file asked for so far (None: not stat-able)."""
+        return dict(self._keys)
 
     def store(self, items: Sequence[tuple[SourceFile, FileResult]]) -> None:
         """Store the results of parsed files and commit (a later run resumes from here).

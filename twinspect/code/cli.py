@@ -206,6 +206,11 @@ CacheOpt = Annotated[Optional[Path], typer.Option("--cache", metavar="DIR", help
                                                   "each parsed file's fragments are kept there, so an interrupted "
                                                   "run resumes and the next run re-parses only changed files "
                                                   "(function and file granularity). Same report either way.")]
+ChangedOpt = Annotated[bool, typer.Option(
+    "--changed", help="Check only the files added or changed since the full scan that filled --cache (which saves "
+    "its state there): report the clone pairs with a fragment in one of them, found among the unchanged fragments "
+    "similar to theirs. For CI on large trees; add --baseline to keep only new pairs. Needs --cache and the full "
+    "scan's detection options.")]
 SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed (HNSW construction).")]
 ThreadsOpt = Annotated[int, typer.Option("--threads", help="HNSW threads (-1 = all cores); 1 builds a reproducible "
                                          "graph for a given --seed.")]
@@ -361,6 +366,7 @@ def scan_command(
     baseline: BaselineOpt = None,
     fail_over: FailOverOpt = None,
     fail_on_new: FailOnNewOpt = False,
+    changed: ChangedOpt = False,
     quiet: QuietOpt = False,
     verbose: VerboseOpt = False,
     seed: SeedOpt = _D.seed,
@@ -389,6 +395,14 @@ def scan_command(
     from twinspect.code.baseline import check_fail_over
 
     check_fail_over(fail_over)
+    if changed and cache is None:
+        raise InputError("--changed needs --cache DIR: the directory a full scan with --cache filled",
+                         hint="run twinspect clones PATH --cache DIR once, then --changed --cache DIR")
+    if changed and fail_over is not None:
+        raise InputError("--fail-over measures the whole tree's duplicated lines; --changed checks only the changed "
+                         "files", hint="use --fail-on-new with --changed")
+    if changed and executor != "local":
+        raise InputError("--changed runs in this process; drop --executor")
     known = None
     if baseline is not None:
         from twinspect.code.baseline import load_baseline
@@ -417,15 +431,23 @@ def scan_command(
     runner = None if executor == "local" and workers is None else make_shard_executor(
         executor, address=address, workers=workers)
     try:
-        report = scan(paths, config, exclude=tuple(exclude or ()), max_file_bytes=max_file_bytes,
-                      respect_gitignore=not no_gitignore, language=language, quiet=quiet, executor=runner,
-                      cache_dir=cache)
+        if changed:
+            from twinspect.code.incremental import changed_scan
+
+            assert cache is not None
+            report = changed_scan(paths, config, cache, exclude=tuple(exclude or ()), max_file_bytes=max_file_bytes,
+                                  respect_gitignore=not no_gitignore, language=language, quiet=quiet)
+        else:
+            report = scan(paths, config, exclude=tuple(exclude or ()), max_file_bytes=max_file_bytes,
+                          respect_gitignore=not no_gitignore, language=language, quiet=quiet, executor=runner,
+                          cache_dir=cache)
     finally:
         if runner is not None:
             runner.close()
     from twinspect.code.baseline import duplication, filter_report, new_pairs_message, over_threshold
 
-    report.stats.update(duplication(report))  # the whole tree's, before --baseline hides known pairs
+    if not changed:  # the whole tree's, before --baseline hides known pairs
+        report.stats.update(duplication(report))
     if known is not None:
         report = filter_report(report, known)
     write_report(report, fmt, output, quiet=quiet, limit=limit, html_max_pairs=html_max_pairs)

@@ -88,7 +88,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -523,7 +523,7 @@ def _buckets(frags: Sequence[Fragment], clf: TypeClassifier, enabled: bool) -> l
     return sorted(by_key.values(), key=lambda b: b[0])
 
 
-def _encode(frags: Sequence[Fragment], config: DetectConfig, quiet: bool) -> tuple[FragmentVectors, str]:
+def _encode(frags: Sequence[Fragment], config: DetectConfig, quiet: bool) -> tuple[FragmentVectors, str, Any]:
     from twinspect.code.encoders import make_encoder
     from twinspect.code.vectors import FragmentVectors
 
@@ -536,8 +536,8 @@ def _encode(frags: Sequence[Fragment], config: DetectConfig, quiet: bool) -> tup
         if callable(fit):
             fit(frags)
         if callable(encode_sparse):
-            return FragmentVectors(encode_sparse(frags, quiet=quiet)), getattr(encoder, "name", config.encoder)
-    return FragmentVectors(encoder.encode(frags, quiet=quiet)), getattr(encoder, "name", config.encoder)
+            return FragmentVectors(encode_sparse(frags, quiet=quiet)), getattr(encoder, "name", config.encoder), encoder
+    return FragmentVectors(encoder.encode(frags, quiet=quiet)), getattr(encoder, "name", config.encoder), encoder
 
 
 def _knn_edges(
@@ -736,6 +736,7 @@ def _base_code_veto(
     scores: np.ndarray,
     verifier: Any,
     config: DetectConfig,
+    base: frozenset[str],
 ) -> int:
     """Apply the base-code rule (:mod:`twinspect.code.basecode`) to verified candidates, in place.
 
@@ -751,21 +752,20 @@ def _base_code_veto(
             (lowered in place).
         verifier: the :class:`~twinspect.code.verify.Verifier` in use.
         config: its ``base_code`` share (None: nothing is done).
+        base: the base lines (:func:`twinspect.code.basecode.base_lines` of the representatives, or
+            of a saved full scan's representatives in a changed-files check).
 
     Returns:
         The number of accepted candidates that the rule turned down.
     """
     import numpy as np
 
-    from twinspect.code.basecode import MIN_FRAGMENTS, base_lines, holds_base_lines, without_base_lines
+    from twinspect.code.basecode import holds_base_lines, without_base_lines
     from twinspect.code.verify import FEATURES, PairFeatures
 
-    if config.base_code is None or not len(scores):
+    if config.base_code is None or not len(scores) or not base:
         return 0
     rep_frags = [frags[r] for r in reps]
-    base = base_lines(rep_frags, min_fragments=MIN_FRAGMENTS, fraction=config.base_code)
-    if not base:
-        return 0
     accepted = np.flatnonzero(scores >= verifier.threshold)
     involved = np.unique(np.concatenate([la[accepted], lb[accepted]]))
     holds = {int(i) for i in involved.tolist() if holds_base_lines(rep_frags[i], base)}
@@ -802,6 +802,7 @@ def _verified_pairs(
     semantic: bool,
     quiet: bool = True,
     executor: ShardExecutor | None = None,
+    base: frozenset[str] | None = None,
 ) -> tuple[list[ClonePair], Candidates, dict[str, Any]]:
     """The near-miss pipeline: candidates from two sources, verified, typed, expanded to buckets.
 
@@ -817,7 +818,8 @@ def _verified_pairs(
     the WL cosine of the two control-flow graphs reaches the calibrated structural floor. A
     representative pair stands for its buckets' member pairs (T2-identical members have the same
     abstracted tokens): all of them when the two buckets have ≤ ``config.max_bucket_pairs`` members
-    together, else two stars.
+    together, else two stars. ``base``: the base lines of the base-code rule (None: those of the
+    representatives, :func:`twinspect.code.basecode.base_lines`).
 
     Returns:
         ``(pairs, edges, counters)``: the clone pairs (exact ones included) sorted by (a, b), the
@@ -827,8 +829,9 @@ def _verified_pairs(
         ``capped`` (per source), ``verified``, ``accepted``, ``semantic_t4``,
         ``t4_structural_vetoed`` (semantic T4 candidates without structural agreement), ``t4_rule``
         (the thresholds used and their calibration; None without a semantic encoder), ``verifier``
-        (threshold and how the model was fitted) and ``stage_seconds`` (``tokens``, ``range_search``,
-        ``token_overlap`` — in a second thread, overlapping the range search — and ``alignment``).
+        (threshold and how the model was fitted), ``stage_seconds`` (``tokens``, ``range_search``,
+        ``token_overlap`` — in a second thread, overlapping the range search — and ``alignment``) and
+        ``base_lines`` (the base lines used, a frozenset).
     """
     import numpy as np
 
@@ -894,7 +897,12 @@ def _verified_pairs(
     with progress("verifying candidates", total=len(pa), quiet=quiet) as bar:
         la, lb = local[pa], local[pb]
         x, scores = verify_pairs(feats, verifier, la, lb, executor=executor)
-        base_rejected = _base_code_veto(frags, reps, la, lb, x, scores, verifier, config)
+        if base is None:
+            from twinspect.code.basecode import MIN_FRAGMENTS, base_lines
+
+            base = frozenset() if config.base_code is None else base_lines(
+                [frags[r] for r in reps], min_fragments=MIN_FRAGMENTS, fraction=config.base_code)
+        base_rejected = _base_code_veto(frags, reps, la, lb, x, scores, verifier, config, base)
         bar.advance(len(pa))
     seconds["alignment"] = time.perf_counter() - t0
 
@@ -956,6 +964,7 @@ def _verified_pairs(
         "group_pairs": group_pairs,
         "verifier": {"threshold": round(verifier.threshold, 6), **verifier.info},
         "stage_seconds": {k: round(v, 4) for k, v in seconds.items()},
+        "base_lines": base,
     }
     return [out[k] for k in sorted(out)], emb, counters
 
@@ -1141,6 +1150,9 @@ def detect(
     vectors_encoder: str | None = None,
     quiet: bool = True,
     executor: ShardExecutor | None = None,
+    encoder: Any = None,
+    base: frozenset[str] | None = None,
+    keep_state: Callable[..., None] | None = None,
 ) -> CloneReport:
     """Find clone pairs and clone classes among fragments (SSCD-style k-NN over embeddings).
 
@@ -1157,6 +1169,18 @@ def detect(
         executor: where the sharded stages run — the token-overlap index's row chunks and the
             verifier's alignments (:mod:`twinspect.code.executors`, e.g. a Ray cluster); None = this
             process and a second thread, as always. The report is the same either way.
+        encoder: an already fitted encoder of ``config.encoder`` to embed with (not fitted again);
+            None = a new one, fitted on ``fragments`` (the lexical encoder's IDF).
+        base: the base lines of the base-code rule (None: those of these fragments' representatives).
+            ``encoder`` and ``base`` are how a changed-files check
+            (:mod:`twinspect.code.incremental`) detects among a few fragments with the statistics
+            of a saved full scan.
+        keep_state: called once, at the end of a ``decision="verifier"`` detection that embedded
+            the fragments itself, with keywords ``fragments`` (sorted as in the report), ``clf``
+            (the :class:`~twinspect.code.clone_types.TypeClassifier`), ``buckets`` (lists of ids,
+            the first of each the representative), ``vectors`` (:class:`~twinspect.code.vectors.FragmentVectors`),
+            ``encoder`` (fitted) and ``base`` (the base lines used); how
+            :func:`twinspect.code.incremental.save_state` gets what it saves.
 
     Returns:
         A :class:`CloneReport` with ``root=""`` and stats ``fragments``, ``buckets`` (T2-identical
@@ -1213,8 +1237,12 @@ def detect(
     elif vectors is not None:
         vecs = FragmentVectors(vectors[np.asarray(order, dtype=np.int64)])  # rows re-normalised
         encoder_name = vectors_encoder or "precomputed"
+    elif encoder is not None:  # fitted elsewhere (a saved full scan): embed only
+        encode_sparse = getattr(encoder, "encode_sparse", None)
+        vecs = FragmentVectors(encode_sparse(frags) if callable(encode_sparse) else encoder.encode(frags))
+        encoder_name = getattr(encoder, "name", config.encoder)
     else:
-        encoded, encoder_name = _encode(frags, config, quiet)
+        encoded, encoder_name, encoder = _encode(frags, config, quiet)
         vecs = as_vectors(encoded)
     timings["encode"] = time.perf_counter() - t
 
@@ -1224,7 +1252,8 @@ def detect(
         t = time.perf_counter()
         semantic = encoder_name not in LEXICAL_ENCODERS
         pairs, emb, pair_counts = _verified_pairs(vecs, frags, buckets, bucket_of, clf, config, semantic, quiet,
-                                                  executor)
+                                                  executor, base)
+        base = pair_counts.pop("base_lines")
         n_edges = len(emb)
         edges = emb.pairs if config.linkage != "pairs" else {}  # a dict only where a clustering needs it
         timings["verify"] = time.perf_counter() - t
@@ -1291,6 +1320,8 @@ def detect(
     groups = identical_groups(buckets, clf, config.max_bucket_pairs)
     stats["identical_groups"] = len(groups)
     stats["group_pairs"] = len(group_pairs)
+    if keep_state is not None and config.decision == "verifier" and vectors is None and n:
+        keep_state(fragments=frags, clf=clf, buckets=buckets, vectors=vecs, encoder=encoder, base=base)
     return CloneReport(root="", fragments=frags, pairs=pairs, classes=classes, stats=stats, config=config.to_dict(),
                        identical_groups=groups, group_pairs=group_pairs)
 
@@ -1346,7 +1377,9 @@ def scan(
         cache_dir: a parse checkpoint directory (:mod:`twinspect.code.checkpoint`): unchanged files
             are read back instead of parsed, so an interrupted run resumes and a re-run after an edit
             parses only the changed files; ``stats["parse_cache"]`` counts ``hits`` and ``parsed``.
-            Same report either way.
+            Same report either way. With the default detection (verifier, function granularity,
+            lexical encoder) the scan's state is also saved there for later changed-files checks
+            (:mod:`twinspect.code.incremental`).
 
     Returns:
         The :class:`CloneReport`, whose stats add the scan counters (files, skipped by reason, parse
@@ -1388,7 +1421,20 @@ def scan(
             cache.close()
     t_mine = time.perf_counter() - t
     check_parsed(scan_stats, scan_root(path_list))
-    report = detect(fragments, config, quiet=quiet, executor=executor)
+    keep_state: Callable[..., None] | None = None
+    if cache is not None and cache_dir is not None:
+        from twinspect.code import incremental
+
+        if incremental.state_supported(config) is None:
+            keys, state_dir = cache.file_keys, cache_dir
+
+            def save(**parts: Any) -> None:  # the state a later --changed check starts from
+                with progress("saving the scan state", total=None, quiet=quiet or len(fragments) < 10_000):
+                    incremental.save_state(state_dir, config=config, mining=incremental.mining_options(config),
+                                           file_keys=keys, **parts)
+
+            keep_state = save
+    report = detect(fragments, config, quiet=quiet, executor=executor, keep_state=keep_state)
     if config.subfunction and config.granularity == "function":  # copied regions inside functions
         from twinspect.code.subfunction import add_subfunction_pairs
 

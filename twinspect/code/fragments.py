@@ -12,7 +12,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import tree_sitter
 
@@ -942,6 +942,28 @@ def mine(
     if granularity == "block":
         fragments = _mine_blocks(files, fragments, statements, min_lines, stats)
     return fragments, stats
+
+
+def mine_files(files: Sequence[SourceFile], stats: ScanStats, cache: ParseCache, options: dict[str, Any], *,
+               quiet: bool = True) -> list[Fragment]:
+    """Fragments of already discovered files through a parse checkpoint (hits read back, misses parsed
+    and stored), in file order; their lexed tokens seed this process's caches.
+
+    Used by changed-files checks (:mod:`twinspect.code.incremental`), which parse a few files of a
+    tree and read a few others back.
+
+    Args:
+        files: the files (from :func:`~twinspect.code.files.discover` of the scan's PATHs).
+        stats: scan counters the files' counters are added to.
+        cache: the parse checkpoint.
+        options: the mining options ``min_lines``, ``errors``, ``pretokenize``, ``granularity``.
+        quiet: no progress bar.
+
+    Returns:
+        The fragments, ordered by file then source position.
+    """
+    opts = (int(options["min_lines"]), str(options["errors"]), bool(options["pretokenize"]), str(options["granularity"]))
+    return _mine_cached(files, stats, cache, opts, 1, None, quiet)
 
 
 def _mine_cached(files: Sequence[SourceFile], stats: ScanStats, cache: ParseCache, options: tuple[int, str, bool, str],

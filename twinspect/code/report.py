@@ -441,6 +441,15 @@ def summary_line(report: CloneReport) -> str:
     sub_pairs = sum(1 for p in report.pairs if is_subfunction_pair(report, p))
     sub = (f", of which {sub_pairs} between copied regions inside functions ({n_sub} sub-function fragments)"
            if n_sub else "")
+    ch = st.get("changed")
+    if isinstance(ch, dict):  # a changed-files check (twinspect.code.incremental)
+        n_files = ch["files_changed"] + ch["files_added"]
+        removed = f", {ch['files_removed']} removed" if ch.get("files_removed") else ""
+        head = (f"changed-files check against the scan of {ch.get('state_saved')}: {n_files} files changed or added"
+                f"{removed} ({ch['fragments_changed']} fragments, compared with {ch['fragments_retrieved']} similar "
+                f"unchanged ones of {ch['state_fragments']})")
+        return (f"{head}: {len(report.pairs)} {'new ' if known else ''}clone pairs involving them ({types}){sub}"
+                f"{known}, {classes}{took}")
     return (f"{len(report.fragments)} fragments{files}: {len(report.pairs)} {'new ' if known else ''}clone pairs "
             f"({types}){sub}{known}, {classes}{took}{index}{dup}")
 

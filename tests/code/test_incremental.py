@@ -1,0 +1,149 @@
+"""Changed-files checks (twinspect.code.incremental): a full scan saves its state, --changed checks edits against it."""
+
+from __future__ import annotations
+
+import email
+import json
+import os
+import random
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.cli_run import run
+from twinspect.code.clones import DetectConfig, scan
+from twinspect.code.incremental import STATE_DIR, changed_scan, token_items
+from twinspect.errors import InputError
+
+EMAIL = Path(email.__file__).parent
+
+
+def planted_copy() -> str:
+    """email.utils.decode_params renamed to planted_decode, with one added statement (a Type-3 copy)."""
+    src = (EMAIL / "utils.py").read_text()
+    start = src.index("def decode_params(")
+    end = src.index("\ndef ", start + 1)
+    lines = src[start:end].rstrip().split("\n")
+    last_return = max(i for i, ln in enumerate(lines) if ln.startswith("    return "))
+    lines.insert(last_return, "    extra_marker = 1")
+    return "\n\n\n" + "\n".join(lines).replace("def decode_params(", "def planted_decode(") + "\n"
+
+
+PLANT = planted_copy()
+
+
+def pair_keys(report, touched: str | None = None) -> set[tuple]:
+    fr = report.fragments
+    out = set()
+    for p in report.pairs:
+        a, b = fr[p.a], fr[p.b]
+        ka, kb = (a.path, a.start_line, a.end_line), (b.path, b.start_line, b.end_line)
+        if touched is None or touched in (ka[0], kb[0]):
+            out.add((*sorted([ka, kb]), p.type))
+    return out
+
+
+@pytest.fixture()
+def tree(tmp_path) -> Path:
+    dst = tmp_path / "email"
+    shutil.copytree(EMAIL, dst, ignore=shutil.ignore_patterns("__pycache__"))
+    return dst
+
+
+def test_full_scan_with_cache_saves_state_and_unchanged_tree_reports_nothing(tree, tmp_path):
+    cache = tmp_path / "cache"
+    full = scan(tree, DetectConfig(), cache_dir=cache)
+    assert (cache / STATE_DIR / "state.npz").is_file() and (cache / STATE_DIR / "state.json").is_file()
+    report = changed_scan([tree], DetectConfig(), cache)
+    ch = report.stats["changed"]
+    assert report.pairs == [] and ch["fragments_changed"] == 0
+    assert ch["files_unchanged"] == full.stats["files_parsed"] and ch["state_fragments"] == sum(
+        f.kind == "function" for f in full.fragments)
+
+
+def test_planted_copy_is_found_and_matches_a_full_rescan(tree, tmp_path):
+    cache = tmp_path / "cache"
+    scan(tree, DetectConfig(), cache_dir=cache)
+    target = tree / "quoprimime.py"
+    target.write_text(target.read_text() + PLANT)
+    report = changed_scan([tree], DetectConfig(), cache)
+    assert report.stats["changed"]["files_changed"] == 1
+    got = pair_keys(report)
+    assert all("quoprimime.py" in (k[0][0], k[1][0]) for k in got)  # only pairs involving the changed file
+    planted = [k for k in got if {k[0][0], k[1][0]} == {"quoprimime.py", "utils.py"}]
+    assert planted and planted[0][2] == "T3"
+    # the same pairs as a full re-scan of the edited tree states for that file
+    rescan = scan(tree, DetectConfig())
+    assert got == pair_keys(rescan, "quoprimime.py")
+
+
+def test_added_and_removed_files(tree, tmp_path):
+    cache = tmp_path / "cache"
+    scan(tree, DetectConfig(), cache_dir=cache)
+    (tree / "added.py").write_text("from email.utils import unquote, quote, rfc2231_continuation\n" + PLANT)
+    removed = tree / "mime" / "audio.py"
+    removed.unlink()
+    report = changed_scan([tree], DetectConfig(), cache)
+    ch = report.stats["changed"]
+    assert (ch["files_added"], ch["files_removed"], ch["files_changed"]) == (1, 1, 0)
+    assert not any(f.path == "mime/audio.py" for f in report.fragments)
+    assert any({k[0][0], k[1][0]} == {"added.py", "utils.py"} for k in pair_keys(report))
+
+
+def test_state_is_not_used_under_other_options_or_missing(tree, tmp_path):
+    cache = tmp_path / "cache"
+    with pytest.raises(InputError, match="no saved scan state"):
+        changed_scan([tree], DetectConfig(), cache)
+    assert not cache.exists()  # a failed check creates nothing
+    scan(tree, DetectConfig(), cache_dir=cache)
+    with pytest.raises(InputError, match="other detection or parse options"):
+        changed_scan([tree], DetectConfig(token_overlap=0.7), cache)
+    with pytest.raises(InputError, match="--changed cannot serve --granularity file"):
+        changed_scan([tree], DetectConfig(granularity="file"), cache)
+
+
+def test_scan_without_a_supported_detection_saves_no_state(tree, tmp_path):
+    cache = tmp_path / "cache"
+    scan(tree, DetectConfig(granularity="file"), cache_dir=cache)
+    assert (cache / "parse.sqlite").is_file() and not (cache / STATE_DIR).exists()
+
+
+def test_token_items_count_the_multiset_intersection():
+    rng = random.Random(3)
+    vocab = ["a", "b", "(", ")", "x", "self", "return", "=", "1"]
+    lists = [[rng.choice(vocab) for _ in range(rng.randint(0, 40))] for _ in range(30)]
+    indptr, items = token_items(lists)
+    assert np.array_equal(np.diff(indptr), [len(t) for t in lists])
+    for i in range(len(lists)):
+        for j in range(len(lists)):
+            a, b = items[indptr[i]:indptr[i + 1]], items[indptr[j]:indptr[j + 1]]
+            shared = int(np.isin(a, b).sum())
+            assert shared == sum((Counter(lists[i]) & Counter(lists[j])).values())
+    # an item depends on the token and its occurrence only, not on the other lists
+    alone_ptr, alone = token_items([lists[5]])
+    assert sorted(alone.tolist()) == sorted(items[indptr[5]:indptr[6]].tolist())
+
+
+def test_cli_changed(tree, tmp_path, capsys):
+    cache = tmp_path / "cache"
+    code, _, err = run(capsys, "clones", tree, "--cache", cache, "-q", "-f", "json", "-o", tmp_path / "a.json")
+    assert code == 0, err
+    target = tree / "quoprimime.py"
+    target.write_text(target.read_text() + PLANT)
+    code, out, err = run(capsys, "clones", tree, "--cache", cache, "--changed")
+    assert code == 0, err
+    assert "changed-files check" in out and "planted_decode" in out
+    code, _, err = run(capsys, "clones", tree, "--changed")
+    assert code == 2 and "--changed needs --cache" in err
+    code, _, err = run(capsys, "clones", tree, "--changed", "--cache", cache, "--fail-over", "5")
+    assert code == 2 and "--fail-over" in err
+    # the planted pair is new against the full scan's report: --fail-on-new fails the check
+    code, _, _ = run(capsys, "clones", tree, "--cache", cache, "--changed", "--baseline", tmp_path / "a.json",
+                     "--fail-on-new", "-q")
+    assert code == 1
+    os.utime(target)  # still changed: the state is the full scan's, --changed never rewrites it
+    code, out, _ = run(capsys, "clones", tree, "--cache", cache, "--changed", "-q", "-f", "json")
+    assert code == 0 and json.loads(out)["stats"]["changed"]["files_changed"] == 1

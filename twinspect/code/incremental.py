@@ -1,0 +1,495 @@
+"""Changed-files clone checks: ``twinspect clones PATH --cache DIR --changed``.
+
+A clone check in CI should cost what the commit changed, not what the tree holds: on a 13-MLOC tree
+a full scan takes minutes, but a commit touches a handful of files. Here a full scan run with
+``--cache DIR`` saves, beside its parse checkpoint (:mod:`twinspect.code.checkpoint`), the state its
+detection was made with (:func:`save_state`, ``DIR/scan-state/``):
+
+* every fragment's file, lines, name and T2 key (a 64-bit hash of the identifier-abstracted text);
+* the exact-duplicate buckets and the representatives the candidate search ran over;
+* the representatives' lexical vectors (sparse) and the fitted encoder (its IDF), so new code is
+  embedded with the statistics of the whole tree;
+* the representatives' token multisets as SourcererCC items (token hash, occurrence) with an
+  inverted index, so token-overlap candidates of new code are found without rebuilding the index;
+* the base lines of the base-code rule (:mod:`twinspect.code.basecode`) and the file keys (size,
+  modification time, language) of the scan.
+
+:func:`changed_scan` then parses only the files whose key differs from the saved one (or that are
+new), retrieves from the state the unchanged fragments that could pair with their fragments — every
+representative at cosine ≥ the candidate threshold or token overlap ≥ ``token_overlap`` (the most
+similar ``2 × max_neighbours`` of each kind per fragment), their buckets' members and the fragments of
+the same T2 key — reads those back from the parse checkpoint, and runs the ordinary detection
+(:func:`twinspect.code.clones.detect`, with the saved encoder and base lines) on that small set. The
+report keeps the pairs with at least one fragment in a changed or added file: the clones the change
+brings in or touches. ``--baseline`` then narrows them to the new ones.
+
+What it does not do, by design or not yet:
+
+* the state is the one of the last full scan; ``--changed`` never rewrites it (a full scan with the
+  same ``--cache`` refreshes it), so successive checks are all measured against that scan;
+* pairs between two unchanged files are not re-checked (they are the full scan's);
+* detection runs on the retrieved neighbourhood, so the verifier's TF-IDF features and the
+  per-fragment candidate caps are those of that neighbourhood, not of the whole tree: a pair can
+  differ from what a full re-scan would report (``benchmarks/clones_changed.py`` measures how often);
+* copied regions inside functions (:mod:`twinspect.code.subfunction`) are found only between a
+  changed function and the retrieved ones.
+
+A state is saved only for the detection it can serve: ``decision="verifier"`` at function
+granularity with the lexical encoder and exact-duplicate buckets (the defaults).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from twinspect._io import atomic_directory
+from twinspect.errors import InputError
+
+if TYPE_CHECKING:
+    from twinspect.code.clones import CloneReport, DetectConfig
+    from twinspect.code.fragments import Fragment
+
+STATE_DIR = "scan-state"
+STATE_VERSION = 1
+#: retrieved neighbours per changed fragment and per candidate source, as a multiple of ``max_neighbours``
+RETRIEVE_FACTOR = 2
+_OCC_STEP = np.uint64(0x9E3779B97F4A7C15)  # the k-th occurrence of a token is item h(token) + k·step (mod 2^64)
+#: detection options a saved state depends on (others, e.g. the report format, do not matter)
+_STATE_OPTIONS = ("encoder", "encoder_params", "decision", "max_neighbours", "token_overlap", "verifier_path",
+                  "candidate_threshold", "lexical_min_t3", "min_lines", "granularity", "exact_buckets",
+                  "max_bucket_pairs", "base_code")
+
+
+def state_supported(config: DetectConfig) -> str | None:
+    """Why a scan with ``config`` cannot save or use a changed-files state (None: it can).
+
+    Returns:
+        A short reason, or None.
+    """
+    if config.decision != "verifier":
+        return f"--decision {config.decision} (the state serves the verifier)"
+    if config.granularity != "function":
+        return f"--granularity {config.granularity} (the state serves function granularity)"
+    if config.encoder != "lexical":
+        return f"-e {config.encoder} (the state serves the lexical encoder)"
+    if not config.exact_buckets:
+        return "exact-duplicate buckets switched off"
+    return None
+
+
+def _fingerprint(config: DetectConfig, mining: dict[str, Any]) -> str:
+    from twinspect import __version__
+
+    opts = {k: v for k, v in config.to_dict().items() if k in _STATE_OPTIONS}
+    return json.dumps({"options": opts, "mining": mining, "version": __version__, "state": STATE_VERSION},
+                      sort_keys=True, default=str)
+
+
+def _hash64(texts: Sequence[str]) -> np.ndarray:
+    """uint64 (N,) BLAKE2b-64 of each string (stable across processes, unlike ``hash``)."""
+    out = np.empty(len(texts), dtype=np.uint64)
+    for i, t in enumerate(texts):
+        out[i] = int.from_bytes(hashlib.blake2b(t.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "little")
+    return out
+
+
+def token_items(token_lists: Sequence[Sequence[str]]) -> tuple[np.ndarray, np.ndarray]:
+    """SourcererCC multiset items of token lists, as 64-bit keys (sorted within each list).
+
+    The k-th occurrence (k = 0, 1, ...) of token t in a list is the item ``h(t) + k·c (mod 2^64)``, with
+    h a 64-bit BLAKE2b hash and c an odd constant, so the number of items two lists share is the size of
+    their multiset intersection (up to hash collisions, negligible at 2^-64 per item pair).
+
+    Args:
+        token_lists: N token lists.
+
+    Returns:
+        ``(indptr, items)``: int64 (N+1,) row offsets and int64 (T,) item keys (the uint64 keys viewed
+        as int64), grouped by row (row i's are ``items[indptr[i]:indptr[i+1]]``, in no set order).
+    """
+    from twinspect.code.normalize import token_ids
+
+    ids, lengths, vocab = token_ids(token_lists)
+    indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    if not len(ids):
+        return indptr, np.zeros(0, dtype=np.int64)
+    rows = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)
+    key = rows * (len(vocab) + 1) + ids
+    order = np.argsort(key, kind="stable")
+    key = key[order]
+    starts = np.r_[0, np.flatnonzero(key[1:] != key[:-1]) + 1]
+    run_len = np.diff(np.r_[starts, len(key)])
+    occ = (np.arange(len(key)) - np.repeat(starts, run_len)).astype(np.uint64)
+    with np.errstate(over="ignore"):
+        items = (_hash64(vocab)[ids[order]] + occ * _OCC_STEP).view(np.int64)
+    return indptr, items  # grouped by row (``order`` sorts by row first)
+
+
+@dataclass
+class ScanState:
+    """What a full scan saves for later changed-files checks (see the module doc).
+
+    Attributes:
+        meta: ``fingerprint`` (options the state depends on), ``files`` (rel path -> file key),
+            ``paths`` (the distinct fragment paths), ``names`` (fragment names), ``saved`` (time).
+        path_id, start, end: int32 (N,) each fragment's path (index into ``meta["paths"]``) and lines.
+        t2: int64 (N,) 64-bit hash of each fragment's T2 key.
+        bucket: int64 (N,) exact-duplicate bucket of each fragment; ``reps`` int64 (R,) the fragment
+            row of each bucket's representative (bucket b's is ``reps[b]``).
+        vectors: float32 CSR (R, d) the representatives' vectors.
+        item_ptr, items: the representatives' token items (:func:`token_items`), int64.
+        post_items, post_ptr, post_reps: the inverted index: sorted distinct items, int64 offsets and
+            int32 representative positions.
+        encoder: the fitted lexical encoder.
+        base: the base lines used by the full scan.
+    """
+
+    meta: dict
+    path_id: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    t2: np.ndarray
+    bucket: np.ndarray
+    reps: np.ndarray
+    vectors: sp.csr_matrix
+    item_ptr: np.ndarray
+    items: np.ndarray
+    post_items: np.ndarray
+    post_ptr: np.ndarray
+    post_reps: np.ndarray
+    encoder: Any
+    base: frozenset[str] = field(default_factory=frozenset)
+
+    def __len__(self) -> int:
+        return len(self.path_id)
+
+
+def save_state(directory: str | os.PathLike[str], *, fragments: Sequence[Fragment], clf: Any,
+               buckets: Sequence[Sequence[int]], vectors: Any, encoder: Any, base: frozenset[str],
+               config: DetectConfig, mining: dict[str, Any], file_keys: dict[str, str | None]) -> Path:
+    """Save a full scan's detection state under ``directory/scan-state`` (atomically: the previous
+    state stays until the new one is complete).
+
+    Args:
+        directory: the ``--cache`` directory.
+        fragments: the N fragments in the report's order; ``clf`` their
+            :class:`~twinspect.code.clone_types.TypeClassifier`; ``buckets`` the exact-duplicate
+            buckets (first member = representative); ``vectors`` their
+            :class:`~twinspect.code.vectors.FragmentVectors` (sparse lexical rows); ``encoder`` the
+            fitted lexical encoder; ``base`` the base lines used — as
+            :func:`twinspect.code.clones.detect` hands them to ``keep_state``.
+        config: the detection options; ``mining`` the parse options (min_lines, granularity, ...).
+        file_keys: rel path -> the parse checkpoint's file key (size, mtime, language), None where
+            the file could not be stat-ed.
+
+    Returns:
+        The state directory.
+    """
+    from twinspect.code.normalize import token_views
+
+    n = len(fragments)
+    paths = sorted({f.path for f in fragments})
+    pid = {p: i for i, p in enumerate(paths)}
+    bucket = np.empty(n, dtype=np.int64)
+    for bi, members in enumerate(buckets):
+        bucket[np.asarray(members, dtype=np.int64)] = bi
+    reps = np.asarray([b[0] for b in buckets], dtype=np.int64)
+    item_ptr, items = token_items([token_views(fragments[int(r)])[0] for r in reps.tolist()])
+    rows = np.repeat(np.arange(len(reps), dtype=np.int32), np.diff(item_ptr))
+    order = np.argsort(items, kind="stable")
+    sorted_items = items[order]
+    starts = np.r_[0, np.flatnonzero(sorted_items[1:] != sorted_items[:-1]) + 1] if len(items) else np.zeros(0, np.int64)
+    post_items = sorted_items[starts]
+    post_ptr = np.r_[starts, len(items)].astype(np.int64)
+    post_reps = rows[order]
+    del order, sorted_items, rows
+    vec = vectors.rows(reps) if hasattr(vectors, "rows") else vectors[reps]
+    vec = sp.csr_matrix(vec, dtype=np.float32)
+    meta = {
+        "fingerprint": _fingerprint(config, mining),
+        "files": {k: v for k, v in file_keys.items() if v is not None},
+        "paths": paths,
+        "names": [f.name for f in fragments],
+        "base": sorted(base),
+        "saved": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+    target = Path(directory) / STATE_DIR
+    with atomic_directory(target) as tmp:
+        enc_state = encoder.state_dict()
+        np.savez(tmp / "state.npz",
+                 path_id=np.asarray([pid[f.path] for f in fragments], dtype=np.int32),
+                 start=np.asarray([f.start_line for f in fragments], dtype=np.int32),
+                 end=np.asarray([f.end_line for f in fragments], dtype=np.int32),
+                 t2=_hash64([clf.t2_key(i) for i in range(n)]).view(np.int64),
+                 bucket=bucket, reps=reps,
+                 vec_data=vec.data, vec_indices=vec.indices, vec_indptr=vec.indptr, vec_shape=np.asarray(vec.shape),
+                 item_ptr=item_ptr, items=items, post_items=post_items, post_ptr=post_ptr, post_reps=post_reps,
+                 **{f"enc_{k}": v for k, v in enc_state.items()})
+        with open(tmp / "state.json", "w", encoding="utf-8") as fh:
+            json.dump(meta, fh, ensure_ascii=False)
+    return target
+
+
+def load_state(directory: str | os.PathLike[str], config: DetectConfig, mining: dict[str, Any]) -> ScanState:
+    """Read the state a full scan saved under ``directory`` (:func:`save_state`).
+
+    Raises:
+        InputError: there is no state (no full scan with this ``--cache`` yet), it is damaged, or it
+            was saved under other detection or parse options (one line saying which).
+    """
+    from twinspect.code.encoders.lexical import LexicalEncoder
+
+    src = Path(directory) / STATE_DIR
+    hint = f"run a full scan first: twinspect clones PATH --cache {directory}"
+    if not (src / "state.json").is_file() or not (src / "state.npz").is_file():
+        raise InputError("no saved scan state (a full scan with --cache saves one)", Path(directory), hint=hint)
+    try:
+        with open(src / "state.json", encoding="utf-8") as fh:
+            meta = json.load(fh)
+        if meta.get("fingerprint") != _fingerprint(config, mining):
+            raise InputError("the saved scan state was made with other detection or parse options (or another "
+                             "twinspect version)", src, hint=hint + " and the same options")
+        z = np.load(src / "state.npz", allow_pickle=False)
+        enc = LexicalEncoder.from_state({k[4:]: z[k] for k in z.files if k.startswith("enc_")})
+        shape = tuple(int(v) for v in z["vec_shape"])
+        vec = sp.csr_matrix((z["vec_data"], z["vec_indices"], z["vec_indptr"]), shape=shape)
+        return ScanState(meta=meta, path_id=z["path_id"], start=z["start"], end=z["end"], t2=z["t2"],
+                         bucket=z["bucket"], reps=z["reps"], vectors=vec, item_ptr=z["item_ptr"], items=z["items"],
+                         post_items=z["post_items"], post_ptr=z["post_ptr"], post_reps=z["post_reps"],
+                         encoder=enc, base=frozenset(meta.get("base") or ()))
+    except InputError:
+        raise
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise InputError(f"damaged scan state: {exc}", src, hint=hint) from exc
+
+
+def _top(scores: np.ndarray, ok: np.ndarray, k: int) -> np.ndarray:
+    """Positions of the at most ``k`` highest ``scores`` where ``ok`` (ties by position)."""
+    idx = np.flatnonzero(ok)
+    if len(idx) > k:
+        idx = idx[np.lexsort((idx, -scores[idx]))[:k]]
+    return idx
+
+
+def retrieve(state: ScanState, fragments: Sequence[Fragment], config: DetectConfig,
+             stale: np.ndarray) -> tuple[np.ndarray, dict[str, int]]:
+    """Fragment rows of the state that may pair with ``fragments`` (the changed files' fragments).
+
+    A representative is retrieved when its cosine with a fragment reaches ``config.candidate_cosine``
+    or its token overlap (``|A ∩ B| / max(|A|, |B|)``, SourcererCC's) reaches ``config.token_overlap``
+    — the most similar ``RETRIEVE_FACTOR × max_neighbours`` of each source per fragment —, and it
+    brings its whole bucket; fragments with a changed fragment's T2 key are retrieved too. Rows in
+    ``stale`` (fragments of changed or removed files) are never returned.
+
+    Args:
+        state: the saved state; ``fragments`` the changed files' fragments; ``config`` the
+            detection options; ``stale`` bool (N,) rows to leave out.
+
+    Returns:
+        ``(rows, counts)``: int64 sorted fragment rows, and ``{"by_cosine", "by_overlap", "by_t2"}``
+        (representatives or fragments found by each way).
+    """
+    from twinspect.code.normalize import t2_key, token_views
+
+    k = RETRIEVE_FACTOR * config.max_neighbours
+    rep_ok = ~stale[state.reps]
+    found: list[np.ndarray] = []
+    counts = {"by_cosine": 0, "by_overlap": 0, "by_t2": 0}
+    if not fragments:
+        return np.zeros(0, dtype=np.int64), counts
+    q = sp.csr_matrix(state.encoder.encode_sparse(list(fragments)), dtype=np.float32)
+    sims = (state.vectors @ q.T).toarray() if state.vectors.shape[0] else np.zeros((0, len(fragments)), np.float32)
+    for j in range(len(fragments)):
+        col = sims[:, j]
+        hit = _top(col, (col >= config.candidate_cosine - 1e-6) & rep_ok, k)
+        counts["by_cosine"] += len(hit)
+        found.append(hit)
+    if config.token_overlap is not None:
+        theta = float(config.token_overlap)
+        q_ptr, q_items = token_items([token_views(f)[0] for f in fragments])
+        rep_size = np.diff(state.item_ptr)
+        post_len = np.diff(state.post_ptr)
+        for j in range(len(fragments)):
+            mine = np.unique(q_items[q_ptr[j]:q_ptr[j + 1]])
+            m = len(mine)
+            if not m:
+                continue
+            need = max(1, math.ceil(theta * m - 1e-9))
+            pos = np.searchsorted(state.post_items, mine)
+            pos = np.minimum(pos, max(0, len(state.post_items) - 1))
+            present = (state.post_items[pos] == mine) if len(state.post_items) else np.zeros(m, bool)
+            plen = np.where(present, post_len[pos] if len(post_len) else 0, 0)
+            prefix = np.argsort(plen, kind="stable")[: m - need + 1]  # pigeonhole: a partner holds one of these
+            prefix = prefix[present[prefix]]
+            if not len(prefix):
+                continue
+            cand = np.unique(np.concatenate([state.post_reps[state.post_ptr[p]:state.post_ptr[p + 1]]
+                                             for p in pos[prefix].tolist()]))
+            size = rep_size[cand]
+            cand = cand[(size >= theta * m - 1e-9) & (size * theta <= m + 1e-9) & rep_ok[cand]]
+            if not len(cand):
+                continue
+            lo, hi = state.item_ptr[cand], state.item_ptr[cand + 1]
+            idx = np.concatenate([np.arange(a, b) for a, b in zip(lo.tolist(), hi.tolist())])
+            hits = np.isin(state.items[idx], mine)
+            shared = np.add.reduceat(hits.astype(np.int64), np.r_[0, np.cumsum(hi - lo)[:-1]])
+            sim = shared / np.maximum(m, hi - lo)
+            sel = cand[_top(sim, sim >= theta - 1e-9, k)]
+            counts["by_overlap"] += len(sel)
+            found.append(sel)
+    reps = np.unique(np.concatenate(found)) if found else np.zeros(0, dtype=np.int64)
+    rows = np.flatnonzero(np.isin(state.bucket, reps))  # whole buckets of the retrieved representatives
+    t2 = _hash64([t2_key(f) for f in fragments]).view(np.int64)
+    same = np.flatnonzero(np.isin(state.t2, t2) & ~stale)
+    counts["by_t2"] = int(len(same))
+    rows = np.union1d(rows, same)
+    return rows[~stale[rows]], counts
+
+
+@dataclass
+class ChangedFiles:
+    """The files of a tree compared with a saved state.
+
+    Attributes:
+        changed: rel paths whose key differs from the saved one; ``added``: rel paths new to the tree;
+        ``removed``: saved rel paths no longer in the tree; ``unchanged``: the number of the others.
+    """
+
+    changed: list[str]
+    added: list[str]
+    removed: list[str]
+    unchanged: int
+
+
+def compare_files(state: ScanState, keys: dict[str, str | None]) -> ChangedFiles:
+    """Which discovered files (``keys``: rel path -> current file key) changed since the state's scan."""
+    saved: dict[str, str] = state.meta.get("files", {})
+    changed = sorted(r for r, k in keys.items() if r in saved and (k is None or saved[r] != k))
+    added = sorted(r for r in keys if r not in saved)
+    removed = sorted(r for r in saved if r not in keys)
+    return ChangedFiles(changed, added, removed, len(keys) - len(changed) - len(added))
+
+
+def changed_scan(
+    paths: Sequence[str | Path],
+    config: DetectConfig,
+    cache_dir: str | os.PathLike[str],
+    *,
+    exclude: Sequence[str] = (),
+    max_file_bytes: int = 1 << 20,
+    respect_gitignore: bool = True,
+    language: str | None = None,
+    quiet: bool = True,
+) -> CloneReport:
+    """Detect the clones of the files changed since the full scan that filled ``cache_dir`` (module doc).
+
+    Args:
+        paths: the scanned files/directories (as for the full scan).
+        config: detection options (those the state depends on must equal the full scan's).
+        cache_dir: the ``--cache`` directory of that full scan.
+        exclude, max_file_bytes, respect_gitignore, language: as :func:`twinspect.code.clones.scan`.
+        quiet: no progress display.
+
+    Returns:
+        A :class:`~twinspect.code.clones.CloneReport` over the changed files' fragments and the
+        retrieved ones, holding only pairs (and classes, identical groups, group pairs) with a
+        fragment in a changed or added file; its stats gain ``changed`` (``files_changed``,
+        ``files_added``, ``files_removed``, ``files_unchanged``, ``fragments_changed``,
+        ``fragments_retrieved``, ``retrieved_by`` and ``state_fragments``).
+
+    Raises:
+        InputError: no usable state (see :func:`load_state`), options the state cannot serve, or a
+            path problem (as a scan).
+    """
+    from twinspect.code.checkpoint import ParseCache, file_key
+    from twinspect.code.clones import detect, scan_root
+    from twinspect.code.files import ScanStats, discover
+    from twinspect.code.fragments import mine_files
+    from twinspect.progress import progress
+
+    why = state_supported(config)
+    if why is not None:
+        raise InputError(f"--changed cannot serve {why}")
+    t0 = time.perf_counter()
+    mining = mining_options(config)
+    state = load_state(cache_dir, config, mining)
+    t_load = time.perf_counter() - t0
+    files, stats = discover(paths, exclude=exclude, max_file_bytes=max_file_bytes,
+                            respect_gitignore=respect_gitignore, language=language)
+    keys = {sf.rel: file_key(sf) for sf in files}
+    diff = compare_files(state, keys)
+    touched = set(diff.changed) | set(diff.added)
+    by_rel = {sf.rel: sf for sf in files}
+    cache = ParseCache(cache_dir)
+    try:
+        new_frags = mine_files([by_rel[r] for r in sorted(touched)], stats, cache, mining, quiet=quiet)
+        stale_paths = np.asarray([p in touched or p in set(diff.removed) for p in state.meta["paths"]], dtype=bool)
+        stale = stale_paths[state.path_id] if len(state) else np.zeros(0, dtype=bool)
+        with progress("retrieving neighbours", total=None, quiet=quiet):
+            rows, by = retrieve(state, new_frags, config, stale)
+        # read the retrieved fragments back from the parse checkpoint, file by file
+        paths_of = state.meta["paths"]
+        want: dict[str, set[tuple[int, int, str]]] = {}
+        names = state.meta["names"]
+        for r in rows.tolist():
+            want.setdefault(paths_of[state.path_id[r]], set()).add((int(state.start[r]), int(state.end[r]), names[r]))
+        old_files = [by_rel[p] for p in sorted(want) if p in by_rel]
+        old_all = mine_files(old_files, ScanStats(), cache, mining, quiet=True)
+    finally:
+        cache.close()
+    old_frags = [f for f in old_all if (f.start_line, f.end_line, f.name) in want.get(f.path, ())]
+    report = detect(list(new_frags) + old_frags, config, quiet=True, encoder=state.encoder, base=state.base)
+    if config.subfunction:
+        from twinspect.code.subfunction import add_subfunction_pairs
+
+        report = add_subfunction_pairs(report, min_lines=config.min_lines)
+    report = _restrict(report, touched)
+    report.root = scan_root(list(paths))
+    scan_dict = stats.to_dict()
+    report.stats = {**scan_dict, **report.stats}
+    report.stats["changed"] = {
+        "files_changed": len(diff.changed), "files_added": len(diff.added), "files_removed": len(diff.removed),
+        "files_unchanged": diff.unchanged, "fragments_changed": len(new_frags),
+        "fragments_retrieved": len(old_frags), "retrieved_by": by, "state_fragments": len(state),
+        "state_saved": state.meta.get("saved"), "load_seconds": round(t_load, 3),
+    }
+    report.stats["timings"] = {**report.stats.get("timings", {}), "total": round(time.perf_counter() - t0, 4)}
+    return report
+
+
+def _restrict(report: CloneReport, touched: set[str]) -> CloneReport:
+    """The report's pairs, classes, identical groups and group pairs with a fragment in ``touched`` files."""
+    import dataclasses
+
+    from twinspect.code.clones import pair_stats
+
+    frags = report.fragments
+    hit = np.asarray([f.path in touched for f in frags], dtype=bool)
+    pairs = [p for p in report.pairs if hit[p.a] or hit[p.b]]
+    groups = [g for g in report.identical_groups if any(hit[m] for m in g["members"])]
+    group_pairs = [g for g in report.group_pairs if any(hit[m] for m in g["a"]) or any(hit[m] for m in g["b"])]
+    class_of = {m: ci for ci, c in enumerate(report.classes) for m in c}
+    holding = {class_of[p.a] for p in pairs if p.a in class_of and class_of.get(p.b) == class_of[p.a]}
+    classes = [c for ci, c in enumerate(report.classes) if ci in holding]
+    stats = dict(report.stats)
+    stats.update(pair_stats(pairs, classes))
+    stats["identical_groups"] = len(groups)
+    stats["group_pairs"] = len(group_pairs)
+    return dataclasses.replace(report, pairs=pairs, classes=classes, stats=stats, identical_groups=groups,
+                               group_pairs=group_pairs)
+
+
+def mining_options(config: DetectConfig) -> dict[str, Any]:
+    """The parse options of a scan with ``config`` (those :class:`~twinspect.code.checkpoint.ParseCache` keys on)."""
+    return {"min_lines": config.min_lines, "errors": "lenient", "pretokenize": True, "granularity": config.granularity}

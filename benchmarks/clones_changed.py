@@ -138,6 +138,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--timeout", type=float, default=3600.0, help="seconds per command (default 3600)")
     ap.add_argument("--no-reference", action="store_true", help="time --changed only, no full re-scans")
+    ap.add_argument("--reference-edits", type=int, default=None,
+                    help="compare only the first N edits with a full re-scan (default: all)")
+    ap.add_argument("--parse-cache", type=Path, default=None,
+                    help="a parse checkpoint of the same tree to start from (its parse.sqlite is copied; the tree "
+                         "copy keeps sizes and modification times, so its entries are hits): the full scan then "
+                         "skips parsing")
     ap.add_argument("--out", type=Path, default=RESULTS / "clones_changed", help="output stem (.md, .json)")
     args = ap.parse_args(argv)
     if not args.tree.is_dir():
@@ -148,6 +154,9 @@ def main(argv: list[str] | None = None) -> None:
         tree, cache, out = Path(tmp) / "tree", Path(tmp) / "cache", Path(tmp) / "r.json"
         shutil.copytree(args.tree, tree, symlinks=True)
         files = sorted(p for p in tree.rglob("*.py") if p.is_file() and not p.is_symlink())
+        if args.parse_cache is not None:
+            cache.mkdir()
+            shutil.copy2(args.parse_cache / "parse.sqlite", cache / "parse.sqlite")
         full = run([str(tree), "--cache", str(cache)], out, args.timeout)
         st = full["report"]["stats"]
         print(f"full scan: {full['wall_s']} s, {full['peak_mib']} MiB, {st['fragments']} fragments", file=sys.stderr)
@@ -160,7 +169,7 @@ def main(argv: list[str] | None = None) -> None:
             row = {**{k: v for k, v in edit.items() if k != "_undo"}, "changed_wall_s": ch["wall_s"], "changed_peak_mib": ch["peak_mib"],
                    "changed_stats": ch["report"]["stats"].get("changed"), "changed_pairs": len(got),
                    "planted_found_changed": bool(planted)}
-            if not args.no_reference:
+            if not args.no_reference and (args.reference_edits is None or i < args.reference_edits):
                 ref_cache = Path(tmp) / "ref-cache"
                 shutil.rmtree(ref_cache, ignore_errors=True)
                 shutil.copytree(cache, ref_cache, ignore=shutil.ignore_patterns("scan-state"))
@@ -179,14 +188,17 @@ def main(argv: list[str] | None = None) -> None:
                   file=sys.stderr)
     payload = {"provenance": _provenance.info(__file__, argv), "tree": str(args.tree),
                "full_scan": {"wall_s": full["wall_s"], "peak_mib": full["peak_mib"],
+                             "parse_cache": st.get("parse_cache"), "timings": st.get("timings"),
                              **{k: st.get(k) for k in ("files_parsed", "fragments", "representatives", "pairs",
                                                        "total_lines")}},
                "edits": rows}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with open(args.out.with_suffix(".json"), "w") as fh:
         json.dump(payload, fh, indent=1)
+    pc = st.get("parse_cache") or {}
     md = [f"Tree: a copy of `{args.tree}` ({st.get('files_parsed'):,} files parsed, {st.get('fragments'):,} "
-          f"fragments). Full scan with `--cache`: {full['wall_s']} s, peak {full['peak_mib']} MiB. Each edit appends "
+          f"fragments). Full scan with `--cache`: {full['wall_s']} s (parse checkpoint: {pc.get('hits', 0):,} files "
+          f"read back, {pc.get('parsed', 0):,} parsed), peak {full['peak_mib']} MiB. Each edit appends "
           "to one file a renamed copy of another file's function (odd edits: plus one added statement), is checked "
           "with `--changed` and (unless `--no-reference`) compared with a full re-scan of the edited tree, then undone.",
           "", "| # | edited file | donor | `--changed` s | peak MiB | retrieved | pairs | re-scan pairs | both | "

@@ -101,6 +101,8 @@ def test_state_is_not_used_under_other_options_or_missing(tree, tmp_path):
     scan(tree, DetectConfig(), cache_dir=cache)
     with pytest.raises(InputError, match="other detection or parse options"):
         changed_scan([tree], DetectConfig(token_overlap=0.7), cache)
+    with pytest.raises(InputError, match="none of the 29 files of the saved scan"):
+        changed_scan([tree.parent], DetectConfig(), cache)  # another root: every path differs
     with pytest.raises(InputError, match="--changed cannot serve --granularity file"):
         changed_scan([tree], DetectConfig(granularity="file"), cache)
 

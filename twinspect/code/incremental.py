@@ -429,6 +429,10 @@ def changed_scan(
                             respect_gitignore=respect_gitignore, language=language)
     keys = {sf.rel: file_key(sf) for sf in files}
     diff = compare_files(state, keys)
+    if state.meta.get("files") and len(diff.removed) == len(state.meta["files"]):
+        raise InputError(f"none of the {len(diff.removed)} files of the saved scan is under the scanned PATHs",
+                         scan_root(list(paths)), hint="give --changed the same PATHs as the full scan, from the same "
+                         "directory (fragment paths are relative to them)")
     touched = set(diff.changed) | set(diff.added)
     by_rel = {sf.rel: sf for sf in files}
     cache = ParseCache(cache_dir)

@@ -438,7 +438,8 @@ def changed_scan(
     cache = ParseCache(cache_dir)
     try:
         new_frags = mine_files([by_rel[r] for r in sorted(touched)], stats, cache, mining, quiet=quiet)
-        stale_paths = np.asarray([p in touched or p in set(diff.removed) for p in state.meta["paths"]], dtype=bool)
+        gone = touched | set(diff.removed)
+        stale_paths = np.asarray([p in gone for p in state.meta["paths"]], dtype=bool)
         stale = stale_paths[state.path_id] if len(state) else np.zeros(0, dtype=bool)
         with progress("retrieving neighbours", total=None, quiet=quiet):
             rows, by = retrieve(state, new_frags, config, stale)

@@ -209,3 +209,21 @@ def test_campaign_signatures_name_the_root_cause_layer_of_the_minimised_model(tm
     # one cause, one finding: every inconsistency is counted under one of as many signatures as first layers
     assert sum(f["duplicates"] for f in finds) == s["models_tested"]
     assert len(finds) == len({f["layer"] for f in finds})
+
+
+def test_weight_cap_follows_the_seed_and_oversize_mutants_are_counted_apart(tmp_path, monkeypatch):
+    from twinspect.dl.fuzz import campaign as cm
+
+    cfg = Config(backends=["keras-torch"], seeds=["LeNet5"], seed=2)
+    camp = Campaign.create(tmp_path / "c", cfg)
+    camp.state["seed_weights"] = {"ResNet50": 8_000_000}
+    assert camp._weight_cap({"origin": "ResNet50"}) == 16_000_000  # a reduced ResNet50's mutants can be valid
+    assert camp._weight_cap({"origin": "LeNet5"}) == cm.MAX_WEIGHTS == camp._weight_cap({})
+    monkeypatch.setattr(cm, "MAX_WEIGHTS", 10)  # now every mutant is oversize
+    monkeypatch.setattr(cm, "SEED_WEIGHT_FACTOR", 0.0)
+    s = Campaign.create(tmp_path / "small", cfg).run(budget_s=600, max_models=3)
+    st = json.loads((tmp_path / "small" / "state.json").read_text())
+    lenet = graph.build(seeds.lenet5(), record_shapes=False)
+    assert st["seed_weights"] == {"LeNet5": graph.count_params(lenet)}
+    assert s["models_valid"] == 0 and s["models_invalid"] == 3
+    assert sum(n for k, n in s["invalid_reasons"].items() if k.endswith(":OversizeModel")) >= 1

@@ -33,8 +33,16 @@ FORMAT = "twinspect-fuzz-campaign/1"
 #: a valid mutant's outputs hold at most this many elements per sample
 MAX_OUTPUT_ELEMENTS = 1_000_000
 #: and at most this many weights (scalars): the value spaces reach units/filters of 2048, and a model of
-#: 10^8 weights (seen: a 410 MB .keras file) takes minutes per backend and times out as a false "hang"
+#: 10^8 weights (seen: a 410 MB .keras file) takes minutes per backend and times out as a false "hang".
+#: A mutant of a larger seed may have up to :data:`SEED_WEIGHT_FACTOR` times its seed's weights instead
+#: (ResNet50 has 8M weights even reduced: under a flat 2M cap no mutant of it would ever be valid).
 MAX_WEIGHTS = 2_000_000
+SEED_WEIGHT_FACTOR = 2.0
+
+
+class OversizeModel(ValueError):
+    """A mutant Keras builds but the campaign refuses to run: outputs or weights over the caps (invalid, as
+    a Keras build error is, but counted apart in ``invalid_reasons``)."""
 #: generation strategies: MEMO and its ablations, and the two baselines (issue 20, item 5)
 VARIANTS = ("memo", "memo_r", "memo_o", "memo_noreduce", "muffin", "lemon")
 
@@ -287,6 +295,8 @@ class Campaign:
                 continue
             self.state["reduction"][name] = info
             spec["origin"] = name
+            self.state.setdefault("seed_weights", {})[name] = graph.count_params(graph.build(graph.clone(spec),
+                                                                                              record_shapes=False))
             mid = None
             if variant != "muffin":
                 self.state.setdefault("seed_specs", {})[name] = graph.clone(spec)
@@ -385,7 +395,7 @@ class Campaign:
         the runs and the oracles are the same for every variant.
 
         A mutant Keras rejects at build time (or whose outputs would exceed :data:`MAX_OUTPUT_ELEMENTS`
-        elements per sample, or whose weights exceed :data:`MAX_WEIGHTS`) is *invalid*: the generator's fault, counted in ``models_invalid``. A mutant Keras builds is valid: it
+        elements per sample, or whose weights exceed :meth:`_weight_cap`) is *invalid*: the generator's fault, counted in ``models_invalid``. A mutant Keras builds is valid: it
         is run on every system, the reference keras-torch included, each in its worker process, so an
         exception, crash, abort or hang on any of them is a crash finding (:func:`oracles.judge`).
         """
@@ -406,9 +416,9 @@ class Campaign:
                 raise ValueError("operator does not apply")
             model = graph.build(mutant)  # Keras' build-time checks; records each node's output shape
             if graph.output_elements(mutant) > MAX_OUTPUT_ELEMENTS:
-                raise ValueError("outputs too large")
-            if graph.count_params(model) > MAX_WEIGHTS:
-                raise ValueError("too many weights")
+                raise OversizeModel("outputs too large")
+            if graph.count_params(model) > self._weight_cap(mutant):
+                raise OversizeModel("too many weights")
         except Exception as exc:  # an invalid mutant, never a finding
             self.state["models_invalid"] += 1
             key = f"{op}:{type(exc).__name__}"
@@ -506,6 +516,12 @@ class Campaign:
         pres = self._run_all(mp, ip, involved)
         layer = triage.root_cause(probe, f, pres, self.state["threshold"])
         return (layer, "probe") if layer is not None else (fallback, "output")
+
+    def _weight_cap(self, spec: dict) -> float:
+        """Weights a valid model may have: :data:`MAX_WEIGHTS`, or :data:`SEED_WEIGHT_FACTOR` times the weights
+        of the seed it descends from when that is more (seed weights are counted at seeding)."""
+        seed_weights = self.state.get("seed_weights", {}).get(spec.get("origin", ""), 0)
+        return max(MAX_WEIGHTS, SEED_WEIGHT_FACTOR * seed_weights)
 
     def _log_model(self, spec: dict, op: str, parent: str, gained: bool) -> None:
         """Append the valid mutant to ``models.jsonl`` (one JSON object per line: index, operator, parent id,

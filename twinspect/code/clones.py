@@ -1422,6 +1422,7 @@ def scan(
     t_mine = time.perf_counter() - t
     check_parsed(scan_stats, scan_root(path_list))
     keep_state: Callable[..., None] | None = None
+    saved_in: list[float] = []  # seconds spent saving the state
     if cache is not None and cache_dir is not None:
         from twinspect.code import incremental
 
@@ -1429,9 +1430,11 @@ def scan(
             keys, state_dir = cache.file_keys, cache_dir
 
             def save(**parts: Any) -> None:  # the state a later --changed check starts from
+                t0 = time.perf_counter()
                 with progress("saving the scan state", total=None, quiet=quiet or len(fragments) < 10_000):
                     incremental.save_state(state_dir, config=config, mining=incremental.mining_options(config),
                                            file_keys=keys, **parts)
+                saved_in.append(time.perf_counter() - t0)
 
             keep_state = save
     report = detect(fragments, config, quiet=quiet, executor=executor, keep_state=keep_state)
@@ -1452,7 +1455,10 @@ def scan(
     else:
         stats["workers"] = executor.workers
     timings = {"mine": round(t_mine, 4), **report.stats["timings"]}
-    timings["total"] = round(t_mine + report.stats["timings"]["detect"] + report.stats["timings"].get("subfunction", 0.0), 4)
+    if saved_in:
+        timings["save_state"] = round(saved_in[0], 4)
+    timings["total"] = round(t_mine + report.stats["timings"]["detect"] + report.stats["timings"].get("subfunction", 0.0)
+                             + sum(saved_in), 4)
     stats["timings"] = timings
     report.stats = stats
     return report

@@ -177,3 +177,201 @@ def test_mine_block_granularity_reports_the_cross_method_copy(tmp_path):
                            (report.fragments[p.b].path, report.fragments[p.b].start_line)))) for p in report.pairs}
     assert (("reader.py", 9), ("writer.py", 10)) in pairs
     assert np.isfinite([p.similarity for p in report.pairs]).all()
+
+
+def test_a_run_is_grown_past_a_capped_window():
+    # a 6-line table (C) is pasted in four files; two of them also share the lines around it (P, S).
+    # C's windows occur in more than max_occurrences places, so they pair only the first copies (and
+    # every later one with the first): the seeds of the P+C+S copy have a gap over C, and the copy is
+    # still one run pair of all its lines, not two pieces cut at the table
+    table = "".join(f"weights_{k} = table[{k}] * scale + bias[{k}]\n" for k in range(6))
+    around = ("def load(path, scale):\n    handle = open(path, 'rb')\n    header = handle.read(16)\n",
+              "    handle.close()\n    return checksum(header, weights_5)\n")
+    texts = ["first = 1\n" + table + "last = 0\n", "start = 2\n" + table + "stop = 9\n",
+             around[0] + textwrap.indent(table, "    ") + around[1]]
+    texts.append(texts[2])
+    streams = [token_stream(t, "python") for t in texts]
+    pairs, capped = match_token_runs(streams, min_lines=1, min_tokens=12, max_occurrences=2, hub_occurrences=1)
+    assert capped > 0
+    between = [(a, b) for a, b in pairs if (a.file, b.file) == (2, 3)]
+    assert len(between) == 1
+    a, b = between[0]
+    assert span_lines(streams[2], a) == span_lines(streams[3], b) == (1, 11)  # the whole copy
+    assert (a.first, a.last, b.first, b.last) == (0, len(streams[2].hashes) - 1, 0, len(streams[3].hashes) - 1)
+
+
+# Four tests that share a set-up (creating a server and its route): the token matcher finds each two
+# copies; with a single neighbour per fragment (SSCD's topN = 1), the stand-in for a set-up pasted in
+# more tests than a fragment has neighbours, detection pairs only some of them.
+SEARCH_TESTS = '''\
+import test from 'ava';
+import ky from '../source/index.js';
+import {createHttpTestServer} from './helpers/create-http-test-server.js';
+
+test('undefined values delete merged search params', async t => {
+	const server = await createHttpTestServer(t);
+
+	server.get('/', (request, response) => {
+		response.end(request.url);
+	});
+
+	const api = ky.create({searchParams: {foo: '1', bar: '2'}});
+	const response = await api.get(`${server.url}?foo=from-url&bar=from-url&keep=1`, {
+		searchParams: {foo: undefined, bar: undefined},
+	});
+
+	const url = new URL(await response.text(), server.url);
+	t.false(url.searchParams.has('foo'));
+	t.false(url.searchParams.has('bar'));
+	t.is(url.searchParams.get('keep'), '1');
+});
+
+test('string search params keep duplicates', async t => {
+	const server = await createHttpTestServer(t);
+
+	server.get('/', (request, response) => {
+		response.end(request.url);
+	});
+
+	const api = ky.create({searchParams: new URLSearchParams({filter: 'active'})});
+	const response = await api.get(`${server.url}?filter=old&sort=old`, {
+		searchParams: 'filter=recent&sort=new',
+	});
+
+	const url = new URL(await response.text(), server.url);
+	t.deepEqual(url.searchParams.getAll('filter').sort(), ['active', 'old', 'recent']);
+	t.deepEqual(url.searchParams.getAll('sort').sort(), ['new', 'old']);
+});
+
+test('an init hook deletes merged search params', async t => {
+	const server = await createHttpTestServer(t);
+
+	server.get('/', (request, response) => {
+		response.end(request.url);
+	});
+
+	const api = ky.create({
+		searchParams: {foo: '1', bar: '2'},
+		hooks: {
+			init: [
+				options => {
+					options.searchParams = {foo: undefined, baz: '3'};
+				},
+			],
+		},
+	});
+
+	const response = await api.get(`${server.url}?bar=from-url`);
+	const url = new URL(await response.text(), server.url);
+	t.false(url.searchParams.has('foo'));
+	t.is(url.searchParams.get('bar'), 'from-url');
+	t.is(url.searchParams.get('baz'), '3');
+});
+
+test('deletions propagate through extended instances', async t => {
+	const server = await createHttpTestServer(t);
+
+	server.get('/', (request, response) => {
+		response.end(request.url);
+	});
+
+	const api = ky.extend({searchParams: {foo: '1'}})
+		.extend({searchParams: {bar: '2'}});
+	const response = await api.get(`${server.url}?bar=from-url`, {
+		searchParams: {foo: undefined},
+	});
+
+	const url = new URL(await response.text(), server.url);
+	t.false(url.searchParams.has('foo'));
+	t.is(url.searchParams.get('bar'), 'from-url');
+});
+'''
+
+# Two `it` blocks with the same body, back to back: the first copy ends on the line where the second
+# starts (`it "..." do`), as jscpd reports such copies (sinatra's reloader_spec.rb has them).
+SETTINGS_SPEC = '''\
+describe "settings" do
+  before do
+    @config_path = File.join(tmp_dir, 'config.rb')
+    update_file(@config_path) do |f|
+      f.write 'set :port, 4567'
+    end
+  end
+
+  it "reads the port from the settings file" do
+    expect(get('/port').body.strip).to eq('4567')
+    update_file(@config_path) do |f|
+      f.write 'set :port, 8080'
+    end
+    expect(get('/port').body.strip).to eq('8080')
+  end
+
+  it "reads the port again after a reload" do
+    expect(get('/port').body.strip).to eq('4567')
+    update_file(@config_path) do |f|
+      f.write 'set :port, 8080'
+    end
+    expect(get('/port').body.strip).to eq('8080')
+  end
+
+  it "keeps the old port when the file is removed", retry: 3 do
+    FileUtils.rm @config_path
+    expect(get('/port').body.strip).to eq('4567')
+  end
+end
+'''
+
+
+def _stated(report) -> set[tuple[int, int]]:
+    """Every fragment pair the report states: listed, in one identical group, or across a group pair."""
+    import itertools
+
+    out = {(p.a, p.b) for p in report.pairs}
+    for g in report.identical_groups:
+        out |= set(itertools.combinations(sorted(g["members"]), 2))
+    for g in report.group_pairs:
+        out |= {(min(a, b), max(a, b)) for a in g["a"] for b in g["b"] if a != b}
+    return out
+
+
+def test_block_granularity_states_every_run_pair_the_detector_left_out(tmp_path):
+    import twinspect
+
+    (tmp_path / "search.test.js").write_text(SEARCH_TESTS)
+    copies: list = []
+    mine([tmp_path], granularity="block", min_lines=6, quiet=True, workers=1, token_copies=copies)
+    assert len(copies) == 6  # every two of the four set-ups
+    report = twinspect.scan(str(tmp_path), twinspect.DetectConfig(granularity="block", decision="cosine", top_k=1))
+    stated, frags = _stated(report), report.fragments
+
+    def holding(path, start, end):
+        return [i for i, f in enumerate(frags) if f.path == path and f.start_line <= start and end <= f.end_line]
+
+    for a, b in copies:
+        assert any((min(x, y), max(x, y)) in stated for x in holding(*a) for y in holding(*b)), (a, b)
+    st = report.stats
+    assert st["token_runs_matched"] == 6
+    assert st["token_run_pairs"] == 6 - st["token_runs_covered"] > 0  # detection alone left some out
+    assert st["fragments"] == len(frags) and st["pairs"] == len(report.pairs)
+    # a block fragment (added for a run or mined) holds the file's lines (its first one from where its
+    # outermost holder starts: an arrow function's text starts mid-line), and the added pairs are copies
+    lines = SEARCH_TESTS.split("\n")
+    for f in frags:
+        if f.kind == "block":
+            first, *rest = f.text.split("\n")
+            assert lines[f.start_line - 1].endswith(first) and rest == lines[f.start_line:f.end_line]
+    assert sum(st["token_run_pairs_by_type"].values()) == st["token_run_pairs"]
+    assert st["token_run_pairs_by_type"]["T4"] == 0
+
+
+def test_back_to_back_copies_sharing_their_boundary_line_are_paired(tmp_path):
+    import twinspect
+
+    (tmp_path / "settings_spec.rb").write_text(SETTINGS_SPEC)
+    report = twinspect.scan(str(tmp_path), twinspect.DetectConfig(granularity="block"))
+    frags = report.fragments
+    spans = {((frags[p.a].start_line, frags[p.a].end_line), (frags[p.b].start_line, frags[p.b].end_line))
+             for p in report.pairs}
+    # lines 9-17 (from `do` to the next `it`) are a copy of lines 17-25: both keep line 17
+    assert ((9, 17), (17, 25)) in spans
+    assert report.stats["token_run_pairs"] >= 1

@@ -1386,7 +1386,9 @@ def scan(
         errors, ...) of :class:`twinspect.code.files.ScanStats` and ``timings["mine"]``. At function
         granularity with ``config.subfunction`` (default) it also holds the copied regions inside
         functions that no function pair holds (:func:`twinspect.code.subfunction.add_subfunction_pairs`:
-        fragments of kind ``"subfunction"``, their pairs, ``stats["subfunction_pairs"]``...).
+        fragments of kind ``"subfunction"``, their pairs, ``stats["subfunction_pairs"]``...). At block
+        granularity it also states every copied token run of the block pass that no reported pair
+        holds (:func:`twinspect.code.token_runs.add_run_pairs`, ``stats["token_run_pairs"]``...).
 
     Raises:
         InputError: a path does not exist or cannot be read, or an invalid option.
@@ -1403,6 +1405,7 @@ def scan(
 
         cache = ParseCache(cache_dir)
     t = time.perf_counter()
+    token_copies: list | None = [] if config.granularity == "block" else None  # for add_run_pairs
     try:
         fragments, scan_stats = mine(
             path_list,
@@ -1415,6 +1418,7 @@ def scan(
             quiet=quiet,
             executor=executor,
             cache=cache,
+            token_copies=token_copies,
         )
     finally:
         if cache is not None:
@@ -1442,6 +1446,10 @@ def scan(
         from twinspect.code.subfunction import add_subfunction_pairs
 
         report = add_subfunction_pairs(report, min_lines=config.min_lines)
+    elif token_copies is not None:  # block granularity: the copied token runs detection did not pair
+        from twinspect.code.token_runs import add_run_pairs
+
+        report = add_run_pairs(report, token_copies, min_lines=config.min_lines)
     report.root = scan_root(path_list)
     scan_dict = scan_stats.to_dict() if hasattr(scan_stats, "to_dict") else dict(scan_stats)  # type: ignore[call-overload]
     stats = {**scan_dict, **report.stats}
@@ -1458,7 +1466,7 @@ def scan(
     if saved_in:
         timings["save_state"] = round(saved_in[0], 4)
     timings["total"] = round(t_mine + report.stats["timings"]["detect"] + report.stats["timings"].get("subfunction", 0.0)
-                             + sum(saved_in), 4)
+                             + report.stats["timings"].get("token_run_pairs", 0.0) + sum(saved_in), 4)
     stats["timings"] = timings
     report.stats = stats
     return report

@@ -838,6 +838,7 @@ def mine(
     granularity: str = "function",
     executor: ShardExecutor | None = None,
     cache: ParseCache | None = None,
+    token_copies: list[tuple[tuple[str, int, int], tuple[str, int, int]]] | None = None,
 ) -> tuple[list[Fragment], ScanStats]:
     """Discover, read and parse source files and return all their fragments.
 
@@ -885,6 +886,10 @@ def mine(
             granularity): files it holds unchanged are read back instead of parsed, the others are
             parsed and stored shard by shard, so an interrupted run resumes and a re-run parses only
             changed files. Same result as without it; ``cache.counters`` counts hits and parses.
+        token_copies: with ``granularity="block"``, receives the line spans of every run pair the
+            token matcher found, ``((path, first, last), (path, first, last))`` (1-based, inclusive;
+            :func:`twinspect.code.token_runs.span_lines`), for
+            :func:`twinspect.code.token_runs.add_run_pairs`.
 
     Returns:
         ``(fragments, stats)``: fragments ordered by file ``rel`` path then source position (with
@@ -940,7 +945,7 @@ def mine(
                         statements.append(_with_token_stream(text, st))
                 bar.advance()
     if granularity == "block":
-        fragments = _mine_blocks(files, fragments, statements, min_lines, stats)
+        fragments = _mine_blocks(files, fragments, statements, min_lines, stats, token_copies)
     return fragments, stats
 
 
@@ -999,10 +1004,12 @@ def _mine_blocks(
     statements: Sequence[FileStatements],
     min_lines: int,
     stats: ScanStats,
+    token_copies: list[tuple[tuple[str, int, int], tuple[str, int, int]]] | None = None,
 ) -> list[Fragment]:
     """The global block pass of :func:`mine`: match the statement runs of all files, then the
     token runs across syntax (:mod:`twinspect.code.token_runs`), read the files holding a block
-    again, and interleave the block fragments with the function fragments."""
+    again, and interleave the block fragments with the function fragments. The line spans of every
+    token run pair are appended to ``token_copies`` when given."""
     from twinspect.code.blocks import block_fragments, default_min_tokens, match_runs, text_digest
     from twinspect.code.token_runs import match_token_runs, span_lines, token_run_fragments
 
@@ -1030,6 +1037,8 @@ def _mine_blocks(
     for ta, tb in tpairs:
         sa_, ea = span_lines(streams[ta.file], ta)  # type: ignore[arg-type]
         sb_, eb = span_lines(streams[tb.file], tb)  # type: ignore[arg-type]
+        if token_copies is not None:
+            token_copies.append(((statements[ta.file].rel, sa_, ea), (statements[tb.file].rel, sb_, eb)))
         if not any(p0 <= sa_ and ea <= p1 and q0 <= sb_ and eb <= q1
                    for p0, p1, q0, q1 in stmt_pairs.get((ta.file, tb.file), ())):
             kept.append((ta, tb))

@@ -21,7 +21,8 @@ inside a reported pair as a pair of *sub-function* fragments (``Fragment.kind ==
 2. :func:`segment_streams`: the functions holding a segment are lexed
    (:func:`~twinspect.code.token_runs.token_stream`, lines as in the file), one stream each, so no
    run crosses a function boundary or leaves the functions.
-3. :func:`add_subfunction_pairs` (after detection): the run pairs of
+3. :func:`add_subfunction_pairs` (after detection; its reporting step, :func:`state_copies`, also states
+   the block pass's run pairs at ``--granularity block``): the run pairs of
    :func:`~twinspect.code.token_runs.match_token_runs` with the block pass's parameters
    (:data:`~twinspect.code.token_runs.WINDOW_TOKENS` tokens per window, both runs on at least
    ``min_lines`` lines and with at least :func:`~twinspect.code.blocks.default_min_tokens` tokens
@@ -48,12 +49,13 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from twinspect.code.fragments import Fragment
 
 if TYPE_CHECKING:
-    from twinspect.code.clones import CloneReport
+    from twinspect.code.clones import ClonePair, CloneReport
     from twinspect.code.token_runs import TokenStream
 
 #: :attr:`Fragment.kind` of a copied region inside a function.
@@ -188,6 +190,32 @@ def segment_streams(fragment: Fragment, spans: Sequence[tuple[int, int]]) -> lis
     return out
 
 
+#: One side of a copy: ``(path, first line, last line)``, 1-based and inclusive, ``path`` as in
+#: :attr:`Fragment.path <twinspect.code.fragments.Fragment.path>`.
+Span = tuple[str, int, int]
+
+
+@dataclass(slots=True)
+class StatedCopies:
+    """What :func:`state_copies` did.
+
+    Attributes:
+        report: the new report (fragments, pairs, classes and pair/class counters updated).
+        fragments: fragments added (copies whose span was no fragment yet).
+        pairs: the pairs added (ids into ``report.fragments``).
+        covered: copies already stated by the report (a reported pair of two fragments holding one
+            side each).
+        unplaced: copies with a side that no fragment of the report holds (no text to cut it from;
+            never seen, counted all the same).
+    """
+
+    report: CloneReport
+    fragments: int
+    pairs: list[ClonePair]
+    covered: int
+    unplaced: int
+
+
 def add_subfunction_pairs(report: CloneReport, *, min_lines: int = 6) -> CloneReport:
     """Add the copied regions inside functions to a function-granularity report (steps 1–3 of the module doc).
 
@@ -209,8 +237,7 @@ def add_subfunction_pairs(report: CloneReport, *, min_lines: int = 6) -> CloneRe
         ``timings["subfunction"]`` (seconds).
     """
     from twinspect.code.blocks import default_min_tokens
-    from twinspect.code.clone_types import TYPES, TypeClassifier
-    from twinspect.code.clones import ClonePair, CloneReport, overlaps, pair_stats
+    from twinspect.code.clone_types import TYPES
     from twinspect.code.token_runs import WINDOW_TOKENS, match_token_runs, span_lines
 
     t0 = time.perf_counter()
@@ -221,15 +248,71 @@ def add_subfunction_pairs(report: CloneReport, *, min_lines: int = 6) -> CloneRe
         stream_list.extend(segment_streams(frags[i], [(first, last) for _, first, last in group]))
     runs, _ = match_token_runs(stream_list, min_lines=min_lines, min_tokens=WINDOW_TOKENS,
                                min_t2=default_min_tokens(min_lines))
+    copies = [((frags[segments[ta.file][0]].path, *span_lines(stream_list[ta.file], ta)),
+               (frags[segments[tb.file][0]].path, *span_lines(stream_list[tb.file], tb))) for ta, tb in runs]
+    out = state_copies(report, copies, kind=KIND, min_lines=min_lines, touching=False)
+    stats = out.report.stats
+    stats["subfunction_fragments"] = out.fragments
+    stats["subfunction_pairs"] = len(out.pairs)
+    stats["subfunction_pairs_by_type"] = {ty: sum(1 for p in out.pairs if p.type == ty) for ty in TYPES}
+    stats["subfunction_segments"] = len(segments)
+    stats["subfunction_segment_lines"] = sum(last - first + 1 for _, first, last in segments)
+    stats["subfunction_runs"] = len(runs)
+    stats["subfunction_runs_covered"] = out.covered
+    stats["timings"] = {**stats.get("timings", {}), "subfunction": round(time.perf_counter() - t0, 4)}
+    return out.report
 
-    functions_of: dict[str, list[int]] = {}
-    for i, f in enumerate(frags):
-        if f.kind == "function":
-            functions_of.setdefault(f.path, []).append(i)
+
+def state_copies(report: CloneReport, copies: Sequence[tuple[Span, Span]], *, kind: str, min_lines: int,
+                 touching: bool) -> StatedCopies:
+    """State exact copies found by a run matcher as pairs of a report, unless the report already does.
+
+    The reporting step of :func:`add_subfunction_pairs` (step 3 of the module doc), shared with
+    ``--granularity block`` (:func:`twinspect.code.token_runs.add_run_pairs`). A fragment *holds* a
+    side when the side's lines lie within the fragment's. A copy is already stated when a reported
+    pair (a listed pair, two members of one ``identical_groups`` entry, or the two sides of a
+    ``group_pairs`` entry) joins a fragment holding one side with a fragment holding the other. Any
+    other copy is stated as a pair of fragments with exactly its two spans: the report's fragment
+    with that span, or a new fragment of kind ``kind`` named ``"<name>[lines START-END]"`` after the
+    innermost fragment holding it (its own ``[lines ...]`` suffix left out), its text and code cut
+    from the outermost one. Two sides in one file whose lines meet (a pattern repeated back to back)
+    each keep only the lines they do not share, and at least ``min_lines`` of them; with
+    ``touching``, two sides that share only the line where one ends and the other starts (the last
+    tokens of one copy and the first of the next, as jscpd reports them) keep their spans, and their
+    pair is stated although the fragments overlap on that line. The pairs are typed by
+    :class:`~twinspect.code.clone_types.TypeClassifier` (a T4 pair is left out), their ``similarity``
+    is their abstracted-token similarity (1.0 for T1/T2), and they form classes of their own by
+    complete linkage, leaving out fragments already in a class of the report.
+
+    Args:
+        report: a report of :func:`twinspect.code.clones.detect` (``code`` of its fragments filled);
+            consumed: the new report takes over its pair objects, renumbered in place.
+        copies: pairs of copied spans (in the files the report's fragments come from).
+        kind: :attr:`Fragment.kind` of the fragments added.
+        min_lines: a side trimmed of the lines it shares with the other keeps at least this many.
+        touching: keep two sides that share one boundary line as they are (see above).
+
+    Returns:
+        A :class:`StatedCopies`: the new report (fragments sorted by path, lines and name, as
+        :func:`~twinspect.code.clones.detect` sorts, ids renumbered in the pairs, classes,
+        ``identical_groups`` and ``group_pairs``; ``stats["fragments"]`` and the pair and class
+        counters of :func:`~twinspect.code.clones.pair_stats` updated over all pairs) and the counts.
+    """
+    import bisect
+
+    from twinspect.code.clone_types import TypeClassifier
+    from twinspect.code.clones import ClonePair, CloneReport, overlaps, pair_stats
+
+    frags = report.fragments
+    in_file: dict[str, list[int]] = {}  # per path, fragment indexes by start line
+    for i in sorted(range(len(frags)), key=lambda i: (frags[i].path, frags[i].start_line)):
+        in_file.setdefault(frags[i].path, []).append(i)
+    starts_of = {path: [frags[i].start_line for i in ids] for path, ids in in_file.items()}
 
     def holders(path: str, start: int, end: int) -> list[int]:
-        """Function fragments holding lines ``start..end``, innermost (fewest lines) first."""
-        found = [i for i in functions_of.get(path, ()) if frags[i].start_line <= start and end <= frags[i].end_line]
+        """Fragments holding lines ``start..end``, innermost (fewest lines) first."""
+        ids = in_file.get(path, [])
+        found = [i for i in ids[:bisect.bisect_right(starts_of.get(path, []), start)] if end <= frags[i].end_line]
         return sorted(found, key=lambda i: (frags[i].loc, i))
 
     listed = {(p.a, p.b) for p in report.pairs}
@@ -241,7 +324,7 @@ def add_subfunction_pairs(report: CloneReport, *, min_lines: int = 6) -> CloneRe
                 side_of.setdefault(m, set()).add((g, side))
 
     def stated(x: int, y: int) -> bool:
-        if x == y:  # two copies inside one function: no pair of the function holds them
+        if x == y:  # two copies inside one fragment: no pair of the fragment holds them
             return False
         if (min(x, y), max(x, y)) in listed:
             return True
@@ -250,53 +333,59 @@ def add_subfunction_pairs(report: CloneReport, *, min_lines: int = 6) -> CloneRe
         sy = side_of.get(y, ())
         return any((g, 1 - side) in sy for g, side in side_of.get(x, ()))
 
-    by_span = {(f.path, f.start_line, f.end_line): i for i, f in enumerate(frags) if f.kind == "function"}
+    by_span = {(f.path, f.start_line, f.end_line): i for i, f in enumerate(frags)}
     new: list[Fragment] = []
-    new_at: dict[tuple[str, int, int], int] = {}  # span -> index into frags + new
+    new_at: dict[Span, int] = {}  # span -> index into frags + new
 
-    def fragment_of(outer: int, start: int, end: int, holding: list[int]) -> int:
-        f = frags[outer]
-        span = (f.path, start, end)
+    def fragment_of(span: Span, holding: list[int]) -> int:
         if span in by_span:
             return by_span[span]
         if span not in new_at:
-            first = start - f.start_line
-            name = frags[holding[0]].name or "<anonymous>"
+            inner, outer = frags[holding[0]], frags[holding[-1]]
+            name = (inner.name if inner.kind == "function" else inner.name.rsplit("[lines ", 1)[0]) or "<anonymous>"
+            first, n = span[1] - outer.start_line, span[2] - span[1] + 1
             new.append(Fragment(
-                path=f.path, start_line=start, end_line=end, name=f"{name}[lines {start}-{end}]", language=f.language,
-                text="\n".join(f.text.split("\n")[first:first + end - start + 1]),
-                code="\n".join(_code(f).split("\n")[first:first + end - start + 1]), kind=KIND))
+                path=outer.path, start_line=span[1], end_line=span[2], name=f"{name}[lines {span[1]}-{span[2]}]",
+                language=outer.language, text="\n".join(outer.text.split("\n")[first:first + n]),
+                code="\n".join(_code(outer).split("\n")[first:first + n]), kind=kind))
             new_at[span] = len(frags) + len(new) - 1
         return new_at[span]
 
-    covered = 0
+    def touch(a: Span | Fragment, b: Span | Fragment) -> bool:
+        """Whether two spans of one file share only the line where the first ends and the second starts."""
+        (pa, sa, ea), (pb, sb, eb) = (_span(a), _span(b)) if _span(a)[1] <= _span(b)[1] else (_span(b), _span(a))
+        return touching and pa == pb and sa < sb and ea == sb and ea < eb
+
+    covered = unplaced = 0
     found: list[tuple[int, int]] = []
     seen: set[tuple[int, int]] = set()
-    for ta, tb in runs:
-        fa, fb = frags[segments[ta.file][0]], frags[segments[tb.file][0]]
-        sa, ea = span_lines(stream_list[ta.file], ta)
-        sb, eb = span_lines(stream_list[tb.file], tb)
-        ha, hb = holders(fa.path, sa, ea), holders(fb.path, sb, eb)
+    for a_span, b_span in copies:
+        ha, hb = holders(*a_span), holders(*b_span)
         if any(stated(x, y) for x in ha for y in hb):
             covered += 1
             continue
-        if fa.path == fb.path and sa <= eb and sb <= ea:
+        (pa, sa, ea), (pb, sb, eb) = a_span, b_span
+        if pa == pb and sa <= eb and sb <= ea and not touch(a_span, b_span):
             # one copy runs on where the other starts (a pattern repeated back to back): the lines they
             # share hold the end of one and the start of the other; each keeps its own lines only
             if sa > sb:
-                ta, tb, sa, ea, sb, eb = tb, ta, sb, eb, sa, ea
+                sa, ea, sb, eb = sb, eb, sa, ea
             ea, sb = min(ea, sb - 1), max(sb, ea + 1)
             if ea - sa + 1 < min_lines or eb - sb + 1 < min_lines:
                 continue
-            ha, hb = holders(fa.path, sa, ea), holders(fb.path, sb, eb)
-        a, b = fragment_of(segments[ta.file][0], sa, ea, ha), fragment_of(segments[tb.file][0], sb, eb, hb)
+            a_span, b_span = (pa, sa, ea), (pb, sb, eb)
+            ha, hb = holders(*a_span), holders(*b_span)
+        if not ha or not hb:
+            unplaced += 1
+            continue
+        a, b = fragment_of(a_span, ha), fragment_of(b_span, hb)
         key = (min(a, b), max(a, b))
         if a != b and key not in seen:
             seen.add(key)
             found.append(key)
 
-    # classes of the sub-function pairs (ids into frags + new): two copies already stated through their
-    # functions (one copy in each of two functions of a reported pair) count as linked
+    # classes of the added pairs (ids into frags + new): two copies already stated through the fragments
+    # holding them (one copy in each of two fragments of a reported pair) count as linked
     every = [*frags, *new]
     spans = [holders(f.path, f.start_line, f.end_line) for f in new]
 
@@ -310,7 +399,7 @@ def add_subfunction_pairs(report: CloneReport, *, min_lines: int = 6) -> CloneRe
     in_class = {m for c in report.classes for m in c}
     sub_classes = _complete_linkage([p for p in found if p[0] not in in_class and p[1] not in in_class], linked)
 
-    # renumber: the sub-function fragments among the others, in detect's order
+    # renumber: the added fragments among the others, in detect's order
     order = sorted(range(len(every)), key=lambda i: (every[i].path, every[i].start_line, every[i].end_line,
                                                      every[i].name))
     new_id = [0] * len(every)
@@ -321,7 +410,7 @@ def add_subfunction_pairs(report: CloneReport, *, min_lines: int = 6) -> CloneRe
     sub_pairs: list[ClonePair] = []
     for a, b in found:
         x, y = sorted((new_id[a], new_id[b]))
-        if overlaps(out_frags[x], out_frags[y]):
+        if overlaps(out_frags[x], out_frags[y]) and not touch(out_frags[x], out_frags[y]):
             continue
         ct = clf.classify(x, y)
         if ct.type == "T4":  # not a copy once cut to whole lines (never seen; kept out all the same)
@@ -346,16 +435,14 @@ def add_subfunction_pairs(report: CloneReport, *, min_lines: int = 6) -> CloneRe
                    for g in report.group_pairs]
     stats = {**report.stats, **pair_stats(all_pairs, classes)}
     stats["fragments"] = len(out_frags)
-    stats["subfunction_fragments"] = len(new)
-    stats["subfunction_pairs"] = len(sub_pairs)
-    stats["subfunction_pairs_by_type"] = {ty: sum(1 for p in sub_pairs if p.type == ty) for ty in TYPES}
-    stats["subfunction_segments"] = len(segments)
-    stats["subfunction_segment_lines"] = sum(last - first + 1 for _, first, last in segments)
-    stats["subfunction_runs"] = len(runs)
-    stats["subfunction_runs_covered"] = covered
-    stats["timings"] = {**stats.get("timings", {}), "subfunction": round(time.perf_counter() - t0, 4)}
-    return CloneReport(root=report.root, fragments=out_frags, pairs=all_pairs, classes=classes, stats=stats,
-                       config=report.config, identical_groups=groups, group_pairs=group_pairs)
+    return StatedCopies(
+        report=CloneReport(root=report.root, fragments=out_frags, pairs=all_pairs, classes=classes, stats=stats,
+                           config=report.config, identical_groups=groups, group_pairs=group_pairs),
+        fragments=len(new), pairs=sub_pairs, covered=covered, unplaced=unplaced)
+
+
+def _span(x: Span | Fragment) -> Span:
+    return (x.path, x.start_line, x.end_line) if isinstance(x, Fragment) else x
 
 
 def _complete_linkage(pairs: Sequence[tuple[int, int]], linked: Callable[[int, int], bool]) -> list[list[int]]:
@@ -376,4 +463,5 @@ def _complete_linkage(pairs: Sequence[tuple[int, int]], linked: Callable[[int, i
     return [sorted(m) for m in members.values() if len(m) > 1]
 
 
-__all__ = ["KIND", "add_subfunction_pairs", "candidate_segments", "outermost", "segment_streams"]
+__all__ = ["KIND", "Span", "StatedCopies", "add_subfunction_pairs", "candidate_segments", "outermost", "segment_streams",
+           "state_copies"]

@@ -21,12 +21,21 @@ does the same, and its runs become block fragments beside the statement blocks:
    after T2 abstraction). Two runs in one file never overlap (the run is cut where the second
    starts). A window found in more than ``max_occurrences`` places is paired among its first
    ``max_occurrences`` occurrences, every later one with the first ``hub_occurrences`` (as in
-   :mod:`twinspect.code.blocks`). A pair whose two runs lie inside the two runs of a larger pair is
-   left out.
+   :mod:`twinspect.code.blocks`); a run is then grown token by token to either side as far as its
+   two sides agree (a capped window leaves a gap in its seeds, which would cut the run short of the
+   copy). A pair whose two runs lie inside the two runs of a larger pair is left out.
 3. :func:`token_run_fragments` cuts whole lines: a run spans the lines of its first and last
    token, widened to the whole of a multi-line string it starts or ends in (a fragment never
    starts inside a string literal, so it lexes as code); runs of one file that mostly cover the same
    lines are merged into one fragment (a copied region, whatever the exact extent of each copy).
+4. :func:`add_run_pairs` (after detection, in :func:`twinspect.code.clones.scan`): the nearest-neighbour
+   detector does not pair every two fragments holding a run pair (a test set-up pasted into dozens of
+   tests gives more copies than neighbours), and never pairs overlapping fragments (a pattern
+   repeated back to back, whose copies share the line where one ends and the next starts). Every run
+   pair that no reported pair holds is stated as a pair of fragments with the runs' own line spans
+   (:func:`twinspect.code.subfunction.state_copies`, the reporting step of the sub-function pass at
+   function granularity): the fragment of that span, or a new block fragment cut from the fragment
+   holding it. Two runs sharing only their boundary line keep it both, as jscpd reports them.
 
 Parameters are jscpd's (``minTokens`` and ``minLines``): ``min_tokens`` defaults to
 :data:`WINDOW_TOKENS`, chosen on the Python standard library's agreement with jscpd 5.3.3 (see
@@ -45,6 +54,9 @@ from twinspect.code.fragments import Fragment
 
 if TYPE_CHECKING:
     import numpy as np
+
+    from twinspect.code.clones import CloneReport
+    from twinspect.code.subfunction import Span
 
 #: Tokens in a Karp–Rabin window (jscpd's ``minTokens``, 50 by default, counts its own tokens).
 #: Chosen on the Python standard library against jscpd 5.3.3 with a prototype of the runs alone
@@ -226,9 +238,12 @@ def match_token_runs(
     code_lines = np.r_[0, np.cumsum(np.diff(lines) != 0, dtype=np.int32)]  # distinct-line counter
     t2 = np.r_[0, np.cumsum(~in_string, dtype=np.int32)]
     found: list[tuple[int, int, int]] = []
+    file_end = (offset + sizes).tolist()
+    starts_at, fids = offset.tolist(), fid.tolist()
     for x, y, m in zip(a0.tolist(), b0.tolist(), length.tolist()):
         if m < min_tokens:
             continue
+        x, y, m = _extend(h, x, y, m, starts_at[fids[x]], starts_at[fids[y]], file_end[fids[x]], file_end[fids[y]])
         if code_lines[x + m - 1] - code_lines[x] + 1 < min_lines or code_lines[y + m - 1] - code_lines[y] + 1 < min_lines:
             continue
         if t2[x + m] - t2[x] < min_t2 or t2[y + m] - t2[y] < min_t2:
@@ -253,6 +268,20 @@ def match_token_runs(
         out.append((TokenSpan(present[fa][0], x - int(offset[fa]), x - int(offset[fa]) + m - 1),
                     TokenSpan(present[fb][0], y - int(offset[fb]), y - int(offset[fb]) + m - 1)))
     return out, capped
+
+
+def _extend(h: np.ndarray, x: int, y: int, m: int, x0: int, y0: int, x1: int, y1: int) -> tuple[int, int, int]:
+    """Run ``(x, y, m)`` (``m`` tokens at ``x`` equal to those at ``y``, ``x < y``) grown token by token to
+    the right and to the left as far as the two sides agree, inside their files (``[x0, x1)`` and
+    ``[y0, y1)``) and, in one file, never into the other side. The seeds of a run miss where a window
+    of it was capped (:data:`MAX_OCCURRENCES`: the two positions were not paired), which cut the run
+    short of the copy."""
+    same = x0 == y0
+    while x + m < x1 and y + m < y1 and (not same or x + m < y) and h[x + m] == h[y + m]:
+        m += 1
+    while x > x0 and y > y0 and (not same or x + m < y) and h[x - 1] == h[y - 1]:
+        x, y, m = x - 1, y - 1, m + 1
+    return x, y, m
 
 
 def span_lines(stream: TokenStream, span: TokenSpan) -> tuple[int, int]:
@@ -342,6 +371,41 @@ def token_run_fragments(
     return out, unreadable
 
 
+def add_run_pairs(report: CloneReport, copies: Sequence[tuple[Span, Span]], *, min_lines: int = 6) -> CloneReport:
+    """State the run pairs of the block pass that detection did not pair (``--granularity block``, step 4 of
+    the module doc).
+
+    Args:
+        report: the report of :func:`twinspect.code.clones.detect` over the block-granularity fragments
+            of :func:`twinspect.code.fragments.mine` (consumed: the new report takes over its pairs).
+        copies: the line spans of the run pairs :func:`match_token_runs` found while mining
+            (``mine(..., token_copies=...)``, :func:`span_lines` of each run).
+        min_lines: ``--min-lines`` (a side trimmed of lines it shares with the other keeps as many).
+
+    Returns:
+        The new report (:func:`twinspect.code.subfunction.state_copies` with ``kind="block"`` and
+        ``touching``), its stats with ``token_run_pairs`` (pairs added), ``token_run_pairs_by_type``,
+        ``token_run_pair_fragments`` (block fragments added for them), ``token_runs_matched`` (run pairs
+        found), ``token_runs_covered`` (of which already stated by detection) and
+        ``timings["token_run_pairs"]`` (seconds).
+    """
+    import time
+
+    from twinspect.code.clone_types import TYPES
+    from twinspect.code.subfunction import state_copies
+
+    t0 = time.perf_counter()
+    out = state_copies(report, copies, kind="block", min_lines=min_lines, touching=True)
+    stats = out.report.stats
+    stats["token_run_pairs"] = len(out.pairs)
+    stats["token_run_pairs_by_type"] = {ty: sum(1 for p in out.pairs if p.type == ty) for ty in TYPES}
+    stats["token_run_pair_fragments"] = out.fragments
+    stats["token_runs_matched"] = len(copies)
+    stats["token_runs_covered"] = out.covered
+    stats["timings"] = {**stats.get("timings", {}), "token_run_pairs": round(time.perf_counter() - t0, 4)}
+    return out.report
+
+
 __all__ = [
     "HUB_OCCURRENCES",
     "MAX_OCCURRENCES",
@@ -349,6 +413,7 @@ __all__ = [
     "WINDOW_TOKENS",
     "TokenSpan",
     "TokenStream",
+    "add_run_pairs",
     "match_token_runs",
     "span_lines",
     "token_run_fragments",

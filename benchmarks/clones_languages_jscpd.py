@@ -249,15 +249,22 @@ def agreement(clones: list[dict], report: dict, spans: dict[str, list[tuple[int,
 
 def last_token(path: Path, line: int, column: int) -> tuple[str, bool]:
     """The token that ends at ``line``:``column`` (1-based line, 0-based end column, as jscpd gives
-    ``endLoc``): its text (a word or one other character), and whether it is the first on its line."""
+    ``endLoc``): its text (a word with its sigils, or one other character; the whole word when jscpd
+    ends inside it, e.g. on the ``$`` of ``$strategy``), and whether it is the first on its line."""
     import re
 
     rows = path.read_text(encoding="utf-8", errors="surrogateescape").split("\n")
-    head = rows[line - 1][:column] if line <= len(rows) else ""
-    m = re.search(r"([$@]*\w+|\S)\s*$", head)  # a PHP/Ruby/Perl variable's sigil is part of its name
+    row = rows[line - 1] if line <= len(rows) else ""
+    head = row[:column]
+    m = re.search(r"([$@]*\w+|[$@]+|\S)\s*$", head)  # a PHP/Ruby/Perl variable's sigil is part of its name
     if m is None:
         return "", False
-    return m.group(1), not head[:m.start(1)].strip()
+    token = m.group(1)
+    if m.end(1) == len(head) and re.fullmatch(r"[$@]*\w*", token):
+        # jscpd may end inside a word (after a sigil: `$` of `$strategy`, or a name's first part): the
+        # token is the whole word there, which tells two different names apart
+        token += re.match(r"\w*", row[column:]).group(0)  # type: ignore[union-attr]
+    return token, not head[:m.start(1)].strip()
 
 
 def jscpd_code_clones(data: dict, tree: Path) -> tuple[list[dict], int]:
@@ -423,8 +430,9 @@ def render(res: dict) -> str:
          "two fragments of one pair twinspect states each cover ≥ 90 % of the *code lines* of one of its ranges "
          "(lines that hold code: blank lines and lines of comments only are left out, as twinspect leaves "
          "comments out and jscpd 5 keeps them in its ranges; and when jscpd's two ranges end on different "
-         "tokens — the first token after the copy — the line of that token is left out where it stands first: "
-         f"{trimmed} clones). Each count is followed by the count under the earlier rule, in brackets: ≥ 90 % "
+         "tokens — the first token after the copy — the line of that token is left out where it stands first; the "
+         "token is the whole word at jscpd's end position, which may fall inside it, e.g. on the `$` of a PHP "
+         f"variable: {trimmed} clones). Each count is followed by the count under the earlier rule, in brackets: ≥ 90 % "
          "of *all* the range's lines (the rule of this script's results up to commit 66787c9). A range is "
          "*inside a function* when ≥ 90 % of its lines lie in one function of any length. Clones in formats "
          "twinspect does not parse (YAML, Markdown, PowerShell) are left out.\n",
@@ -496,7 +504,8 @@ def render(res: dict) -> str:
         f, b = tot["function"], tot["block"]
         L += [f"- {label}: function granularity {f[0]}/{f[1]} jscpd clones inside a pair ({pct(f[0], f[1])}); "
               f"in-function clones {f[2]}/{f[3]} ({pct(f[2], f[3])}), of which in two different functions "
-              f"{f[4]}/{f[5]} ({pct(f[4], f[5])}); block granularity {b[0]}/{b[1]} ({pct(b[0], b[1])})."]
+              f"{f[4]}/{f[5]} ({pct(f[4], f[5])}); block granularity {b[0]}/{b[1]} ({pct(b[0], b[1])}; "
+              f"target ≥ 90 %: {'met' if b[1] and 10 * b[0] >= 9 * b[1] else f'NOT met, {-(-9 * b[1] // 10)} needed'})."]
     L += ["", ""]
     sd = res.get("stdlib")
     if sd:

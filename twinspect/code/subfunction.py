@@ -205,8 +205,8 @@ class StatedCopies:
         pairs: the pairs added (ids into ``report.fragments``).
         covered: copies already stated by the report (a reported pair of two fragments holding one
             side each).
-        unplaced: copies with a side that no fragment of the report holds (no text to cut it from;
-            never seen, counted all the same).
+        unplaced: copies with a side that no fragment of the report holds (no text to cut it from),
+            left out.
     """
 
     report: CloneReport

@@ -30,7 +30,8 @@ does the same, and its runs become block fragments beside the statement blocks:
    lines are merged into one fragment (a copied region, whatever the exact extent of each copy).
 4. :func:`add_run_pairs` (after detection, in :func:`twinspect.code.clones.scan`): the nearest-neighbour
    detector does not pair every two fragments holding a run pair (a test set-up pasted into dozens of
-   tests gives more copies than neighbours), and never pairs overlapping fragments (a pattern
+   tests: the neighbour search and the verifier keep some of its pairs only), and it leaves out
+   candidate pairs of overlapping fragments (:func:`twinspect.code.clones.overlaps`: a pattern
    repeated back to back, whose copies share the line where one ends and the next starts). Every run
    pair that no reported pair holds is stated as a pair of fragments with the runs' own line spans
    (:func:`twinspect.code.subfunction.state_copies`, the reporting step of the sub-function pass at

@@ -44,6 +44,8 @@ def main() -> None:
     ap.add_argument("--name", default="fuzz",
                     help="Results file stem: writes OUT/NAME.json and OUT/NAME.md (e.g. fuzz_60m for a 60-minute run); "
                          "OUT/NAME_notes.md, when it exists, is copied verbatim under a 'Notes' heading.")
+    ap.add_argument("--heading", default=None, metavar="FILE",
+                    help="A markdown file whose text is written above the table (e.g. what kind of run this was).")
     ap.add_argument("--summarise-only", action="store_true", help="Only summarise the campaigns already in --work.")
     ap.add_argument("--parallel", action="store_true",
                     help="Run the variants at the same time (one `twinspect fuzz run` process each), so that they "
@@ -101,7 +103,9 @@ def main() -> None:
                          f"`{f['signature'][:110]}` |")
     notes = out / f"{a.name}_notes.md"
     with atomic_write(out / f"{a.name}.md") as fh:
-        fh.write(_provenance.md_header(__file__) + "\n".join(lines) + "\n")
+        heading = Path(a.heading).read_text(encoding="utf-8").strip() if a.heading else ""
+        fh.write(_provenance.md_header(__file__) + (heading + "\n\n" if heading else "")
+                 + "\n".join(lines) + "\n")
         if notes.is_file():
             fh.write(f"\n## Notes (written by hand, copied verbatim from `{notes.name}`)\n\n" + notes.read_text())
     print("\n".join(lines))

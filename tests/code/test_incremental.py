@@ -149,3 +149,30 @@ def test_cli_changed(tree, tmp_path, capsys):
     os.utime(target)  # still changed: the state is the full scan's, --changed never rewrites it
     code, out, _ = run(capsys, "clones", tree, "--cache", cache, "--changed", "-q", "-f", "json")
     assert code == 0 and json.loads(out)["stats"]["changed"]["files_changed"] == 1
+
+
+def test_overlap_neighbours_equal_a_brute_force_multiset_overlap(tree, tmp_path):
+    from twinspect.code.fragments import mine
+    from twinspect.code.incremental import load_state, mining_options, overlap_neighbours
+    from twinspect.code.normalize import token_views
+
+    cache = tmp_path / "cache"
+    config = DetectConfig()
+    scan(tree, config, cache_dir=cache)
+    state = load_state(cache, config, mining_options(config))
+    frags, _ = mine([tree / "utils.py", tree / "_header_value_parser.py"])
+    fragments = sorted(mine([tree])[0], key=lambda f: (f.path, f.start_line, f.end_line, f.name))
+    rep_bags = [Counter(token_views(fragments[int(r)])[0]) for r in state.reps]
+    ok = np.ones(len(state.reps), dtype=bool)
+    ok[::7] = False  # some representatives may not be returned
+    theta = 0.55
+    got = overlap_neighbours(state, frags, theta, 10_000, ok)
+    checked = 0
+    for f, sel in zip(frags, got):
+        bag = Counter(token_views(f)[0])
+        size = sum(bag.values())
+        want = {i for i, rb in enumerate(rep_bags) if ok[i] and size and
+                sum((bag & rb).values()) >= theta * max(size, sum(rb.values())) - 1e-9}
+        assert set(sel.tolist()) == want
+        checked += len(want)
+    assert checked > 20  # the files' own functions (and their clones) are found

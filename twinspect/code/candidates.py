@@ -48,7 +48,7 @@ _PREFIX_CHUNK = 256  # rows of the prefix matrix multiplied at once (bounds the 
 _VERIFY_CHUNK = 1 << 16  # candidate pairs whose overlap is computed at once
 _RESCORE_CHUNK = 1 << 18  # neighbour pairs of the reduced index re-scored per progress step
 #: k of the extended prefix filter: prefixes k − 1 items longer must share k items.
-_PREFIX_SHARED = 32
+PREFIX_SHARED = 32
 
 #: With ``index="auto"``, :func:`range_pairs` searches exactly below this many representatives and
 #: builds an HNSW index from it on. From benchmarks/results/index_recall.md (lexical encoder, d =
@@ -568,7 +568,7 @@ def overlap_pairs(
     rank[np.lexsort((np.arange(nitems), df))] = np.arange(nitems)
     # prefixes, vectorised: each row's items sorted rarest first, the first plen(row) kept
     alpha = np.maximum(1, np.ceil(theta * sizes - 1e-9).astype(np.int64))
-    need = np.minimum(_PREFIX_SHARED, alpha)  # shared prefix items a candidate must have (extended filter)
+    need = np.minimum(PREFIX_SHARED, alpha)  # shared prefix items a candidate must have (extended filter)
     plen = np.where(sizes > 0, sizes - alpha + need, 0)
     order = np.argsort(rows.astype(np.int64) * nitems + rank[flat], kind="stable")  # by row, then rank
     pos = np.arange(len(flat)) - np.repeat(indptr[:-1], sizes)

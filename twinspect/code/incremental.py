@@ -274,12 +274,78 @@ def load_state(directory: str | os.PathLike[str], config: DetectConfig, mining: 
         raise InputError(f"damaged scan state: {exc}", src, hint=hint) from exc
 
 
+def _ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """The concatenated index ranges ``lo[i]:hi[i]`` (int64), without a Python loop."""
+    lens = hi - lo
+    if not len(lens) or not lens.sum():
+        return np.zeros(0, dtype=np.int64)
+    starts = np.repeat(lo - np.r_[0, np.cumsum(lens)[:-1]], lens)
+    return starts + np.arange(int(lens.sum()), dtype=np.int64)
+
+
 def _top(scores: np.ndarray, ok: np.ndarray, k: int) -> np.ndarray:
     """Positions of the at most ``k`` highest ``scores`` where ``ok`` (ties by position)."""
     idx = np.flatnonzero(ok)
     if len(idx) > k:
         idx = idx[np.lexsort((idx, -scores[idx]))[:k]]
     return idx
+
+
+def overlap_neighbours(state: ScanState, fragments: Sequence[Fragment], theta: float, k: int,
+                       rep_ok: np.ndarray) -> list[np.ndarray]:
+    """Per fragment, the representatives whose token overlap with it reaches ``theta`` (the ``k`` highest).
+
+    The overlap is SourcererCC's ``|A ∩ B| / max(|A|, |B|)`` over token multisets (the fragments' T1
+    tokens, as :func:`twinspect.code.candidates.overlap_pairs` uses them), computed exactly for the
+    representatives that pass SourcererCC's extended prefix filter on the saved inverted index: a
+    partner sharing ``alpha = ceil(theta·m)`` of a fragment's m items shares at least
+    ``k' = min(PREFIX_SHARED, alpha)`` of any ``m - alpha + k'`` of them, and the rarest ones (shortest
+    postings) are taken.
+
+    Args:
+        state: the saved state; ``fragments`` the query fragments; ``theta`` in (0, 1]; ``k`` the most
+            kept per fragment (highest overlap, ties by position); ``rep_ok`` bool (R,) the
+            representatives that may be returned.
+
+    Returns:
+        One int64 array of representative positions (into ``state.reps``) per fragment.
+    """
+    from twinspect.code.candidates import PREFIX_SHARED
+    from twinspect.code.normalize import token_views
+
+    out: list[np.ndarray] = []
+    q_ptr, q_items = token_items([token_views(f)[0] for f in fragments])
+    rep_size = np.diff(state.item_ptr)
+    post_len = np.diff(state.post_ptr)
+    n_post = len(state.post_items)
+    empty = np.zeros(0, dtype=np.int64)
+    for j in range(len(fragments)):
+        mine = np.unique(q_items[q_ptr[j]:q_ptr[j + 1]])
+        m = len(mine)
+        if not m or not n_post:
+            out.append(empty)
+            continue
+        alpha = max(1, math.ceil(theta * m - 1e-9))
+        k_shared = min(PREFIX_SHARED, alpha)
+        pos = np.minimum(np.searchsorted(state.post_items, mine), n_post - 1)
+        present = state.post_items[pos] == mine
+        plen = np.where(present, post_len[pos], 0)
+        prefix = np.argsort(plen, kind="stable")[: m - alpha + k_shared]
+        prefix = pos[prefix[present[prefix]]]
+        lo, hi = state.post_ptr[prefix], state.post_ptr[prefix + 1]
+        hits = np.bincount(state.post_reps[_ranges(lo, hi)], minlength=len(state.reps))
+        cand = np.flatnonzero(hits >= k_shared)
+        size = rep_size[cand]
+        cand = cand[(size >= theta * m - 1e-9) & (size * theta <= m + 1e-9) & rep_ok[cand]]
+        if not len(cand):
+            out.append(empty)
+            continue
+        lo, hi = state.item_ptr[cand], state.item_ptr[cand + 1]  # exact overlap of the survivors
+        shared = np.add.reduceat(np.isin(state.items[_ranges(lo, hi)], mine).astype(np.int64),
+                                 np.r_[0, np.cumsum(hi - lo)[:-1]])
+        sim = shared / np.maximum(m, hi - lo)
+        out.append(cand[_top(sim, sim >= theta - 1e-9, k)])
+    return out
 
 
 def retrieve(state: ScanState, fragments: Sequence[Fragment], config: DetectConfig,
@@ -300,7 +366,7 @@ def retrieve(state: ScanState, fragments: Sequence[Fragment], config: DetectConf
         ``(rows, counts)``: int64 sorted fragment rows, and ``{"by_cosine", "by_overlap", "by_t2"}``
         (representatives or fragments found by each way).
     """
-    from twinspect.code.normalize import t2_key, token_views
+    from twinspect.code.normalize import t2_key
 
     k = RETRIEVE_FACTOR * config.max_neighbours
     rep_ok = ~stale[state.reps]
@@ -316,36 +382,7 @@ def retrieve(state: ScanState, fragments: Sequence[Fragment], config: DetectConf
         counts["by_cosine"] += len(hit)
         found.append(hit)
     if config.token_overlap is not None:
-        theta = float(config.token_overlap)
-        q_ptr, q_items = token_items([token_views(f)[0] for f in fragments])
-        rep_size = np.diff(state.item_ptr)
-        post_len = np.diff(state.post_ptr)
-        for j in range(len(fragments)):
-            mine = np.unique(q_items[q_ptr[j]:q_ptr[j + 1]])
-            m = len(mine)
-            if not m:
-                continue
-            need = max(1, math.ceil(theta * m - 1e-9))
-            pos = np.searchsorted(state.post_items, mine)
-            pos = np.minimum(pos, max(0, len(state.post_items) - 1))
-            present = (state.post_items[pos] == mine) if len(state.post_items) else np.zeros(m, bool)
-            plen = np.where(present, post_len[pos] if len(post_len) else 0, 0)
-            prefix = np.argsort(plen, kind="stable")[: m - need + 1]  # pigeonhole: a partner holds one of these
-            prefix = prefix[present[prefix]]
-            if not len(prefix):
-                continue
-            cand = np.unique(np.concatenate([state.post_reps[state.post_ptr[p]:state.post_ptr[p + 1]]
-                                             for p in pos[prefix].tolist()]))
-            size = rep_size[cand]
-            cand = cand[(size >= theta * m - 1e-9) & (size * theta <= m + 1e-9) & rep_ok[cand]]
-            if not len(cand):
-                continue
-            lo, hi = state.item_ptr[cand], state.item_ptr[cand + 1]
-            idx = np.concatenate([np.arange(a, b) for a, b in zip(lo.tolist(), hi.tolist())])
-            hits = np.isin(state.items[idx], mine)
-            shared = np.add.reduceat(hits.astype(np.int64), np.r_[0, np.cumsum(hi - lo)[:-1]])
-            sim = shared / np.maximum(m, hi - lo)
-            sel = cand[_top(sim, sim >= theta - 1e-9, k)]
+        for sel in overlap_neighbours(state, fragments, float(config.token_overlap), k, rep_ok):
             counts["by_overlap"] += len(sel)
             found.append(sel)
     reps = np.unique(np.concatenate(found)) if found else np.zeros(0, dtype=np.int64)

@@ -113,7 +113,7 @@ def test_scan_without_a_supported_detection_saves_no_state(tree, tmp_path):
     assert (cache / "parse.sqlite").is_file() and not (cache / STATE_DIR).exists()
 
 
-def test_token_items_count_the_multiset_intersection():
+def test_token_items_count_the_multiset_intersection(monkeypatch):
     rng = random.Random(3)
     vocab = ["a", "b", "(", ")", "x", "self", "return", "=", "1"]
     lists = [[rng.choice(vocab) for _ in range(rng.randint(0, 40))] for _ in range(30)]
@@ -124,9 +124,13 @@ def test_token_items_count_the_multiset_intersection():
             a, b = items[indptr[i]:indptr[i + 1]], items[indptr[j]:indptr[j + 1]]
             shared = int(np.isin(a, b).sum())
             assert shared == sum((Counter(lists[i]) & Counter(lists[j])).values())
-    # an item depends on the token and its occurrence only, not on the other lists
+    # an item depends on the token and its occurrence only, not on the other lists (nor on the blocks)
     alone_ptr, alone = token_items([lists[5]])
     assert sorted(alone.tolist()) == sorted(items[indptr[5]:indptr[6]].tolist())
+    import twinspect.code.incremental as inc
+
+    monkeypatch.setattr(inc, "_ITEM_ROWS", 7)
+    assert np.array_equal(token_items(lists)[1], items)
 
 
 def test_cli_changed(tree, tmp_path, capsys):

@@ -64,6 +64,7 @@ STATE_DIR = "scan-state"
 STATE_VERSION = 1
 #: retrieved neighbours per changed fragment and per candidate source, as a multiple of ``max_neighbours``
 RETRIEVE_FACTOR = 2
+_ITEM_ROWS = 20_000  # token lists per block of token_items
 _OCC_STEP = np.uint64(0x9E3779B97F4A7C15)  # the k-th occurrence of a token is item h(token) + k·step (mod 2^64)
 #: detection options a saved state depends on (others, e.g. the report format, do not matter)
 _STATE_OPTIONS = ("encoder", "encoder_params", "decision", "max_neighbours", "token_overlap", "verifier_path",
@@ -105,7 +106,7 @@ def _hash64(texts: Sequence[str]) -> np.ndarray:
 
 
 def token_items(token_lists: Sequence[Sequence[str]]) -> tuple[np.ndarray, np.ndarray]:
-    """SourcererCC multiset items of token lists, as 64-bit keys (sorted within each list).
+    """SourcererCC multiset items of token lists, as 64-bit keys, grouped by list.
 
     The k-th occurrence (k = 0, 1, ...) of token t in a list is the item ``h(t) + k·c (mod 2^64)``, with
     h a 64-bit BLAKE2b hash and c an odd constant, so the number of items two lists share is the size of
@@ -118,22 +119,31 @@ def token_items(token_lists: Sequence[Sequence[str]]) -> tuple[np.ndarray, np.nd
         ``(indptr, items)``: int64 (N+1,) row offsets and int64 (T,) item keys (the uint64 keys viewed
         as int64), grouped by row (row i's are ``items[indptr[i]:indptr[i+1]]``, in no set order).
     """
+    lengths = np.fromiter(map(len, token_lists), dtype=np.int64, count=len(token_lists))
+    indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    items = np.empty(int(indptr[-1]), dtype=np.int64)
+    for lo in range(0, len(token_lists), _ITEM_ROWS):  # in row blocks: bounded temporaries on a large tree
+        hi = min(len(token_lists), lo + _ITEM_ROWS)
+        items[indptr[lo]:indptr[hi]] = _block_items(token_lists[lo:hi])
+    return indptr, items
+
+
+def _block_items(token_lists: Sequence[Sequence[str]]) -> np.ndarray:
+    """:func:`token_items` of one block of lists, concatenated (rows in order; within a row by token, then k)."""
     from twinspect.code.normalize import token_ids
 
     ids, lengths, vocab = token_ids(token_lists)
-    indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
     if not len(ids):
-        return indptr, np.zeros(0, dtype=np.int64)
-    rows = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)
-    key = rows * (len(vocab) + 1) + ids
+        return np.zeros(0, dtype=np.int64)
+    key = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths) * (len(vocab) + 1) + ids
     order = np.argsort(key, kind="stable")
     key = key[order]
     starts = np.r_[0, np.flatnonzero(key[1:] != key[:-1]) + 1]
     run_len = np.diff(np.r_[starts, len(key)])
-    occ = (np.arange(len(key)) - np.repeat(starts, run_len)).astype(np.uint64)
+    del key
+    occ = (np.arange(len(order)) - np.repeat(starts, run_len)).astype(np.uint64)
     with np.errstate(over="ignore"):
-        items = (_hash64(vocab)[ids[order]] + occ * _OCC_STEP).view(np.int64)
-    return indptr, items  # grouped by row (``order`` sorts by row first)
+        return (_hash64(vocab)[ids[order]] + occ * _OCC_STEP).view(np.int64)
 
 
 @dataclass
@@ -206,14 +216,14 @@ def save_state(directory: str | os.PathLike[str], *, fragments: Sequence[Fragmen
         bucket[np.asarray(members, dtype=np.int64)] = bi
     reps = np.asarray([b[0] for b in buckets], dtype=np.int64)
     item_ptr, items = token_items([token_views(fragments[int(r)])[0] for r in reps.tolist()])
-    rows = np.repeat(np.arange(len(reps), dtype=np.int32), np.diff(item_ptr))
     order = np.argsort(items, kind="stable")
+    post_reps = (np.searchsorted(item_ptr, order, side="right") - 1).astype(np.int32)  # the row of each item
     sorted_items = items[order]
+    del order
     starts = np.r_[0, np.flatnonzero(sorted_items[1:] != sorted_items[:-1]) + 1] if len(items) else np.zeros(0, np.int64)
     post_items = sorted_items[starts]
     post_ptr = np.r_[starts, len(items)].astype(np.int64)
-    post_reps = rows[order]
-    del order, sorted_items, rows
+    del sorted_items, starts
     vec = vectors.rows(reps) if hasattr(vectors, "rows") else vectors[reps]
     vec = sp.csr_matrix(vec, dtype=np.float32)
     meta = {

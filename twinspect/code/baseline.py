@@ -39,7 +39,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from twinspect.code.clones import CloneReport, lowest_id_components, pair_stats
+from twinspect.code.clones import CloneReport, lowest_id_components
 from twinspect.code.fragments import Fragment
 from twinspect.errors import InputError
 
@@ -286,20 +286,14 @@ def filter_report(report: CloneReport, baseline: Baseline) -> CloneReport:
         kept_groups.append(entry)
     kept_group_pairs = [g for g in report.group_pairs
                         if not all(known(a, b) for a in g["a"] for b in g["b"])]
-    class_of = {m: ci for ci, c in enumerate(report.classes) for m in c}
-    holding = {class_of[p.a] for p in pairs if p.a in class_of and class_of.get(p.b) == class_of[p.a]}
-    classes = [c for ci, c in enumerate(report.classes) if ci in holding]
-    stats = dict(report.stats)
-    stats.update(pair_stats(pairs, classes))
-    stats["identical_groups"] = len(kept_groups)
-    stats["group_pairs"] = len(kept_group_pairs)
+    out = report.restricted(pairs, kept_groups, kept_group_pairs)
+    stats = out.stats
     stats["baseline"] = baseline.path
     stats["baseline_hashed"] = baseline.hashed
     stats["baseline_pairs_suppressed"] = len(report.pairs) - len(pairs)
     stats["baseline_groups_suppressed"] = (len(report.identical_groups) - len(kept_groups)
                                            + len(report.group_pairs) - len(kept_group_pairs))
-    return dataclasses.replace(report, pairs=pairs, classes=classes, stats=stats,
-                               identical_groups=kept_groups, group_pairs=kept_group_pairs)
+    return out
 
 
 def _lines_of(frags: Sequence[Fragment], ids: Iterable[int]) -> int:

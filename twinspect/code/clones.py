@@ -429,6 +429,24 @@ class CloneReport:
         """
         return {key: list(value) if isinstance(value, Iterator) else value for key, value in self.json_fields()}
 
+    def restricted(self, pairs: list[ClonePair], identical_groups: list[dict], group_pairs: list[dict]) -> CloneReport:
+        """A copy that keeps only the given pairs, identical groups and group pairs (subsets of this
+        report's), with the clone classes that hold one of the kept pairs (whole) and the pair, class and
+        group counts of the stats recomputed. Fragments (and so ids) are unchanged; this report is not
+        modified. Used by ``--baseline`` (:func:`twinspect.code.baseline.filter_report`) and
+        ``--changed`` (:func:`twinspect.code.incremental.changed_scan`)."""
+        import dataclasses
+
+        class_of = {m: ci for ci, c in enumerate(self.classes) for m in c}
+        holding = {class_of[p.a] for p in pairs if p.a in class_of and class_of.get(p.b) == class_of[p.a]}
+        classes = [c for ci, c in enumerate(self.classes) if ci in holding]
+        stats = dict(self.stats)
+        stats.update(pair_stats(pairs, classes))
+        stats["identical_groups"] = len(identical_groups)
+        stats["group_pairs"] = len(group_pairs)
+        return dataclasses.replace(self, pairs=pairs, classes=classes, stats=stats, identical_groups=identical_groups,
+                                   group_pairs=group_pairs)
+
     def json_fields(self) -> list[tuple[str, Any]]:
         """The fields of :meth:`to_json_dict` in order, the five long lists as iterators of their entries.
 

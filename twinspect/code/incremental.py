@@ -522,24 +522,11 @@ def changed_scan(
 
 def _restrict(report: CloneReport, touched: set[str]) -> CloneReport:
     """The report's pairs, classes, identical groups and group pairs with a fragment in ``touched`` files."""
-    import dataclasses
-
-    from twinspect.code.clones import pair_stats
-
-    frags = report.fragments
-    hit = np.asarray([f.path in touched for f in frags], dtype=bool)
-    pairs = [p for p in report.pairs if hit[p.a] or hit[p.b]]
-    groups = [g for g in report.identical_groups if any(hit[m] for m in g["members"])]
-    group_pairs = [g for g in report.group_pairs if any(hit[m] for m in g["a"]) or any(hit[m] for m in g["b"])]
-    class_of = {m: ci for ci, c in enumerate(report.classes) for m in c}
-    holding = {class_of[p.a] for p in pairs if p.a in class_of and class_of.get(p.b) == class_of[p.a]}
-    classes = [c for ci, c in enumerate(report.classes) if ci in holding]
-    stats = dict(report.stats)
-    stats.update(pair_stats(pairs, classes))
-    stats["identical_groups"] = len(groups)
-    stats["group_pairs"] = len(group_pairs)
-    return dataclasses.replace(report, pairs=pairs, classes=classes, stats=stats, identical_groups=groups,
-                               group_pairs=group_pairs)
+    hit = np.asarray([f.path in touched for f in report.fragments], dtype=bool)
+    return report.restricted(
+        [p for p in report.pairs if hit[p.a] or hit[p.b]],
+        [g for g in report.identical_groups if any(hit[m] for m in g["members"])],
+        [g for g in report.group_pairs if any(hit[m] for m in g["a"]) or any(hit[m] for m in g["b"])])
 
 
 def mining_options(config: DetectConfig) -> dict[str, Any]:

@@ -30,31 +30,26 @@ import os
 import random
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _provenance  # noqa: E402  (sibling module: the results files' provenance header)
+import _timing  # noqa: E402  (sibling module: GNU time runs)
 
 RESULTS = Path(__file__).resolve().parent / "results"
 TWINSPECT = Path(sys.executable).with_name("twinspect")
-TIME = shutil.which("time", path="/usr/bin:/bin") or "/usr/bin/time"
 _TOP_DEF = re.compile(r"^def (\w+)\(", re.M)
 
 
 def run(args: list[str], out: Path, timeout_s: float) -> dict:
     """One ``twinspect clones`` command under GNU time: wall seconds, peak RSS (MiB) and the JSON report."""
-    cmd = [TIME, "-f", "maxrss_kb=%M", str(TWINSPECT), "clones", *args, "-q", "-f", "json", "-o", str(out)]
-    t = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
-    wall = time.perf_counter() - t
+    cmd = [str(TWINSPECT), "clones", *args, "-q", "-f", "json", "-o", str(out)]
+    proc, wall, peak = _timing.gnu_time(cmd, timeout_s)
     if proc.returncode != 0:
         sys.exit(f"twinspect failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stderr[-3000:]}")
-    kb = [int(x.split("=", 1)[1]) for x in proc.stderr.splitlines() if x.startswith("maxrss_kb=")]
-    return {"wall_s": round(wall, 2), "peak_mib": round(kb[-1] / 1024) if kb else None,
+    return {"wall_s": round(wall, 2), "peak_mib": None if peak is None else round(peak),
             "report": json.loads(out.read_text())}
 
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -30,10 +29,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _provenance  # noqa: E402  (sibling module: the results files' provenance header)
+import _timing  # noqa: E402  (sibling module: GNU time runs)
 
 RESULTS = Path(__file__).resolve().parent / "results"
 TWINSPECT = Path(sys.executable).with_name("twinspect")
-TIME = shutil.which("time", path="/usr/bin:/bin") or "/usr/bin/time"
 DEFAULT_TREE = Path.home() / ".cache/twinspect-bench/large-corpus/venv/lib/python3.11/site-packages"
 STAGES = ("mine", "normalize", "encode", "tokens", "range_search", "token_overlap", "alignment", "verify",
           "classes", "detect", "subfunction", "total")
@@ -41,15 +40,11 @@ STAGES = ("mine", "normalize", "encode", "tokens", "range_search", "token_overla
 
 def run(tree: Path, out: Path, cache: Path, timeout_s: float) -> dict:
     """One scan under GNU time; returns wall seconds, driver peak RSS (MiB) and the report's stats."""
-    cmd = [TIME, "-f", "maxrss_kb=%M", str(TWINSPECT), "clones", str(tree), "-f", "json", "-o", str(out),
-           "--workers", "2", "--cache", str(cache)]
-    t = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
-    wall = time.perf_counter() - t
+    cmd = [str(TWINSPECT), "clones", str(tree), "-f", "json", "-o", str(out), "--workers", "2", "--cache", str(cache)]
+    proc, wall, peak = _timing.gnu_time(cmd, timeout_s)
     if proc.returncode != 0:
         sys.exit(f"twinspect failed ({proc.returncode}): {proc.stderr[-3000:]}")
-    kb = [int(x.split("=", 1)[1]) for x in proc.stderr.splitlines() if x.startswith("maxrss_kb=")]
-    return summarise(json.loads(out.read_text())["stats"], wall, kb[-1] / 1024 if kb else None)
+    return summarise(json.loads(out.read_text())["stats"], wall, peak)
 
 
 def summarise(stats: dict, wall_s: float, peak_mib: float | None) -> dict:

@@ -190,10 +190,11 @@ def test_lexical_idf_downweights_common_ngrams(frags):
     fib = corpus[by_name(corpus, "fib")]
     x = enc.encode_sparse([fib]).toarray()[0]
     # the column of 'while' carries more weight than the column of 'return' (both appear once)
-    from twinspect.code.encoders.lexical import _FEAT_MASK, _SALT_STRUCT, _U64, _blake64, _mix
+    from twinspect.code.encoders.lexical import _FEAT_MASK, _SALT_STRUCT, _U64, _mix
+    from twinspect.code.normalize import blake64
 
     def column(tok):
-        h = _mix(np.array([_blake64(tok)], dtype=_U64) + _U64(_SALT_STRUCT)) & _FEAT_MASK
+        h = _mix(np.array([blake64(tok)], dtype=_U64) + _U64(_SALT_STRUCT)) & _FEAT_MASK
         return int(h[0] % _U64(dim)), h
 
     assert len({column(t)[0] for t in abstract_tokens(fib)}) == len(set(abstract_tokens(fib)))

@@ -40,7 +40,6 @@ granularity with the lexical encoder and exact-duplicate buckets (the defaults).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
@@ -98,11 +97,10 @@ def _fingerprint(config: DetectConfig, mining: dict[str, Any]) -> str:
 
 
 def _hash64(texts: Sequence[str]) -> np.ndarray:
-    """uint64 (N,) BLAKE2b-64 of each string (stable across processes, unlike ``hash``)."""
-    out = np.empty(len(texts), dtype=np.uint64)
-    for i, t in enumerate(texts):
-        out[i] = int.from_bytes(hashlib.blake2b(t.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "little")
-    return out
+    """uint64 (N,) :func:`twinspect.code.normalize.blake64` of each string."""
+    from twinspect.code.normalize import blake64
+
+    return np.fromiter(map(blake64, texts), dtype=np.uint64, count=len(texts))
 
 
 def token_items(token_lists: Sequence[Sequence[str]]) -> tuple[np.ndarray, np.ndarray]:

@@ -457,6 +457,18 @@ def abstract_tokens(fragment: Fragment) -> list[str]:
     return list(_lex_fragment(fragment)[1])
 
 
+def blake64(text: str) -> int:
+    """A 64-bit BLAKE2b hash of a string (UTF-8, lone surrogates kept), as an unsigned int.
+
+    Stable across processes and machines, unlike ``hash()``; the token hash of the lexical encoder's
+    features, of the token-run matcher's windows and of a saved scan state's items.
+
+    Returns:
+        An int in [0, 2**64).
+    """
+    return int.from_bytes(hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "little")
+
+
 def _digest(toks: Sequence[str]) -> str:
     return hashlib.blake2b(" ".join(toks).encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 

@@ -46,12 +46,12 @@ Parameters are jscpd's (``minTokens`` and ``minLines``): ``min_tokens`` defaults
 from __future__ import annotations
 
 import functools
-import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
 from twinspect.code.fragments import Fragment
+from twinspect.code.normalize import blake64
 
 if TYPE_CHECKING:
     import numpy as np
@@ -76,7 +76,6 @@ HUB_OCCURRENCES = 1
 #: region (one fragment), see :func:`token_run_fragments`.
 REGION_OVERLAP = 0.5
 
-_CODEC = "surrogatepass"
 _BASE = 1099511628211  # multiplier of the rolling window hash (odd, 64-bit)
 
 
@@ -107,7 +106,7 @@ class TokenSpan(NamedTuple):
 
 @functools.lru_cache(maxsize=1 << 18)
 def _token_hash(tok: str) -> int:
-    return int.from_bytes(hashlib.blake2b(tok.encode("utf-8", _CODEC), digest_size=8).digest(), "little")
+    return blake64(tok)
 
 
 def token_stream(code: str, language: str) -> TokenStream:

@@ -35,7 +35,6 @@ per-token Python work is one dictionary look-up (about 1 µs per fragment line o
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import json
 import re
@@ -47,6 +46,7 @@ import scipy.sparse as sp
 
 from twinspect.code.encoders.base import Encoder
 from twinspect.code.fragments import Fragment
+from twinspect.code.normalize import blake64
 from twinspect.errors import InputError
 
 IDENTIFIER_MODES = ("tokens", "subtokens")
@@ -85,10 +85,6 @@ def _mix(x: np.ndarray) -> np.ndarray:
     return x ^ (x >> _U64(31))
 
 
-def _blake64(tok: str) -> int:
-    return int.from_bytes(hashlib.blake2b(tok.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "little")
-
-
 def _hash_stream(streams: Sequence[Sequence[str]]) -> tuple[np.ndarray, np.ndarray]:
     """Concatenate token lists into (token hashes uint64 (L,), fragment index int64 (L,))."""
     lengths = np.fromiter((len(s) for s in streams), dtype=np.int64, count=len(streams))
@@ -103,7 +99,7 @@ def _hash_stream(streams: Sequence[Sequence[str]]) -> tuple[np.ndarray, np.ndarr
             _token_hash_cache.clear()
             missing = distinct
         for tok in missing:
-            _token_hash_cache[tok] = _blake64(tok)
+            _token_hash_cache[tok] = blake64(tok)
         flat = np.fromiter(map(get, itertools.chain.from_iterable(streams)), dtype=_U64, count=total)
     doc = np.repeat(np.arange(len(streams), dtype=np.int64), lengths)
     return flat, doc

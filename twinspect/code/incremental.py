@@ -472,11 +472,12 @@ def changed_scan(
     t_load = time.perf_counter() - t0
     files, stats = discover(paths, exclude=exclude, max_file_bytes=max_file_bytes,
                             respect_gitignore=respect_gitignore, language=language)
+    root = scan_root(list(paths))
     keys = {sf.rel: file_key(sf) for sf in files}
     diff = compare_files(state, keys)
     if state.meta.get("files") and len(diff.removed) == len(state.meta["files"]):
         raise InputError(f"none of the {len(diff.removed)} files of the saved scan is under the scanned PATHs",
-                         scan_root(list(paths)), hint="give --changed the same PATHs as the full scan, from the same "
+                         root, hint="give --changed the same PATHs as the full scan, from the same "
                          "directory (fragment paths are relative to them)")
     touched = set(diff.changed) | set(diff.added)
     by_rel = {sf.rel: sf for sf in files}
@@ -484,8 +485,7 @@ def changed_scan(
     try:
         new_frags = mine_files([by_rel[r] for r in sorted(touched)], stats, cache, mining, quiet=quiet)
         gone = touched | set(diff.removed)
-        stale_paths = np.asarray([p in gone for p in state.meta["paths"]], dtype=bool)
-        stale = stale_paths[state.path_id] if len(state) else np.zeros(0, dtype=bool)
+        stale = np.asarray([p in gone for p in state.meta["paths"]], dtype=bool)[state.path_id]
         with progress("retrieving neighbours", total=None, quiet=quiet):
             rows, by = retrieve(state, new_frags, config, stale)
         # read the retrieved fragments back from the parse checkpoint, file by file
@@ -505,7 +505,7 @@ def changed_scan(
 
         report = add_subfunction_pairs(report, min_lines=config.min_lines)
     report = _restrict(report, touched)
-    report.root = scan_root(list(paths))
+    report.root = root
     scan_dict = stats.to_dict()
     report.stats = {**scan_dict, **report.stats}
     report.stats["changed"] = {

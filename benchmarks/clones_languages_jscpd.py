@@ -20,7 +20,9 @@ What it measures
     entry). Code lines: blank lines and lines holding only comments are left out (jscpd 5's default
     mode keeps comments in its ranges, twinspect leaves them out), and so is the last line of a range
     when the two ranges end on different tokens and that token stands first on its line (jscpd
-    sometimes ends a clone on the first token after the copy, :func:`jscpd_code_clones`). Every count is also given by the
+    sometimes ends a clone on the first token after the copy), and the first line of a range when the
+    copy holds nothing of it but closing brackets and separators (a copy that starts with the ``,``
+    ending the line before it, :func:`jscpd_code_clones`). Every count is also given by the
     earlier rule (≥ 90 % of all the range's lines, as ``clones_speed_jscpd.py``), keys ``*_all_lines``. A range is *inside a function* when ≥ 90 % of its lines lie in one
     function of its file, functions of any length (twinspect's own function node types, mined with
     ``min_lines=1``); its function is the innermost such one. Targets of issue 22: every jscpd clone
@@ -202,11 +204,11 @@ def agreement(clones: list[dict], report: dict, spans: dict[str, list[tuple[int,
     res = {"clones": len(clones), "inside_a_pair": 0, "half_inside_a_pair": 0, "in_functions": 0, "in_functions_hit": 0,
            "two_functions": 0, "two_functions_hit": 0, "same_function": 0, "same_function_hit": 0,
            "outside_functions": 0, "outside_functions_hit": 0, "boilerplate": 0, "boilerplate_hit": 0,
-           **{k + "_all_lines": 0 for k in keys}, "jscpd_last_token_trimmed": 0,
+           **{k + "_all_lines": 0 for k in keys}, "jscpd_ranges_trimmed": 0,
            "missed_in_two_functions": Counter(), "misses": [], "subfunction_only_hit": 0, "subfunction_hits": []}
     for c in clones:
         ca, cb = c.get("code_a", c["a"]), c.get("code_b", c["b"])
-        res["jscpd_last_token_trimmed"] += (ca, cb) != (c["a"], c["b"])
+        res["jscpd_ranges_trimmed"] += (ca, cb) != (c["a"], c["b"])
         hits = hits_of(ca, cb)
         found = bool(hits)
         found_all = bool(hits_of(c["a"], c["b"], code=False))
@@ -267,6 +269,16 @@ def last_token(path: Path, line: int, column: int) -> tuple[str, bool]:
     return token, not head[:m.start(1)].strip()
 
 
+def tail_only(path: Path, line: int, column: int) -> bool:
+    """Whether the text of ``line`` from ``column`` on (1-based line, 0-based column, as jscpd gives
+    ``startLoc``) is only closing brackets and separators (``,;)]}``): the tail of the statement
+    before the copy, the rest of that line being no copy."""
+    rows = path.read_text(encoding="utf-8", errors="surrogateescape").split("\n")
+    row = rows[line - 1] if line <= len(rows) else ""
+    rest = row[column:].strip()
+    return bool(rest) and not rest.strip(",;)]}").strip()
+
+
 def jscpd_code_clones(data: dict, tree: Path) -> tuple[list[dict], int]:
     """jscpd's duplicates of ≥ 6 lines in the formats twinspect parses, as {a: (rel, start, end), b: ...,
     lines, code_a, code_b}, and the number left out because a side is a code block inside another file
@@ -275,25 +287,32 @@ def jscpd_code_clones(data: dict, tree: Path) -> tuple[list[dict], int]:
     ``code_a`` and ``code_b`` are the two ranges as the code-line rule reads them: when the last
     tokens of jscpd's two ranges differ (jscpd 5.3.3 sometimes ends a clone on the first token after
     the copy, which is no copy), a range whose last token stands first on its line ends on the line
-    before (that line holds nothing of the copy)."""
+    before (that line holds nothing of the copy); and a range whose first line holds, from jscpd's
+    start on, only closing brackets and separators (:func:`tail_only`: the copy starts with the ``,``
+    that ends the line before it) starts on the next line."""
     out, embedded = [], 0
     for d in data["duplicates"]:
         if d["format"] not in PARSED_FORMATS or int(d.get("lines") or 0) < 6:
             continue
-        sides, ends = [], []
+        sides, ends, tails = [], [], []
         for f in (d["firstFile"], d["secondFile"]):
             path = tree / f["name"]
             if not path.is_file():
                 break
             sides.append((os.path.relpath(path, tree), int(f["startLoc"]["line"]), int(f["endLoc"]["line"])))
             ends.append(last_token(path, int(f["endLoc"]["line"]), int(f["endLoc"]["column"])))
+            tails.append(tail_only(path, int(f["startLoc"]["line"]), int(f["startLoc"]["column"])))
         if len(sides) < 2:
             embedded += 1
             continue
         clone = {"a": sides[0], "b": sides[1], "lines": int(d["lines"])}
-        if ends[0][0] != ends[1][0] and any(first for _, first in ends):
-            clone["code_a"], clone["code_b"] = [(s[0], s[1], s[2] - 1 if first and s[2] > s[1] else s[2])
-                                                for s, (_, first) in zip(sides, ends)]
+        cut_end = ends[0][0] != ends[1][0] and any(first for _, first in ends)
+        if cut_end or any(tails):
+            code = []
+            for (rel, start, end), (_, first), tail in zip(sides, ends, tails):
+                end = end - 1 if cut_end and first and end > start else end
+                code.append((rel, start + 1 if tail and end > start else start, end))
+            clone["code_a"], clone["code_b"] = code
         out.append(clone)
     return out, embedded
 
@@ -420,7 +439,7 @@ def old(a: dict, key: str) -> str:
 
 
 def render(res: dict) -> str:
-    trimmed = sum(r["function"]["agreement"].get("jscpd_last_token_trimmed", 0) for r in res["trees"])
+    trimmed = sum(r["function"]["agreement"].get("jscpd_ranges_trimmed", 0) for r in res["trees"])
     L = ["# `twinspect clones` vs jscpd 5 on repositories in the new languages (issue 22)\n",
          f"twinspect commit **{res['commit']}** ({res['code_run']}), measured {res['date']} by `benchmarks/clones_languages_jscpd.py`; "
          f"jscpd {res['jscpd_version']}; machine: {res['machine']}.\n",
@@ -432,7 +451,9 @@ def render(res: dict) -> str:
          "comments out and jscpd 5 keeps them in its ranges; and when jscpd's two ranges end on different "
          "tokens — the first token after the copy — the line of that token is left out where it stands first; the "
          "token is the whole word at jscpd's end position, which may fall inside it, e.g. on the `$` of a PHP "
-         f"variable: {trimmed} clones). Each count is followed by the count under the earlier rule, in brackets: ≥ 90 % "
+         "variable; and the first line of a range is left out when the copy holds nothing of it but closing "
+         "brackets and separators, i.e. the copy starts with the `,` that ends the line before it. Either rule "
+         f"trims {trimmed} clones at function granularity). Each count is followed by the count under the earlier rule, in brackets: ≥ 90 % "
          "of *all* the range's lines (the rule of this script's results up to commit 66787c9). A range is "
          "*inside a function* when ≥ 90 % of its lines lie in one function of any length. Clones in formats "
          "twinspect does not parse (YAML, Markdown, PowerShell) are left out.\n",

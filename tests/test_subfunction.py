@@ -330,11 +330,15 @@ function palette(scale) {
 
 
 def test_copies_repeated_back_to_back_keep_their_own_lines(tmp_path):
-    # the copy ends on the line ("}, {") where the next one starts: each keeps only its own lines
+    # the copy runs from the "{" ending line 2 to the "}, " opening line 9, where the next one starts
+    # (its "{"): each side leaves out the shared line 9 and its counterpart (line 2, line 16), so the
+    # two sides are the same six lines, a T1 pair (not lines 2-8 against 10-16, one line apart)
     report = scan(_tree(tmp_path, {"p.js": BACK_TO_BACK}), DetectConfig())
     sub = [(report.fragments[p.a], report.fragments[p.b]) for p in report.pairs]
-    assert [(a.start_line, a.end_line, b.start_line, b.end_line) for a, b in sub] == [(2, 8, 10, 16)]
+    assert [(a.start_line, a.end_line, b.start_line, b.end_line) for a, b in sub] == [(3, 8, 10, 15)]
     assert all(f.kind == "subfunction" and f.name.startswith("palette[lines ") for pair in sub for f in pair)
+    assert [p.type for p in report.pairs] == ["T1"]
+    assert sub[0][0].text == sub[0][1].text
 
 
 def test_copies_inside_one_function_of_a_large_identical_group_are_reported(tmp_path):

@@ -275,8 +275,11 @@ def state_copies(report: CloneReport, copies: Sequence[tuple[Span, Span]], *, ki
     other copy is stated as a pair of fragments with exactly its two spans: the report's fragment
     with that span, or a new fragment of kind ``kind`` named ``"<name>[lines START-END]"`` after the
     innermost fragment holding it (its own ``[lines ...]`` suffix left out), its text and code cut
-    from the outermost one. Two sides in one file whose lines meet (a pattern repeated back to back)
-    each keep only the lines they do not share, and at least ``min_lines`` of them; with
+    from the outermost one. Two sides in one file whose lines meet (a pattern repeated back to back,
+    the second side the first shifted by ``s`` lines) each leave out the lines they share and those
+    lines' counterparts on the other side (sides ``[sa, ea]``, ``[sb, eb]`` sharing ``o`` lines
+    become ``[sa + o, sb - 1]`` and ``[sb + o, sb + s - 1]``: line for line copies again), and keep
+    at least ``min_lines`` lines; with
     ``touching``, two sides that share only the line where one ends and the other starts (the last
     tokens of one copy and the first of the next, as jscpd reports them) keep their spans, and their
     pair is stated although the fragments overlap on that line. The pairs are typed by
@@ -367,10 +370,13 @@ def state_copies(report: CloneReport, copies: Sequence[tuple[Span, Span]], *, ki
         (pa, sa, ea), (pb, sb, eb) = a_span, b_span
         if pa == pb and sa <= eb and sb <= ea and not touch(a_span, b_span):
             # one copy runs on where the other starts (a pattern repeated back to back): the lines they
-            # share hold the end of one and the start of the other; each keeps its own lines only
+            # share hold the end of one and the start of the other; each side leaves out the shared
+            # lines and their counterparts on the other side, so the two sides stay line for line
+            # copies of each other (the second copy is the first shifted by ``shift`` lines)
             if sa > sb:
                 sa, ea, sb, eb = sb, eb, sa, ea
-            ea, sb = min(ea, sb - 1), max(sb, ea + 1)
+            shift, shared = sb - sa, min(ea, eb) - sb + 1
+            sa, ea, sb, eb = sa + shared, sb - 1, sb + shared, min(eb, sb + shift - 1)
             if ea - sa + 1 < min_lines or eb - sb + 1 < min_lines:
                 continue
             a_span, b_span = (pa, sa, ea), (pb, sb, eb)

@@ -341,6 +341,80 @@ def test_copies_repeated_back_to_back_keep_their_own_lines(tmp_path):
     assert sub[0][0].text == sub[0][1].text
 
 
+# serde's test_suite/tests/test_de.rs (MIT licence), one test function: the last two calls are equal;
+# the token run of that copy starts in the call before them (at T2, `Token::SeqEnd` matches
+# `Token::TupleStructEnd`), so the run's two sides meet on one line
+SERDE_TUPLE_STRUCT = '''\
+#[test]
+fn test_tuple_struct() {
+    test(
+        TupleStruct(1, 2, 3),
+        &[
+            Token::Seq { len: Some(3) },
+            Token::I32(1),
+            Token::I32(2),
+            Token::I32(3),
+            Token::SeqEnd,
+        ],
+    );
+    test(
+        TupleStruct(1, 2, 3),
+        &[
+            Token::Seq { len: None },
+            Token::I32(1),
+            Token::I32(2),
+            Token::I32(3),
+            Token::SeqEnd,
+        ],
+    );
+    test(
+        TupleStruct(1, 2, 3),
+        &[
+            Token::TupleStruct {
+                name: "TupleStruct",
+                len: 3,
+            },
+            Token::I32(1),
+            Token::I32(2),
+            Token::I32(3),
+            Token::TupleStructEnd,
+        ],
+    );
+    test(
+        TupleStruct(1, 2, 3),
+        &[
+            Token::TupleStruct {
+                name: "TupleStruct",
+                len: 3,
+            },
+            Token::I32(1),
+            Token::I32(2),
+            Token::I32(3),
+            Token::TupleStructEnd,
+        ],
+    );
+}
+'''
+
+
+def test_back_to_back_copies_are_stated_line_for_line(tmp_path):
+    import re
+
+    report = scan(_tree(tmp_path, {"test_de.rs": SERDE_TUPLE_STRUCT}), DetectConfig())
+    lines = SERDE_TUPLE_STRUCT.split("\n")
+
+    def shape(i: int) -> str:  # a line with every word as one placeholder (T2 at line level)
+        return re.sub(r"\s+", "", re.sub(r"\w+", "w", lines[i - 1]))
+
+    sub = [(report.fragments[p.a], report.fragments[p.b]) for p in report.pairs
+           if report.fragments[p.a].kind == "subfunction"]
+    assert sub
+    for a, b in sub:
+        assert a.end_line < b.start_line and a.end_line - a.start_line == b.end_line - b.start_line >= 5
+        assert [shape(i) for i in range(a.start_line, a.end_line + 1)] == \
+            [shape(i) for i in range(b.start_line, b.end_line + 1)]
+
+
 def test_copies_inside_one_function_of_a_large_identical_group_are_reported(tmp_path):
     # 21 files whose functions differ in one literal: one T2 identical group (more than max_bucket_pairs
     # members), which states every pair of two of them, never a function with itself: each file's own

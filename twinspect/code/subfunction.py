@@ -47,6 +47,7 @@ and :func:`~twinspect.code.clones.detect`, which this pass does not change.
 from __future__ import annotations
 
 import itertools
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -276,10 +277,12 @@ def state_copies(report: CloneReport, copies: Sequence[tuple[Span, Span]], *, ki
     with that span, or a new fragment of kind ``kind`` named ``"<name>[lines START-END]"`` after the
     innermost fragment holding it (its own ``[lines ...]`` suffix left out), its text and code cut
     from the outermost one. Two sides in one file whose lines meet (a pattern repeated back to back,
-    the second side the first shifted by ``s`` lines) each leave out the lines they share and those
-    lines' counterparts on the other side (sides ``[sa, ea]``, ``[sb, eb]`` sharing ``o`` lines
-    become ``[sa + o, sb - 1]`` and ``[sb + o, sb + s - 1]``: line for line copies again), and keep
-    at least ``min_lines`` lines; with
+    the second side the first shifted by ``s`` lines: sides ``[sa, ea]`` and ``[sb, eb]``, ``s = sb -
+    sa``, sharing ``o`` lines) are cut so that they are line for line copies again and do not
+    overlap: when lines ``sa`` and ``sb`` look alike (equal once every word is one placeholder: a
+    pattern repeated whole), into ``[sa, sb - 1]`` and ``[sb, sb + s - 1]``; otherwise each leaves
+    out the shared lines and their counterparts on the other side, ``[sa + o, sb - 1]`` and ``[sb +
+    o, sb + s - 1]``; each keeps at least ``min_lines`` lines; with
     ``touching``, two sides that share only the line where one ends and the other starts (the last
     tokens of one copy and the first of the next, as jscpd reports them) keep their spans, and their
     pair is stated although the fragments overlap on that line. The pairs are typed by
@@ -359,6 +362,17 @@ def state_copies(report: CloneReport, copies: Sequence[tuple[Span, Span]], *, ki
         (pa, sa, ea), (pb, sb, eb) = (_span(a), _span(b)) if _span(a)[1] <= _span(b)[1] else (_span(b), _span(a))
         return touching and pa == pb and sa < sb and ea == sb and ea < eb
 
+    def line_shape(path: str, line: int) -> str:
+        """The code of one line with every word (name, keyword, number) as ``w`` and no spaces: equal for
+        two lines of one pattern whose names or literals differ."""
+        held = holders(path, line, line)
+        if not held:
+            return f"<{line}>"
+        outer = frags[held[-1]]
+        rows = _code(outer).split("\n")
+        row = rows[line - outer.start_line] if 0 <= line - outer.start_line < len(rows) else ""
+        return re.sub(r"\s+", "", re.sub(r"\w+", "w", row)) or f"<{line}>"
+
     covered = unplaced = 0
     found: list[tuple[int, int]] = []
     seen: set[tuple[int, int]] = set()
@@ -376,7 +390,12 @@ def state_copies(report: CloneReport, copies: Sequence[tuple[Span, Span]], *, ki
             if sa > sb:
                 sa, ea, sb, eb = sb, eb, sa, ea
             shift, shared = sb - sa, min(ea, eb) - sb + 1
-            sa, ea, sb, eb = sa + shared, sb - 1, sb + shared, min(eb, sb + shift - 1)
+            if line_shape(pa, sa) == line_shape(pa, sb):
+                # the two first lines look alike (a pattern repeated whole): the shared line starts the
+                # second side, the first side ends before it
+                sa, ea, sb, eb = sa, sb - 1, sb, min(eb, sb + shift - 1)
+            else:
+                sa, ea, sb, eb = sa + shared, sb - 1, sb + shared, min(eb, sb + shift - 1)
             if ea - sa + 1 < min_lines or eb - sb + 1 < min_lines:
                 continue
             a_span, b_span = (pa, sa, ea), (pb, sb, eb)

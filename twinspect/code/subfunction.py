@@ -363,14 +363,16 @@ def state_copies(report: CloneReport, copies: Sequence[tuple[Span, Span]], *, ki
         return touching and pa == pb and sa < sb and ea == sb and ea < eb
 
     def line_shape(path: str, line: int) -> str:
-        """The code of one line with every word (name, keyword, number) as ``w`` and no spaces: equal for
-        two lines of one pattern whose names or literals differ."""
+        """The code of one line with every string literal (its prefix too: ``b"..."``, ``f'...'``) as
+        ``s``, every other word (name, keyword, number) as ``w``, and no spaces: equal for two lines of
+        one pattern whose names or literals differ."""
         held = holders(path, line, line)
         if not held:
             return f"<{line}>"
         outer = frags[held[-1]]
         rows = _code(outer).split("\n")
         row = rows[line - outer.start_line] if 0 <= line - outer.start_line < len(rows) else ""
+        row = _STRING_LITERAL.sub("s", row)
         return re.sub(r"\s+", "", re.sub(r"\w+", "w", row)) or f"<{line}>"
 
     covered = unplaced = 0
@@ -464,6 +466,11 @@ def state_copies(report: CloneReport, copies: Sequence[tuple[Span, Span]], *, ki
         report=CloneReport(root=report.root, fragments=out_frags, pairs=all_pairs, classes=classes, stats=stats,
                            config=report.config, identical_groups=groups, group_pairs=group_pairs),
         fragments=len(new), pairs=sub_pairs, covered=covered, unplaced=unplaced)
+
+
+#: A one-line string literal with its prefix letters (``b"\\0"``, ``r'x'``), for ``line_shape`` in
+#: :func:`state_copies`.
+_STRING_LITERAL = re.compile(r"""\b\w*("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')|("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')""")
 
 
 def _span(x: Span | Fragment) -> Span:

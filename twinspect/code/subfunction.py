@@ -32,8 +32,9 @@ inside a reported pair as a pair of *sub-function* fragments (``Fragment.kind ==
    two sides of a ``group_pairs`` entry) of two function fragments that hold one run each. Otherwise
    each run becomes a fragment named ``"<innermost function>[lines START-END]"`` (its text cut from
    the function's), or the function fragment itself when the run spans exactly a function, and the
-   pair is reported (two copies of one file whose lines meet, a pattern repeated back to back, each
-   keep only the lines they do not share, and at least ``min_lines`` of them), typed by :class:`~twinspect.code.clone_types.TypeClassifier` (T1 as a rule: the
+   pair is reported (two copies of one file whose lines meet, a pattern repeated back to back, are
+   cut into two sides that are line-for-line copies and do not overlap, each of at least
+   ``min_lines`` lines: see :func:`state_copies`), typed by :class:`~twinspect.code.clone_types.TypeClassifier` (T1 as a rule: the
    first and last line may hold tokens before or after the run).
 
 The pairs' ``similarity`` is their abstracted-token similarity (1.0 for T1/T2 pairs): no embedding is

@@ -12,7 +12,8 @@ trigger that does not is counted as a failure in ``verified %``.
 Configurations (``--configs``): ``default`` (the margin search with default settings), ``dflare``
 (``-a dflare``), ``reference`` (``-a dflare --preset reference``), ``diffchaser`` (population 1,000),
 ``margin-v1`` (the margin search with the constants tuned on the LeNets before issue 19: fixed ε 48
-doubling after 50 stalled queries, no boundary refinement).
+doubling after 50 stalled queries, no boundary refinement), ``minimize-v1`` (the default search with
+the minimisation before the boundary-following one: restoring patches and pixels, ``minimize_method="restore"``).
 
 Run from the repository root after ``benchmarks/deviate_suite.py build``::
 
@@ -21,7 +22,8 @@ Run from the repository root after ``benchmarks/deviate_suite.py build``::
     .venv/bin/python benchmarks/deviate_generalisation.py --report-only
 
 Output: ``benchmarks/results/deviate_generalisation.md`` and ``.json`` (rows merged and rewritten
-after every run); run directories under ``--work-dir`` (default ``runs/bench-generalisation``,
+after every run; ``--name`` changes the stem, for reduced runs kept apart from the full table);
+run directories under ``--work-dir`` (default ``runs/bench-generalisation``,
 resumed when re-run).
 """
 
@@ -47,6 +49,7 @@ from deviate_suite import DEFAULT_DIR, PAIRS, pair_by_name, resolve  # noqa: E40
 CONFIGS: dict[str, tuple[str, dict]] = {
     "default": ("margin", {}),
     "margin-v1": ("margin", {"eps": 48.0, "adaptive": False, "refine": False, "orig_weight": 0.0}),
+    "minimize-v1": ("margin", {"minimize_method": "restore"}),
     "dflare": ("dflare", {}),
     "reference": ("dflare", {"preset": "reference"}),
     "diffchaser": ("diffchaser", {"pop_size": 1000}),
@@ -191,8 +194,8 @@ def pooled(rows: list[dict]) -> dict:
     return s
 
 
-def write_report(rows: list[dict], meta: dict, out_dir: Path) -> None:
-    (out_dir / "deviate_generalisation.json").write_text(json.dumps({"provenance": _provenance.info(__file__), "meta": meta, "rows": [
+def write_report(rows: list[dict], meta: dict, out_dir: Path, name: str = "deviate_generalisation") -> None:
+    (out_dir / f"{name}.json").write_text(json.dumps({"provenance": _provenance.info(__file__), "meta": meta, "rows": [
         {k: v for k, v in r.items() if k != "records"} for r in rows]}, indent=2))
     head = ("| pair | split | config | seeds searched | success % | verified % | avg search queries (successful) | paper DFlare avg | "
             "avg minimisation queries | median L∞ | median SSIM | compressed-model errors % | compressed-model errors where possible % | by status | wall s |")
@@ -238,7 +241,7 @@ def write_report(rows: list[dict], meta: dict, out_dir: Path) -> None:
                          f"{_f(s['median_ssim'], 3)} | {_f(s['compressed_error_share'], pct=True)} | {_f(s['ce_right'], pct=True)} | "
                          f"{_f(worst_sr, pct=True)} | "
                          f"{_f(worst_linf)} | {_f(worst_ce, pct=True)} |")
-    (out_dir / "deviate_generalisation.md").write_text(_provenance.md_header(__file__) + "\n".join(lines) + "\n")
+    (out_dir / f"{name}.md").write_text(_provenance.md_header(__file__) + "\n".join(lines) + "\n")
 
 
 def main() -> None:
@@ -253,7 +256,12 @@ def main() -> None:
     ap.add_argument("--work-dir", type=Path, default=ROOT / "runs" / "bench-generalisation")
     ap.add_argument("--results", type=Path, default=ROOT / "benchmarks" / "results")
     ap.add_argument("--report-only", action="store_true")
+    ap.add_argument("--name", default="deviate_generalisation",
+                    help="stem of the results files under --results (default: deviate_generalisation)")
     args = ap.parse_args()
+    if not args.name or "/" in args.name or args.name.startswith("."):
+        print(f"deviate_generalisation.py: bad --name {args.name!r}: a plain file stem is needed", file=sys.stderr)
+        raise SystemExit(2)
 
     import torch
 
@@ -270,7 +278,7 @@ def main() -> None:
             "command": " ".join(["benchmarks/deviate_generalisation.py", *sys.argv[1:]]),
             "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
                        f"Python {platform.python_version()}, torch {torch.__version__}"}
-    json_path = args.results / "deviate_generalisation.json"
+    json_path = args.results / f"{args.name}.json"
     rows: list[dict] = json.loads(json_path.read_text())["rows"] if json_path.exists() else []
     pairs = [pair_by_name(n) for n in args.pairs.split(",") if n] or [p for p in PAIRS if args.split in ("all", p.split)]
     order = {p.name: i for i, p in enumerate(PAIRS)}
@@ -307,7 +315,7 @@ def main() -> None:
             rows = [r for r in rows if (r["pair"], r["config"]) != (pair.name, config)] + [row]
             rows.sort(key=lambda r: (order.get(r["pair"], len(order)), config_key(r["config"])))
             _ensure_records(rows, args.work_dir)
-            write_report(rows, meta, args.results)
+            write_report(rows, meta, args.results, args.name)
             print(f"{pair.name} {config}: success {summary['success_rate']} linf {summary['median_linf']} "
                   f"ce {summary['compressed_error_share']} q {summary['avg_queries']}", flush=True)
 

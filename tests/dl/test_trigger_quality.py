@@ -149,7 +149,7 @@ def test_minimize_trigger_on_a_threshold_model_finds_the_boundary():
         return int(np.argmax(pf)) != int(np.argmax(pg))
 
     m = minimize_trigger(seed, trig, (np.array([1.0, 0]), np.array([0, 1.0])), query, triggers, patch=4,
-                         linf_steps=0, pixels=False)
+                         linf_steps=0, pixels=False, method="restore")
     assert m.x.mean() > 100 and triggers(*[p[0] for p in query(m.x[None])])
     assert m.x.mean() < 255 * 0.5  # bisection + restored patches got well below the trigger
     assert m.queries == 8 + 4  # 8 halvings, then one try per 4x4 patch

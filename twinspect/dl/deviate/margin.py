@@ -51,6 +51,7 @@ import time
 import numpy as np
 
 from twinspect.dl.adapters.base import Classifier
+from twinspect.dl.deviate.minimize import DEFAULT_METHOD, METHODS
 from twinspect.dl.deviate.pair_search import REJECT_LIMIT, PairSearch, SeedLike
 from twinspect.dl.deviate.results import SearchResult
 from twinspect.errors import InputError
@@ -122,6 +123,8 @@ class MarginSearch(PairSearch):
         orig_weight: λ in [0, 1): a candidate is kept when it lowers ``m_g − λ·m_f`` (``m_f`` the
             original's margin on the seed's label), so that among changes toward the boundary those
             that leave the original surer are preferred.
+        minimize_method: how triggers are minimised, ``"boundary"`` (the default) or ``"restore"``
+            (before issue 19); see :func:`~twinspect.dl.deviate.minimize.minimize_trigger`.
         max_queries, timeout, seed, max_linf, min_ssim, minimize, require: see
             :class:`~twinspect.dl.deviate.pair_search.PairSearch`.
 
@@ -159,9 +162,12 @@ class MarginSearch(PairSearch):
         min_ssim: float | None = None,
         minimize: bool = True,
         require: str | None = None,
+        minimize_method: str = DEFAULT_METHOD,
     ):
         super().__init__(orig, comp, max_queries=max_queries, timeout=timeout, seed=seed, max_linf=max_linf,
                          min_ssim=min_ssim, minimize=minimize, require=require)
+        if minimize_method not in METHODS:
+            raise InputError(f"minimize_method must be one of {', '.join(METHODS)}, got {minimize_method!r}")
         if not 1 <= eps <= 255:
             raise InputError(f"eps must be in 1..255 pixel levels, got {eps}")
         if not 0 < window <= 1:
@@ -191,13 +197,14 @@ class MarginSearch(PairSearch):
         self.orig_weight = float(orig_weight)
         self.texture = float(texture)
         self.soft_eps = float(soft_eps)
+        self.minimize_method = minimize_method
 
     def params(self) -> dict:
         """The search parameters (for run.json)."""
         return {"eps": self.eps, "window": self.window, "stall": self.stall, "patience": self.patience,
                 "adaptive": self.adaptive, "horizon": self.horizon, "refine": self.refine,
                 "refine_steps": self.refine_steps, "orig_weight": self.orig_weight, "texture": self.texture,
-                "soft_eps": self.soft_eps, **super().params()}
+                "soft_eps": self.soft_eps, "minimize_method": self.minimize_method, **super().params()}
 
     @staticmethod
     def _local_sd(x0: np.ndarray) -> np.ndarray:

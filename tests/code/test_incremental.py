@@ -153,6 +153,13 @@ def test_cli_changed(tree, tmp_path, capsys):
     os.utime(target)  # still changed: the state is the full scan's, --changed never rewrites it
     code, out, _ = run(capsys, "clones", tree, "--cache", cache, "--changed", "-q", "-f", "json")
     assert code == 0 and json.loads(out)["stats"]["changed"]["files_changed"] == 1
+    code, _, err = run(capsys, "clones", tree, "--cache", cache, "--update-state")
+    assert code == 2 and "add --changed" in err
+    # folded into the state: the next check starts from this tree
+    code, out, _ = run(capsys, "clones", tree, "--cache", cache, "--changed", "--update-state", "-q", "-f", "json")
+    assert code == 0 and json.loads(out)["stats"]["changed"]["state_update"]["fragments_added"] > 0
+    code, out, _ = run(capsys, "clones", tree, "--cache", cache, "--changed", "-q", "-f", "json")
+    assert code == 0 and json.loads(out)["stats"]["changed"]["files_changed"] == 0 and not json.loads(out)["pairs"]
 
 
 def test_overlap_neighbours_equal_a_brute_force_multiset_overlap(tree, tmp_path):
@@ -180,3 +187,73 @@ def test_overlap_neighbours_equal_a_brute_force_multiset_overlap(tree, tmp_path)
         assert set(sel.tolist()) == want
         checked += len(want)
     assert checked > 20  # the files' own functions (and their clones) are found
+
+
+def _state_rows(cache: Path) -> tuple[dict[tuple, int], set[frozenset]]:
+    """A saved state's fragments (path, start, end, name, t2 hash) -> row, and its buckets as sets of fragments."""
+    from twinspect.code.incremental import load_state, mining_options
+
+    st = load_state(cache, DetectConfig(), mining_options(DetectConfig()))
+    keys = [(st.meta["paths"][p], int(s), int(e), n, int(t))
+            for p, s, e, n, t in zip(st.path_id.tolist(), st.start.tolist(), st.end.tolist(), st.meta["names"],
+                                     st.t2.tolist())]
+    buckets: dict[int, set] = {}
+    for k, b in zip(keys, st.bucket.tolist()):
+        buckets.setdefault(b, set()).add(k)
+    assert all(int(st.bucket[r]) == b for b, r in enumerate(st.reps.tolist()))  # each rep is in its own bucket
+    return {k: i for i, k in enumerate(keys)}, {frozenset(v) for v in buckets.values()}
+
+
+def test_update_state_equals_the_state_of_a_full_scan_of_the_edited_tree(tree, tmp_path):
+    from twinspect.code.incremental import load_state, mining_options
+    from twinspect.code.normalize import token_views
+
+    # a copy of quoprimime.py that sorts first: its functions are the representatives of their buckets
+    shutil.copy(tree / "quoprimime.py", tree / "aaa_copy.py")
+    cache = tmp_path / "cache"
+    scan(tree, DetectConfig(), cache_dir=cache)
+    (tree / "aaa_copy.py").write_text((tree / "aaa_copy.py").read_text() + "\nVALUE = 1\n")  # changed: reps promoted
+    (tree / "added.py").write_text(PLANT)  # added
+    (tree / "mime" / "audio.py").unlink()  # removed
+    report = changed_scan([tree], DetectConfig(), cache, update=True)
+    up = report.stats["changed"]["state_update"]
+    assert up["fragments_added"] > 0 and up["fragments_dropped"] > 0 and up["representatives_promoted"] > 0
+    fresh = tmp_path / "fresh"
+    scan(tree, DetectConfig(), cache_dir=fresh)
+    rows_up, buckets_up = _state_rows(cache)
+    rows_fresh, buckets_fresh = _state_rows(fresh)
+    assert set(rows_up) == set(rows_fresh) and buckets_up == buckets_fresh
+    # every representative's vector and token items are those of its fragment (under the saved encoder)
+    st = load_state(cache, DetectConfig(), mining_options(DetectConfig()))
+    from twinspect.code.fragments import mine
+
+    frags = {(f.path, f.start_line, f.end_line, f.name): f for f in mine([tree])[0] if f.kind == "function"}
+    keys = list(rows_up)
+    reps = [frags[keys[r][:4]] for r in st.reps.tolist()]
+    want = st.encoder.encode_sparse(reps).toarray()
+    assert np.allclose(st.vectors.toarray(), want, atol=1e-6)
+    ptr, items = token_items([token_views(f)[0] for f in reps])
+    assert np.array_equal(st.item_ptr, ptr) and np.array_equal(st.items, items)
+    meta = json.loads((cache / STATE_DIR / "state.json").read_text())
+    assert meta["updates"] == 1 and "mime/audio.py" not in meta["files"] and "added.py" in meta["files"]
+
+
+def test_successive_checks_with_update_state_report_each_commit_once(tree, tmp_path):
+    cache = tmp_path / "cache"
+    scan(tree, DetectConfig(), cache_dir=cache)
+    first = tree / "quoprimime.py"
+    first.write_text(first.read_text() + PLANT)  # commit 1: a copy of decode_params
+    one = changed_scan([tree], DetectConfig(), cache, update=True)
+    assert any({k[0][0], k[1][0]} == {"quoprimime.py", "utils.py"} for k in pair_keys(one))
+    second = tree / "base64mime.py"  # commit 2: the same copy again, in another file
+    second.write_text(second.read_text() + PLANT.replace("planted_decode", "planted_again"))
+    two = changed_scan([tree], DetectConfig(), cache, update=True)
+    ch = two.stats["changed"]
+    assert (ch["files_changed"], ch["state_updates"]) == (1, 1)  # commit 1's file is not checked again
+    got = pair_keys(two)
+    assert got and all("base64mime.py" in (k[0][0], k[1][0]) for k in got)
+    # commit 2's copy pairs with commit 1's (known only through the updated state), as a full re-scan says
+    assert any({k[0][0], k[1][0]} == {"base64mime.py", "quoprimime.py"} for k in got)
+    assert got == pair_keys(scan(tree, DetectConfig()), "base64mime.py")
+    # a third check with nothing changed reports nothing
+    assert changed_scan([tree], DetectConfig(), cache).pairs == []

@@ -211,6 +211,10 @@ ChangedOpt = Annotated[bool, typer.Option(
     "its state there): report the clone pairs with a fragment in one of them, found among the unchanged fragments "
     "similar to theirs. For CI on large trees; add --baseline to keep only new pairs. Needs --cache and the full "
     "scan's detection options.")]
+UpdateStateOpt = Annotated[bool, typer.Option(
+    "--update-state", help="With --changed: fold this check into the saved state, so the next --changed check is "
+    "measured against this tree (a check per commit on a main branch). Without it every check is measured against "
+    "the last full scan (a check per pull request).")]
 SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed (HNSW construction).")]
 ThreadsOpt = Annotated[int, typer.Option("--threads", help="HNSW threads (-1 = all cores); 1 builds a reproducible "
                                          "graph for a given --seed.")]
@@ -367,6 +371,7 @@ def scan_command(
     fail_over: FailOverOpt = None,
     fail_on_new: FailOnNewOpt = False,
     changed: ChangedOpt = False,
+    update_state: UpdateStateOpt = False,
     quiet: QuietOpt = False,
     verbose: VerboseOpt = False,
     seed: SeedOpt = _D.seed,
@@ -403,6 +408,9 @@ def scan_command(
                          "files", hint="use --fail-on-new with --changed")
     if changed and executor != "local":
         raise InputError("--changed runs in this process; drop --executor")
+    if update_state and not changed:
+        raise InputError("--update-state updates the state a --changed check starts from; add --changed",
+                         hint="a full scan with --cache always saves a fresh state")
     known = None
     if baseline is not None:
         from twinspect.code.baseline import load_baseline
@@ -436,7 +444,8 @@ def scan_command(
 
             assert cache is not None
             report = changed_scan(paths, config, cache, exclude=tuple(exclude or ()), max_file_bytes=max_file_bytes,
-                                  respect_gitignore=not no_gitignore, language=language, quiet=quiet)
+                                  respect_gitignore=not no_gitignore, language=language, quiet=quiet,
+                                  update=update_state)
         else:
             report = scan(paths, config, exclude=tuple(exclude or ()), max_file_bytes=max_file_bytes,
                           respect_gitignore=not no_gitignore, language=language, quiet=quiet, executor=runner,

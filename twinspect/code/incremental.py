@@ -25,8 +25,11 @@ brings in or touches. ``--baseline`` then narrows them to the new ones.
 
 What it does not do, by design or not yet:
 
-* the state is the one of the last full scan; ``--changed`` never rewrites it (a full scan with the
-  same ``--cache`` refreshes it), so successive checks are all measured against that scan;
+* by default the state is the one of the last full scan and successive checks are all measured
+  against it; with ``--update-state`` (``update=True``) a check is folded into it
+  (:func:`update_state`: the changed files' rows replaced, buckets and token index kept
+  consistent), so the next check is measured against this tree — but the encoder's IDF and the
+  base lines stay the full scan's until a full scan with the same ``--cache`` refits them;
 * pairs between two unchanged files are not re-checked (they are the full scan's);
 * detection runs on the retrieved neighbourhood, so the verifier's TF-IDF features and the
   per-fragment candidate caps are those of that neighbourhood, not of the whole tree: a pair can
@@ -214,16 +217,7 @@ def save_state(directory: str | os.PathLike[str], *, fragments: Sequence[Fragmen
         bucket[np.asarray(members, dtype=np.int64)] = bi
     reps = np.asarray([b[0] for b in buckets], dtype=np.int64)
     item_ptr, items = token_items([token_views(fragments[int(r)])[0] for r in reps.tolist()])
-    order = np.argsort(items, kind="stable")
-    post_reps = (np.searchsorted(item_ptr, order, side="right") - 1).astype(np.int32)  # the row of each item
-    sorted_items = items[order]
-    del order
-    starts = np.r_[0, np.flatnonzero(sorted_items[1:] != sorted_items[:-1]) + 1] if len(items) else np.zeros(0, np.int64)
-    post_items = sorted_items[starts]
-    post_ptr = np.r_[starts, len(items)].astype(np.int64)
-    del sorted_items, starts
     vec = vectors.rows(reps) if hasattr(vectors, "rows") else vectors[reps]
-    vec = sp.csr_matrix(vec, dtype=np.float32)
     meta = {
         "fingerprint": _fingerprint(config, mining),
         "files": {k: v for k, v in file_keys.items() if v is not None},
@@ -232,21 +226,167 @@ def save_state(directory: str | os.PathLike[str], *, fragments: Sequence[Fragmen
         "base": sorted(base),
         "saved": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
-    target = Path(directory) / STATE_DIR
+    return _write_state(Path(directory) / STATE_DIR, meta, encoder,
+                        path_id=np.asarray([pid[f.path] for f in fragments], dtype=np.int32),
+                        start=np.asarray([f.start_line for f in fragments], dtype=np.int32),
+                        end=np.asarray([f.end_line for f in fragments], dtype=np.int32),
+                        t2=_hash64([clf.t2_key(i) for i in range(n)]).view(np.int64),
+                        bucket=bucket, reps=reps, vectors=sp.csr_matrix(vec, dtype=np.float32),
+                        item_ptr=item_ptr, items=items)
+
+
+def _write_state(target: Path, meta: dict, encoder: Any, *, vectors: sp.csr_matrix, item_ptr: np.ndarray,
+                 items: np.ndarray, **rows: np.ndarray) -> Path:
+    """Write a state (the per-fragment ``rows`` arrays, the representatives' ``vectors`` and token items
+    with their inverted index, the encoder and ``meta``) to ``target``, atomically."""
+    order = np.argsort(items, kind="stable")
+    post_reps = (np.searchsorted(item_ptr, order, side="right") - 1).astype(np.int32)  # the row of each item
+    sorted_items = items[order]
+    del order
+    starts = np.r_[0, np.flatnonzero(sorted_items[1:] != sorted_items[:-1]) + 1] if len(items) else np.zeros(0, np.int64)
+    post_items = sorted_items[starts]
+    post_ptr = np.r_[starts, len(items)].astype(np.int64)
+    del sorted_items, starts
+    arrays: dict[str, Any] = {
+        **rows, "vec_data": vectors.data, "vec_indices": vectors.indices, "vec_indptr": vectors.indptr,
+        "vec_shape": np.asarray(vectors.shape), "item_ptr": item_ptr, "items": items, "post_items": post_items,
+        "post_ptr": post_ptr, "post_reps": post_reps, **{f"enc_{k}": v for k, v in encoder.state_dict().items()}}
     with atomic_directory(target) as tmp:
-        enc_state = encoder.state_dict()
-        np.savez(tmp / "state.npz",
-                 path_id=np.asarray([pid[f.path] for f in fragments], dtype=np.int32),
-                 start=np.asarray([f.start_line for f in fragments], dtype=np.int32),
-                 end=np.asarray([f.end_line for f in fragments], dtype=np.int32),
-                 t2=_hash64([clf.t2_key(i) for i in range(n)]).view(np.int64),
-                 bucket=bucket, reps=reps,
-                 vec_data=vec.data, vec_indices=vec.indices, vec_indptr=vec.indptr, vec_shape=np.asarray(vec.shape),
-                 item_ptr=item_ptr, items=items, post_items=post_items, post_ptr=post_ptr, post_reps=post_reps,
-                 **{f"enc_{k}": v for k, v in enc_state.items()})
+        np.savez(tmp / "state.npz", **arrays)
         with open(tmp / "state.json", "w", encoding="utf-8") as fh:
             json.dump(meta, fh, ensure_ascii=False)
     return target
+
+
+def update_state(directory: str | os.PathLike[str], state: ScanState, *, fragments: Sequence[Fragment],
+                 gone: set[str], file_keys: dict[str, str | None], promoted: dict[int, Fragment]) -> dict[str, int]:
+    """Fold a changed-files check into the saved state, so the next check starts from this tree.
+
+    The rows of ``gone`` files are dropped, ``fragments`` (the changed and added files' fragments)
+    are appended, and the exact-duplicate buckets kept consistent: a new fragment joins the bucket
+    of its T2 key when one survives, else new fragments of one T2 key form a bucket (the first one
+    its representative); a bucket whose representative left keeps its first surviving member as
+    the new one (``promoted`` holds those fragments, read back from the parse checkpoint). New
+    representatives are embedded with the saved encoder and their token items indexed. What stays
+    as the full scan made it: the encoder's IDF and the base lines (a full scan with the same
+    ``--cache`` refits both); so after many updates the state drifts from what a full scan of the
+    same tree would save (``benchmarks/clones_changed.py --update`` measures by how much).
+
+    Args:
+        directory: the ``--cache`` directory; ``state`` its loaded state.
+        fragments: the changed and added files' fragments, in the check's order.
+        gone: rel paths whose rows are dropped (changed, added and removed files).
+        file_keys: rel path -> file key of every file of the checked tree (None: could not be stat-ed).
+        promoted: state row -> fragment, for every row :func:`promotions` names.
+
+    Returns:
+        ``{"fragments_dropped", "fragments_added", "representatives_promoted", "representatives_embedded",
+        "fragments"}`` (counts; ``fragments`` the state's new size).
+
+    Raises:
+        InputError: the state cannot be written (as :func:`twinspect._io.atomic_directory`).
+    """
+    from twinspect.code.normalize import t2_key, token_views
+
+    stale = np.asarray([p in gone for p in state.meta["paths"]], dtype=bool)[state.path_id]
+    keep = np.flatnonzero(~stale)
+    new_rows = {int(r): i for i, r in enumerate(keep.tolist())}
+    n_keep, n_new = len(keep), len(fragments)
+    old_paths: list[str] = state.meta["paths"]
+    paths = sorted({old_paths[i] for i in np.unique(state.path_id[keep]).tolist()} | {f.path for f in fragments})
+    pid = {p: i for i, p in enumerate(paths)}
+    remap = np.asarray([pid.get(p, -1) for p in old_paths], dtype=np.int32)
+    path_id = np.r_[remap[state.path_id[keep]], np.asarray([pid[f.path] for f in fragments], dtype=np.int32)]
+    start = np.r_[state.start[keep], np.asarray([f.start_line for f in fragments], dtype=np.int32)].astype(np.int32)
+    end = np.r_[state.end[keep], np.asarray([f.end_line for f in fragments], dtype=np.int32)].astype(np.int32)
+    t2 = np.r_[state.t2[keep], _hash64([t2_key(f) for f in fragments]).view(np.int64)]
+    names = [state.meta["names"][r] for r in keep.tolist()] + [f.name for f in fragments]
+
+    # buckets: the surviving old ones (in their order), then the new T2 keys'; members in row order
+    old_bucket = state.bucket[keep]
+    surviving = np.unique(old_bucket)  # ascending old bucket ids
+    b_new = np.full(len(state.reps), -1, dtype=np.int64)
+    b_new[surviving] = np.arange(len(surviving))
+    bucket = np.empty(n_keep + n_new, dtype=np.int64)
+    bucket[:n_keep] = b_new[old_bucket]
+    first_row = np.full(len(surviving), n_keep, dtype=np.int64)  # each surviving bucket's first kept row
+    np.minimum.at(first_row, bucket[:n_keep], np.arange(n_keep, dtype=np.int64))
+    by_t2 = {int(t): int(b) for t, b in zip(t2[first_row].tolist(), range(len(surviving)))}
+    next_b = len(surviving)
+    new_rep_rows: list[int] = []
+    for j in range(n_new):
+        key = int(t2[n_keep + j])
+        if key not in by_t2:
+            by_t2[key] = next_b
+            next_b += 1
+            new_rep_rows.append(n_keep + j)
+        bucket[n_keep + j] = by_t2[key]
+    old_rep_row = state.reps[surviving]  # the old representative of each surviving bucket (a state row)
+    rep_kept = ~stale[old_rep_row]
+    reps = np.r_[np.where(rep_kept, np.asarray([new_rows.get(int(r), -1) for r in old_rep_row.tolist()], dtype=np.int64),
+                          first_row), np.asarray(new_rep_rows, dtype=np.int64)]
+
+    # vectors and token items: the old rows of kept representatives, new rows for the others
+    kept_pos = np.flatnonzero(rep_kept)  # surviving buckets whose representative stayed
+    to_embed_rows = [int(keep[first_row[b]]) for b in np.flatnonzero(~rep_kept).tolist()]  # promoted (state rows)
+    missing = [r for r in to_embed_rows if r not in promoted]
+    if missing:
+        raise ValueError(f"update_state: no fragment given for promoted rows {missing[:5]}")
+    embed = [promoted[r] for r in to_embed_rows] + [fragments[r - n_keep] for r in new_rep_rows]
+    old_vec = state.vectors[surviving[kept_pos]] if len(kept_pos) else None
+    new_vec = (sp.csr_matrix(state.encoder.encode_sparse(embed), dtype=np.float32) if embed
+               else sp.csr_matrix((0, state.vectors.shape[1]), dtype=np.float32))
+    # rows of the new representative order: surviving buckets (kept reps from old_vec, promoted from
+    # new_vec's head), then the new buckets (new_vec's tail)
+    n_prom = len(to_embed_rows)
+    src_old = np.full(len(surviving), -1, dtype=np.int64)
+    src_old[kept_pos] = np.arange(len(kept_pos))
+    src_new = np.full(len(surviving), -1, dtype=np.int64)
+    src_new[np.flatnonzero(~rep_kept)] = np.arange(n_prom)
+    stacked = sp.vstack([old_vec if old_vec is not None else sp.csr_matrix((0, state.vectors.shape[1]), dtype=np.float32),
+                         new_vec], format="csr")
+    order = np.r_[np.where(rep_kept, src_old, len(kept_pos) + src_new), len(kept_pos) + n_prom + np.arange(len(new_rep_rows))]
+    vectors = sp.csr_matrix(stacked[order], dtype=np.float32)
+
+    new_ptr, new_items = token_items([token_views(f)[0] for f in embed])
+    old_lens = np.diff(state.item_ptr)
+    parts: list[np.ndarray] = []
+    lens: list[int] = []
+    for b in range(len(surviving)):
+        if rep_kept[b]:
+            r = int(surviving[b])
+            parts.append(state.items[state.item_ptr[r]:state.item_ptr[r + 1]])
+            lens.append(int(old_lens[r]))
+        else:
+            k = int(src_new[b])
+            parts.append(new_items[new_ptr[k]:new_ptr[k + 1]])
+            lens.append(int(new_ptr[k + 1] - new_ptr[k]))
+    for k in range(n_prom, n_prom + len(new_rep_rows)):
+        parts.append(new_items[new_ptr[k]:new_ptr[k + 1]])
+        lens.append(int(new_ptr[k + 1] - new_ptr[k]))
+    items = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+    item_ptr = np.r_[0, np.cumsum(np.asarray(lens, dtype=np.int64))].astype(np.int64)
+
+    files = {k: v for k, v in state.meta.get("files", {}).items() if k not in gone}
+    files.update({k: v for k, v in file_keys.items() if k in gone and v is not None})
+    meta = {**state.meta, "files": files, "paths": paths, "names": names,
+            "updated": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "updates": int(state.meta.get("updates", 0)) + 1}
+    _write_state(Path(directory) / STATE_DIR, meta, state.encoder, path_id=path_id, start=start, end=end, t2=t2,
+                 bucket=bucket, reps=reps, vectors=vectors, item_ptr=item_ptr, items=items)
+    return {"fragments_dropped": int(stale.sum()), "fragments_added": n_new, "representatives_promoted": n_prom,
+            "representatives_embedded": len(embed), "fragments": n_keep + n_new}
+
+
+def promotions(state: ScanState, gone: set[str]) -> np.ndarray:
+    """State rows that become their bucket's representative when the rows of ``gone`` files are
+    dropped (the first surviving member of a bucket whose representative is dropped), int64 sorted."""
+    stale = np.asarray([p in gone for p in state.meta["paths"]], dtype=bool)[state.path_id]
+    lost = np.flatnonzero(stale[state.reps])  # buckets whose representative goes
+    if not len(lost):
+        return np.zeros(0, dtype=np.int64)
+    alive = np.flatnonzero(~stale & np.isin(state.bucket, lost))
+    _, first = np.unique(state.bucket[alive], return_index=True)
+    return alive[first]
 
 
 def load_state(directory: str | os.PathLike[str], config: DetectConfig, mining: dict[str, Any]) -> ScanState:
@@ -436,6 +576,7 @@ def changed_scan(
     respect_gitignore: bool = True,
     language: str | None = None,
     quiet: bool = True,
+    update: bool = False,
 ) -> CloneReport:
     """Detect the clones of the files changed since the full scan that filled ``cache_dir`` (module doc).
 
@@ -445,13 +586,16 @@ def changed_scan(
         cache_dir: the ``--cache`` directory of that full scan.
         exclude, max_file_bytes, respect_gitignore, language: as :func:`twinspect.code.clones.scan`.
         quiet: no progress display.
+        update: then fold the check into the saved state (:func:`update_state`), so the next
+            ``--changed`` check is measured against this tree (one commit's check after another's).
 
     Returns:
         A :class:`~twinspect.code.clones.CloneReport` over the changed files' fragments and the
         retrieved ones, holding only pairs (and classes, identical groups, group pairs) with a
         fragment in a changed or added file; its stats gain ``changed`` (``files_changed``,
         ``files_added``, ``files_removed``, ``files_unchanged``, ``fragments_changed``,
-        ``fragments_retrieved``, ``retrieved_by`` and ``state_fragments``).
+        ``fragments_retrieved``, ``retrieved_by``, ``state_fragments``, ``state_updates`` (updates
+        folded into the state before this check) and, with ``update``, ``state_update``).
 
     Raises:
         InputError: no usable state (see :func:`load_state`), options the state cannot serve, or a
@@ -459,7 +603,7 @@ def changed_scan(
     """
     from twinspect.code.checkpoint import ParseCache, file_key
     from twinspect.code.clones import detect, scan_root
-    from twinspect.code.files import ScanStats, discover
+    from twinspect.code.files import discover
     from twinspect.code.fragments import mine_files
     from twinspect.progress import progress
 
@@ -488,17 +632,10 @@ def changed_scan(
         stale = np.asarray([p in gone for p in state.meta["paths"]], dtype=bool)[state.path_id]
         with progress("retrieving neighbours", total=None, quiet=quiet):
             rows, by = retrieve(state, new_frags, config, stale)
-        # read the retrieved fragments back from the parse checkpoint, file by file
-        paths_of = state.meta["paths"]
-        want: dict[str, set[tuple[int, int, str]]] = {}
-        names = state.meta["names"]
-        for r in rows.tolist():
-            want.setdefault(paths_of[state.path_id[r]], set()).add((int(state.start[r]), int(state.end[r]), names[r]))
-        old_files = [by_rel[p] for p in sorted(want) if p in by_rel]
-        old_all = mine_files(old_files, ScanStats(), cache, mining, quiet=True)
+        old_frags = list(_read_back(state, rows, by_rel, cache, mining).values())
+        promoted = _read_back(state, promotions(state, gone), by_rel, cache, mining) if update else {}
     finally:
         cache.close()
-    old_frags = [f for f in old_all if (f.start_line, f.end_line, f.name) in want.get(f.path, ())]
     report = detect(list(new_frags) + old_frags, config, quiet=True, encoder=state.encoder, base=state.base)
     if config.subfunction:
         from twinspect.code.subfunction import add_subfunction_pairs
@@ -512,10 +649,36 @@ def changed_scan(
         "files_changed": len(diff.changed), "files_added": len(diff.added), "files_removed": len(diff.removed),
         "files_unchanged": diff.unchanged, "fragments_changed": len(new_frags),
         "fragments_retrieved": len(old_frags), "retrieved_by": by, "state_fragments": len(state),
-        "state_saved": state.meta.get("saved"), "load_seconds": round(t_load, 3),
+        "state_saved": state.meta.get("saved"), "state_updates": int(state.meta.get("updates", 0)),
+        "load_seconds": round(t_load, 3),
     }
+    if update:
+        t1 = time.perf_counter()
+        with progress("updating the scan state", total=None, quiet=quiet):
+            done = update_state(cache_dir, state, fragments=new_frags, gone=gone, file_keys=keys, promoted=promoted)
+        report.stats["changed"]["state_update"] = {**done, "seconds": round(time.perf_counter() - t1, 3)}
     report.stats["timings"] = {**report.stats.get("timings", {}), "total": round(time.perf_counter() - t0, 4)}
     return report
+
+
+def _read_back(state: ScanState, rows: np.ndarray, by_rel: dict[str, Any], cache: Any,
+               mining: dict[str, Any]) -> dict[int, Fragment]:
+    """The fragments of state ``rows`` (unchanged files), re-mined from the parse checkpoint file by
+    file: row -> fragment, in row order (rows whose file or fragment is gone are left out)."""
+    from twinspect.code.files import ScanStats
+    from twinspect.code.fragments import mine_files
+
+    paths_of, names = state.meta["paths"], state.meta["names"]
+    want: dict[str, dict[tuple[int, int, str], int]] = {}
+    for r in rows.tolist():
+        want.setdefault(paths_of[state.path_id[r]], {})[(int(state.start[r]), int(state.end[r]), names[r])] = r
+    files = [by_rel[p] for p in sorted(want) if p in by_rel]
+    found: dict[int, Fragment] = {}
+    for f in mine_files(files, ScanStats(), cache, mining, quiet=True):
+        r = want.get(f.path, {}).get((f.start_line, f.end_line, f.name))
+        if r is not None:
+            found[r] = f
+    return dict(sorted(found.items()))
 
 
 def _restrict(report: CloneReport, touched: set[str]) -> CloneReport:

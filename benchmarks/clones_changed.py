@@ -15,11 +15,16 @@ The tree is copied to a scratch directory (the edits must not touch the source),
      are the reference for the ``--changed`` report: pairs in both, pairs only in the re-scan
      (missed), pairs only in ``--changed`` (extra), and whether the planted pair is in each.
 
+With ``--update`` the edits are commits in a row: none is undone, and each check runs with
+``--changed --update-state``, so it is measured against the state the previous check left (the
+full scan's, then folded forward). Each check must then see only its own file as changed; the
+re-scan reference is the same.
+
 Results: ``benchmarks/results/clones_changed.{md,json}`` (or ``--out``).
 
 Usage::
 
-    benchmarks/clones_changed.py --tree DIR [--edits 5] [--seed 0] [--no-reference] [--out STEM]
+    benchmarks/clones_changed.py --tree DIR [--edits 5] [--seed 0] [--update] [--no-reference] [--out STEM]
 """
 
 from __future__ import annotations
@@ -167,6 +172,8 @@ def main(argv: list[str] | None = None) -> None:
                     help="a parse checkpoint of the same tree to start from (its parse.sqlite is copied; the tree "
                          "copy keeps sizes and modification times, so its entries are hits): the full scan then "
                          "skips parsing")
+    ap.add_argument("--update", action="store_true",
+                    help="edits in a row (not undone), each check with --update-state")
     ap.add_argument("--out", type=Path, default=RESULTS / "clones_changed", help="output stem (.md, .json)")
     args = ap.parse_args(argv)
     if not args.tree.is_dir():
@@ -185,7 +192,8 @@ def main(argv: list[str] | None = None) -> None:
         print(f"full scan: {full['wall_s']} s, {full['peak_mib']} MiB, {st['fragments']} fragments", file=sys.stderr)
         for i in range(args.edits):
             edit = plant(rng, files, tree, with_edit=bool(i % 2))
-            ch = run([str(tree), "--cache", str(cache), "--changed"], out, args.timeout)
+            ch = run([str(tree), "--cache", str(cache), "--changed", *(["--update-state"] if args.update else [])],
+                     out, args.timeout)
             got = pair_keys(ch["report"])
             row = {**{k: v for k, v in edit.items() if k != "_undo"}, "changed_wall_s": ch["wall_s"], "changed_peak_mib": ch["peak_mib"],
                    "changed_stats": ch["report"]["stats"].get("changed"), "changed_pairs": len(got),
@@ -202,7 +210,10 @@ def main(argv: list[str] | None = None) -> None:
                            planted_found_reference=planted_found(ref["report"], edit),
                            identical_groups_equal=group_keys(ch["report"], edit["file"])
                            == group_keys(ref["report"], edit["file"]))
-            undo(edit)
+            if args.update:
+                edit.pop("_undo")
+            else:
+                undo(edit)
             rows.append(row)
             print(f"edit {i}: {row['file']} --changed {row['changed_wall_s']} s, {row['changed_pairs']} pairs"
                   + (f"; re-scan {row['reference_pairs']} pairs, both {row['both']}" if "both" in row else ""),
@@ -217,18 +228,25 @@ def main(argv: list[str] | None = None) -> None:
     with open(args.out.with_suffix(".json"), "w") as fh:
         json.dump(payload, fh, indent=1)
     pc = st.get("parse_cache") or {}
+    how = ("The edits are commits in a row: none is undone, and each is checked with `--changed --update-state` "
+           "(measured against the state the previous check left) and (unless `--no-reference`) compared with a "
+           "full re-scan of the tree as it then is." if args.update else
+           "Each edit is checked with `--changed` and (unless `--no-reference`) compared with a full re-scan of "
+           "the edited tree, then undone.")
     md = [f"Tree: a copy of `{args.tree}` ({st.get('files_parsed'):,} files parsed, {st.get('fragments'):,} "
           f"fragments). Full scan with `--cache`: {full['wall_s']} s (parse checkpoint: {pc.get('hits', 0):,} files "
           f"read back, {pc.get('parsed', 0):,} parsed), peak {full['peak_mib']} MiB. Each edit appends "
-          "to one file a renamed copy of another file's function (odd edits: plus one added statement), is checked "
-          "with `--changed` and (unless `--no-reference`) compared with a full re-scan of the edited tree, then undone.",
-          "", "| # | edited file | donor | `--changed` s | peak MiB | retrieved | pairs | re-scan pairs | both | "
-          "missed | extra | same identical groups | planted found (changed / re-scan) |",
-          "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"]
+          "to one file a renamed copy of another file's function (odd edits: plus one added statement). " + how,
+          "", "| # | edited file | donor | `--changed` s | peak MiB | files changed | retrieved | state update s | "
+          "pairs | re-scan pairs | both | missed | extra | same identical groups | planted found (changed / re-scan) |",
+          "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"]
     for i, r in enumerate(rows):
         ref = r.get("reference_pairs", "–")
+        cs = r["changed_stats"] or {}
+        upd = (cs.get("state_update") or {}).get("seconds", "–")
         md.append(f"| {i} | `{r['file']}` | `{r['donor']}` | {r['changed_wall_s']} | {r['changed_peak_mib']} | "
-                  f"{(r['changed_stats'] or {}).get('fragments_retrieved')} | {r['changed_pairs']} | {ref} | "
+                  f"{cs.get('files_changed', 0) + cs.get('files_added', 0)} | "
+                  f"{cs.get('fragments_retrieved')} | {upd} | {r['changed_pairs']} | {ref} | "
                   f"{r.get('both', '–')} | {r.get('n_missed', '–')} | {r.get('n_extra', '–')} | "
                   f"{'–' if 'identical_groups_equal' not in r else ('yes' if r['identical_groups_equal'] else 'no')} | "
                   f"{'yes' if r['planted_found_changed'] else 'no'} / "

@@ -18,8 +18,8 @@ each derived kind. Here the two splits share nothing but the task (MNIST):
   (``kcnn``, 0-2), Keras MLP 784-200-10 (``kmlp``, 0-1), and four models trained from scratch with the
   two *student* architectures (``smlp`` 784-100-10 and ``scnn``, two stride-2 convolutions, seeds 50-51):
   the hardest negatives, small independent models of the distilled students' architecture. Every one
-  of the 13 non-student bases has 4 derivatives made by this file's code: fine-tuned with SGD on 2,000
-  other images (``ft-sgd``), fine-tuned with Adam on randomly shifted images for 2 epochs (``ft-shift``),
+  of the 13 non-student bases has 4 derivatives made by this file's code: fine-tuned with SGD on a seeded
+  random 2,000 of the 10,000 training images (``ft-sgd``), fine-tuned with Adam on randomly shifted images for 2 epochs (``ft-shift``),
   distilled on soft labels alone (T = 2, no ground truth) into ``smlp`` (``distill-smlp``) and on soft and
   hard labels (T = 5, α = 0.5, SGD) into ``scnn`` (``distill-scnn``) — students of architectures that no
   calibration student has, by a distillation loop the calibration never saw; the 8 torch bases also get

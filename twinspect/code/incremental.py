@@ -270,7 +270,8 @@ def update_state(directory: str | os.PathLike[str], state: ScanState, *, fragmen
     representatives are embedded with the saved encoder and their token items indexed. What stays
     as the full scan made it: the encoder's IDF and the base lines (a full scan with the same
     ``--cache`` refits both); so after many updates the state drifts from what a full scan of the
-    same tree would save (``benchmarks/clones_changed.py --update`` measures by how much).
+    same tree would save (``benchmarks/clones_changed.py --update`` compares each check made on an
+    updated state with a full re-scan).
 
     Args:
         directory: the ``--cache`` directory; ``state`` its loaded state.

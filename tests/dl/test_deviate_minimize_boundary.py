@@ -5,24 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from twinspect.dl.adapters.base import PRESETS, Classifier
+from tests.dl.affine_twins import Affine
 from twinspect.dl.deviate.distance import trigger_distances
 from twinspect.dl.deviate.minimize import minimize_trigger
 from twinspect.errors import InputError
 
 pytest.importorskip("skimage")
-
-
-class Affine(Classifier):
-    """Two classes: logits (0, flatten(x/255) @ w − b); the boundary is the hyperplane w·x/255 = b."""
-
-    def __init__(self, w, b, name, shape=(8, 8, 1)):
-        super().__init__(shape, 2, PRESETS["unit"], output="logits", name=name)
-        self.w, self.b = np.asarray(w, dtype=np.float64), float(b)
-
-    def _forward(self, batch):
-        z = batch.reshape(len(batch), -1).astype(np.float64) @ self.w - self.b
-        return np.stack([np.zeros_like(z), z], axis=1)
 
 
 class Counter:

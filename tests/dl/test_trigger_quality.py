@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tests.dl.affine_twins import Affine
 from twinspect.dl.adapters.base import PRESETS, Classifier
 from twinspect.dl.deviate.dflare import DFlare
 from twinspect.dl.deviate.diffchaser import DiffChaser
@@ -315,18 +316,6 @@ def test_margin_search_is_reproducible_and_rejects_bad_options():
     for kw in ({"eps": 0}, {"eps": 300}, {"window": 0}, {"stall": 0}, {"patience": -1}):
         with pytest.raises(InputError):
             MarginSearch(f, g, max_queries=10, **kw)
-
-
-class Affine(Classifier):
-    """Two classes: logits (0, flatten(x/255) @ w − b); the boundary is the hyperplane w·x/255 = b."""
-
-    def __init__(self, w, b, name, shape=(8, 8, 1)):
-        super().__init__(shape, 2, PRESETS["unit"], output="logits", name=name)
-        self.w, self.b = np.asarray(w, dtype=np.float64), float(b)
-
-    def _forward(self, batch):
-        z = batch.reshape(len(batch), -1).astype(np.float64) @ self.w - self.b
-        return np.stack([np.zeros_like(z), z], axis=1)
 
 
 def test_refinement_finds_the_band_where_only_the_compressed_model_has_crossed():

@@ -255,5 +255,8 @@ def test_successive_checks_with_update_state_report_each_commit_once(tree, tmp_p
     # commit 2's copy pairs with commit 1's (known only through the updated state), as a full re-scan says
     assert any({k[0][0], k[1][0]} == {"base64mime.py", "quoprimime.py"} for k in got)
     assert got == pair_keys(scan(tree, DetectConfig()), "base64mime.py")
-    # a third check with nothing changed reports nothing
-    assert changed_scan([tree], DetectConfig(), cache).pairs == []
+    # a third check with nothing changed reports nothing, and leaves the state as it is
+    saved = (cache / STATE_DIR / "state.npz").stat().st_mtime_ns
+    three = changed_scan([tree], DetectConfig(), cache, update=True)
+    assert three.pairs == [] and "state_update" not in three.stats["changed"]
+    assert (cache / STATE_DIR / "state.npz").stat().st_mtime_ns == saved

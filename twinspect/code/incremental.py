@@ -653,7 +653,7 @@ def changed_scan(
         "state_saved": state.meta.get("saved"), "state_updates": int(state.meta.get("updates", 0)),
         "load_seconds": round(t_load, 3),
     }
-    if update:
+    if update and gone:  # nothing changed: the state already is this tree's
         t1 = time.perf_counter()
         with progress("updating the scan state", total=None, quiet=quiet):
             done = update_state(cache_dir, state, fragments=new_frags, gone=gone, file_keys=keys, promoted=promoted)

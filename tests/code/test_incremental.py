@@ -234,6 +234,13 @@ def test_update_state_equals_the_state_of_a_full_scan_of_the_edited_tree(tree, t
     assert np.allclose(st.vectors.toarray(), want, atol=1e-6)
     ptr, items = token_items([token_views(f)[0] for f in reps])
     assert np.array_equal(st.item_ptr, ptr) and np.array_equal(st.items, items)
+    # the merged inverted index holds what one built from scratch holds (order within an item aside)
+    from twinspect.code.incremental import postings
+
+    want_items, want_ptr, want_reps = postings(ptr, items)
+    assert np.array_equal(st.post_items, want_items) and np.array_equal(st.post_ptr, want_ptr)
+    item_of = np.repeat(np.arange(len(want_items), dtype=np.int64), np.diff(want_ptr))
+    assert np.array_equal(np.sort(item_of * len(reps) + st.post_reps), np.sort(item_of * len(reps) + want_reps))
     meta = json.loads((cache / STATE_DIR / "state.json").read_text())
     assert meta["updates"] == 1 and "mime/audio.py" not in meta["files"] and "added.py" in meta["files"]
 

@@ -235,18 +235,35 @@ def save_state(directory: str | os.PathLike[str], *, fragments: Sequence[Fragmen
                         item_ptr=item_ptr, items=items)
 
 
-def _write_state(target: Path, meta: dict, encoder: Any, *, vectors: sp.csr_matrix, item_ptr: np.ndarray,
-                 items: np.ndarray, **rows: np.ndarray) -> Path:
-    """Write a state (the per-fragment ``rows`` arrays, the representatives' ``vectors`` and token items
-    with their inverted index, the encoder and ``meta``) to ``target``, atomically."""
+def postings(item_ptr: np.ndarray, items: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The inverted index of the representatives' token items (see :class:`ScanState`).
+
+    Args:
+        item_ptr: int64 (R + 1,) offsets of each representative's items in ``items`` (int64).
+
+    Returns:
+        ``(post_items, post_ptr, post_reps)``: the sorted distinct items, int64 (U + 1,) offsets into
+        ``post_reps``, and int32 the representative position of each entry (ascending within an item).
+    """
     order = np.argsort(items, kind="stable")
     post_reps = (np.searchsorted(item_ptr, order, side="right") - 1).astype(np.int32)  # the row of each item
-    sorted_items = items[order]
-    del order
-    starts = np.r_[0, np.flatnonzero(sorted_items[1:] != sorted_items[:-1]) + 1] if len(items) else np.zeros(0, np.int64)
-    post_items = sorted_items[starts]
-    post_ptr = np.r_[starts, len(items)].astype(np.int64)
-    del sorted_items, starts
+    return _grouped(items[order], post_reps)
+
+
+def _grouped(sorted_items: np.ndarray, reps: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Postings from entries sorted by item: distinct items, offsets, and the entries' representatives."""
+    starts = np.r_[0, np.flatnonzero(sorted_items[1:] != sorted_items[:-1]) + 1] if len(sorted_items) \
+        else np.zeros(0, np.int64)
+    return sorted_items[starts], np.r_[starts, len(sorted_items)].astype(np.int64), reps.astype(np.int32)
+
+
+def _write_state(target: Path, meta: dict, encoder: Any, *, vectors: sp.csr_matrix, item_ptr: np.ndarray,
+                 items: np.ndarray, index: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+                 **rows: np.ndarray) -> Path:
+    """Write a state (the per-fragment ``rows`` arrays, the representatives' ``vectors`` and token items
+    with their inverted index — ``index`` when given, else built by :func:`postings` —, the encoder and
+    ``meta``) to ``target``, atomically."""
+    post_items, post_ptr, post_reps = index if index is not None else postings(item_ptr, items)
     arrays: dict[str, Any] = {
         **rows, "vec_data": vectors.data, "vec_indices": vectors.indices, "vec_indptr": vectors.indptr,
         "vec_shape": np.asarray(vectors.shape), "item_ptr": item_ptr, "items": items, "post_items": post_items,
@@ -368,12 +385,28 @@ def update_state(directory: str | os.PathLike[str], state: ScanState, *, fragmen
     items = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
     item_ptr = np.r_[0, np.cumsum(np.asarray(lens, dtype=np.int64))].astype(np.int64)
 
+    # the inverted index, merged instead of rebuilt (a full sort of every item took most of an update on
+    # the 13-MLOC tree): the old entries of kept representatives, renumbered, then the new ones inserted
+    # after the old entries of the same item
+    map_old = np.full(len(state.reps), -1, dtype=np.int64)
+    map_old[surviving[kept_pos]] = kept_pos
+    ent_rep = map_old[state.post_reps]
+    keep_ent = ent_rep >= 0
+    ent_item = np.repeat(state.post_items, np.diff(state.post_ptr))[keep_ent]
+    ent_rep = ent_rep[keep_ent]
+    at_pos = np.r_[np.flatnonzero(~rep_kept), len(surviving) + np.arange(len(new_rep_rows))].astype(np.int64)
+    new_rep = np.repeat(at_pos, np.diff(new_ptr))
+    o = np.argsort(new_items, kind="stable")
+    where = np.searchsorted(ent_item, new_items[o], side="right")
+    index = _grouped(np.insert(ent_item, where, new_items[o]), np.insert(ent_rep, where, new_rep[o]))
+    del ent_item, ent_rep, keep_ent
+
     files = {k: v for k, v in state.meta.get("files", {}).items() if k not in gone}
     files.update({k: v for k, v in file_keys.items() if k in gone and v is not None})
     meta = {**state.meta, "files": files, "paths": paths, "names": names,
             "updated": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "updates": int(state.meta.get("updates", 0)) + 1}
     _write_state(Path(directory) / STATE_DIR, meta, state.encoder, path_id=path_id, start=start, end=end, t2=t2,
-                 bucket=bucket, reps=reps, vectors=vectors, item_ptr=item_ptr, items=items)
+                 bucket=bucket, reps=reps, vectors=vectors, item_ptr=item_ptr, items=items, index=index)
     return {"fragments_dropped": int(stale.sum()), "fragments_added": n_new, "representatives_promoted": n_prom,
             "representatives_embedded": len(embed), "fragments": n_keep + n_new}
 

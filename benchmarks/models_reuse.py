@@ -73,13 +73,14 @@ def log(msg: str) -> None:
 
 
 # -- building ---------------------------------------------------------------------------------------
-def _save_torch(module, path: Path, meta: dict) -> None:
+def save_torch(module, path: Path, meta: dict) -> None:
+    """Save a torch module with twinspect's metadata (``twinspect.dl.train.save_model``)."""
     from twinspect.dl.train import save_model
 
     save_model(module, path, meta)
 
 
-def _export_int8(module, path: Path, meta: dict, calib: np.ndarray) -> None:
+def export_int8(module, path: Path, meta: dict, calib: np.ndarray) -> None:
     """ONNX export (dynamic batch) then ONNX Runtime static QDQ quantisation, per-channel int8 weights."""
     import tempfile
 
@@ -109,7 +110,27 @@ def _export_int8(module, path: Path, meta: dict, calib: np.ndarray) -> None:
     write_metadata(path, meta)
 
 
-def _noisy(module, ratio: float, seed: int):
+def distill_student(teacher_module, student, x_all: np.ndarray, y_all: np.ndarray, pre, *, seed: int, train_size: int,
+                    epochs: int) -> None:
+    """Distil ``teacher_module`` into ``student`` in place (``twinspect.dl.compress.distill``, T 4, α 0.9, Adam
+    3e-3) on a seeded sample of ``train_size`` images of ``x_all`` (uint8 N×H×W×C) and labels ``y_all``."""
+    import torch
+
+    from twinspect.dl.compress import distill
+    from twinspect.dl.train import FitConfig
+
+    def teacher(xb, tm=teacher_module):
+        with torch.no_grad():
+            return tm(torch.from_numpy(pre(xb)))
+
+    sub = np.random.default_rng(seed).permutation(len(x_all))[:train_size]
+    distill(teacher, student, x_all[sub], y_all[sub], pre,
+            FitConfig(epochs=epochs, batch_size=64, lr=3e-3, optimizer="adam", weight_decay=1e-4, seed=seed),
+            temperature=4.0, alpha=0.9, quiet=True)
+
+
+def noisy_copy(module, ratio: float, seed: int):
+    """A copy of ``module`` with Gaussian noise of ``ratio`` × each parameter's std added (seeded)."""
     import torch
 
     m = copy.deepcopy(module)
@@ -126,7 +147,7 @@ def build(work: Path, epochs: int, train_size: int, quiet: bool) -> list[dict]:
     import torch
 
     from twinspect.dl.architectures import build_model
-    from twinspect.dl.compress import distill, prune_magnitude
+    from twinspect.dl.compress import prune_magnitude
     from twinspect.dl.data import load_images
     from twinspect.dl.train import FitConfig, default_preprocess, fit, train_model
 
@@ -159,7 +180,7 @@ def build(work: Path, epochs: int, train_size: int, quiet: bool) -> list[dict]:
         if name not in have or not path.exists():
             t = time.perf_counter()
             res = train_model(arch, "mnist", epochs=epochs, seed=seed, train_size=train_size, width=WIDTH.get(arch, 1.0), quiet=quiet)
-            _save_torch(res.module, path, res.meta)
+            save_torch(res.module, path, res.meta)
             add({"name": name, "path": str(path), "arch": arch, "seed": seed, "kind": "base", "parents": [], "root": name,
                  "accuracy": res.test_accuracy, "build_s": round(time.perf_counter() - t, 1)})
             log(f"  {name}: acc {res.test_accuracy:.3f}")
@@ -186,34 +207,25 @@ def build(work: Path, epochs: int, train_size: int, quiet: bool) -> list[dict]:
                 m.eval()
                 if kind == "finetune+noise30":
                     parents = [parent, f"{parent}~finetune"]
-                    m = _noisy(m, 0.3, rng_seed)
-                _save_torch(m, path, cmeta)
+                    m = noisy_copy(m, 0.3, rng_seed)
+                save_torch(m, path, cmeta)
             elif kind.startswith("prune") and "int8" not in kind:
                 m = prune_magnitude(module, int(kind[5:]) / 100.0)
-                _save_torch(m, path, cmeta)
+                save_torch(m, path, cmeta)
             elif kind == "int8":
-                _export_int8(module, path, cmeta, x_all[:64])
+                export_int8(module, path, cmeta, x_all[:64])
             elif kind == "prune50+int8":
                 parents = [parent, f"{parent}~prune50"]
-                _export_int8(prune_magnitude(module, 0.5), path, cmeta, x_all[:64])
+                export_int8(prune_magnitude(module, 0.5), path, cmeta, x_all[:64])
             elif kind.startswith("noise"):
-                _save_torch(_noisy(module, int(kind[5:]) / 100.0, rng_seed), path, cmeta)
+                save_torch(noisy_copy(module, int(kind[5:]) / 100.0, rng_seed), path, cmeta)
             elif kind == "distill":
                 student_arch = STUDENT[arch]
                 torch.manual_seed(1000 + PARENTS.index((arch, seed)))  # every student its own initialisation
                 student = build_model(student_arch, (28, 28, 1), 10)
-                teacher_module = module
-
-                def teacher(xb, tm=teacher_module):
-                    with torch.no_grad():
-                        return tm(torch.from_numpy(pre(xb)))
-
-                sub = np.random.default_rng(rng_seed).permutation(len(x_all))[:train_size]
-                distill(teacher, student, x_all[sub], y_all[sub], pre,
-                        FitConfig(epochs=epochs, batch_size=64, lr=3e-3, optimizer="adam", weight_decay=1e-4, seed=rng_seed),
-                        temperature=4.0, alpha=0.9, quiet=True)
+                distill_student(module, student, x_all, y_all, pre, seed=rng_seed, train_size=train_size, epochs=epochs)
                 smeta = dict(cmeta, arch=student_arch, width=1.0)
-                _save_torch(student, path, smeta)
+                save_torch(student, path, smeta)
             add({"name": name, "path": str(path), "arch": STUDENT[arch] if kind == "distill" else arch, "seed": seed,
                  "kind": kind, "parents": parents, "root": parent, "accuracy": accuracy_of(path),
                  "build_s": round(time.perf_counter() - t, 1)})

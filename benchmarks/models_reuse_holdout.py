@@ -275,7 +275,7 @@ def build(work: Path) -> list[dict]:
 
     from twinspect.dl.adapters import load_classifier
     from twinspect.dl.architectures import build_model, load_zoo_module
-    from twinspect.dl.compress import distill, prune_magnitude
+    from twinspect.dl.compress import prune_magnitude
     from twinspect.dl.data import load_images
     from twinspect.dl.train import FitConfig, default_preprocess, fit, train_model
 
@@ -304,7 +304,7 @@ def build(work: Path) -> list[dict]:
         common = {"split": "calibration", "framework": "torch", "trainer": "twinspect"}
         if name not in have:
             res = train_model(arch, "mnist", epochs=EPOCHS, seed=seed, train_size=TRAIN_SIZE, width=CAL_WIDTH.get(arch, 1.0))
-            mr._save_torch(res.module, path, res.meta)
+            mr.save_torch(res.module, path, res.meta)
             add({"name": name, "path": str(path), "arch": arch, "seed": seed, "kind": "base", "parents": [], "root": name, **common})
         module, meta = load_zoo_module(path)
         module = module.eval()
@@ -320,27 +320,19 @@ def build(work: Path) -> list[dict]:
                 m = copy.deepcopy(module)
                 fit(m, x_all[ft_idx], y_all[ft_idx], pre,
                     FitConfig(epochs=1, batch_size=64, lr=1e-3, optimizer="adam", weight_decay=1e-4, seed=rseed), quiet=True)
-                mr._save_torch(m.eval(), cpath, cmeta)
+                mr.save_torch(m.eval(), cpath, cmeta)
             elif kind == "prune50":
-                mr._save_torch(prune_magnitude(module, 0.5), cpath, cmeta)
+                mr.save_torch(prune_magnitude(module, 0.5), cpath, cmeta)
             elif kind == "int8":
-                mr._export_int8(module, cpath, cmeta, x_all[:64])
+                mr.export_int8(module, cpath, cmeta, x_all[:64])
             elif kind == "noise30":
-                mr._save_torch(mr._noisy(module, 0.3, rseed), cpath, cmeta)
+                mr.save_torch(mr.noisy_copy(module, 0.3, rseed), cpath, cmeta)
             elif kind == "distill":
                 c_arch = CAL_STUDENT[arch]
                 torch.manual_seed(1000 + seed * 10 + CAL_BASES.index((arch, seed)))
                 student = build_model(c_arch, (28, 28, 1), 10)
-
-                def teacher(xb, tm=module):
-                    with torch.no_grad():
-                        return tm(torch.from_numpy(pre(xb)))
-
-                sub = np.random.default_rng(rseed).permutation(len(x_all))[:TRAIN_SIZE]
-                distill(teacher, student, x_all[sub], y_all[sub], pre,
-                        FitConfig(epochs=EPOCHS, batch_size=64, lr=3e-3, optimizer="adam", weight_decay=1e-4, seed=rseed),
-                        temperature=4.0, alpha=0.9, quiet=True)
-                mr._save_torch(student, cpath, dict(cmeta, arch=c_arch, width=1.0))
+                mr.distill_student(module, student, x_all, y_all, pre, seed=rseed, train_size=TRAIN_SIZE, epochs=EPOCHS)
+                mr.save_torch(student, cpath, dict(cmeta, arch=c_arch, width=1.0))
             add({"name": cname, "path": str(cpath), "arch": c_arch, "seed": seed, "kind": kind, "parents": [name],
                  "root": name, **common})
 

@@ -46,3 +46,14 @@ def email_frags() -> list:
     frags, _ = mine([Path(email.__file__).parent], workers=1)
     assert len(frags) > 200
     return frags
+
+
+@pytest.fixture()
+def email_tree(tmp_path) -> Path:
+    """A writable copy of the stdlib's ``email`` package (29 Python files, no ``__pycache__``) under ``tmp_path``."""
+    import email
+    import shutil
+
+    dst = tmp_path / "email"
+    shutil.copytree(Path(email.__file__).parent, dst, ignore=shutil.ignore_patterns("__pycache__"))
+    return dst

@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import sysconfig
-from pathlib import Path
 
 import pytest
 
@@ -16,7 +13,6 @@ from twinspect.code import fragments
 from twinspect.code.checkpoint import ParseCache
 from twinspect.code.clones import DetectConfig, scan
 
-EMAIL = Path(sysconfig.get_paths()["stdlib"]) / "email"
 VOLATILE = ("timings", "parse_cache", "executor", "workers")
 
 
@@ -26,49 +22,42 @@ def _view(report) -> dict:
     return d
 
 
-@pytest.fixture
-def tree(tmp_path) -> Path:
-    dst = tmp_path / "email"
-    shutil.copytree(EMAIL, dst, ignore=shutil.ignore_patterns("__pycache__"))
-    return dst
-
-
-def test_cached_scans_give_the_uncached_report_and_parse_only_changed_files(tree, tmp_path):
+def test_cached_scans_give_the_uncached_report_and_parse_only_changed_files(email_tree, tmp_path):
     cache = tmp_path / "cache"
-    files = len(list(tree.rglob("*.py")))
-    reference = _view(scan(tree, DetectConfig()))
-    first = scan(tree, DetectConfig(), cache_dir=cache)
+    files = len(list(email_tree.rglob("*.py")))
+    reference = _view(scan(email_tree, DetectConfig()))
+    first = scan(email_tree, DetectConfig(), cache_dir=cache)
     assert first.stats["parse_cache"] == {"hits": 0, "parsed": files, "reset": False}
     assert _view(first) == reference
-    second = scan(tree, DetectConfig(), cache_dir=cache)
+    second = scan(email_tree, DetectConfig(), cache_dir=cache)
     assert second.stats["parse_cache"] == {"hits": files, "parsed": 0, "reset": False}
     assert _view(second) == reference
 
     # an edit: one function copied into another file (a new clone pair) and one file removed
-    src = (tree / "quoprimime.py").read_text()
+    src = (email_tree / "quoprimime.py").read_text()
     start = src.index("def body_encode(")
     end = src.index("\ndef ", start + 1)
-    with open(tree / "base64mime.py", "a") as fh:
+    with open(email_tree / "base64mime.py", "a") as fh:
         fh.write("\n\n" + src[start:end].replace("def body_encode(", "def body_encode_copy(") + "\n")
-    (tree / "encoders.py").unlink()
-    third = scan(tree, DetectConfig(), cache_dir=cache)
+    (email_tree / "encoders.py").unlink()
+    third = scan(email_tree, DetectConfig(), cache_dir=cache)
     assert third.stats["parse_cache"] == {"hits": files - 2, "parsed": 1, "reset": False}
-    fresh = _view(scan(tree, DetectConfig()))
+    fresh = _view(scan(email_tree, DetectConfig()))
     assert _view(third) == fresh
     frags = fresh["fragments"]
     copy = next(i for i, f in enumerate(frags) if f["name"] == "body_encode_copy")
     assert any(copy in (p["a"], p["b"]) for p in fresh["pairs"])
 
 
-def test_other_mining_options_empty_the_cache(tree, tmp_path):
+def test_other_mining_options_empty_the_cache(email_tree, tmp_path):
     cache = tmp_path / "cache"
-    scan(tree, DetectConfig(), cache_dir=cache)
-    other = scan(tree, DetectConfig(min_lines=10), cache_dir=cache)
+    scan(email_tree, DetectConfig(), cache_dir=cache)
+    other = scan(email_tree, DetectConfig(min_lines=10), cache_dir=cache)
     assert other.stats["parse_cache"]["reset"] is True and other.stats["parse_cache"]["hits"] == 0
-    assert _view(other) == _view(scan(tree, DetectConfig(min_lines=10)))
+    assert _view(other) == _view(scan(email_tree, DetectConfig(min_lines=10)))
 
 
-def test_an_interrupted_run_resumes_from_the_shards_it_stored(tree, tmp_path, monkeypatch):
+def test_an_interrupted_run_resumes_from_the_shards_it_stored(email_tree, tmp_path, monkeypatch):
     cache = tmp_path / "cache"
     monkeypatch.setattr(fragments, "_FILES_PER_TASK", 4)
     real = fragments._mine_run_each
@@ -82,23 +71,23 @@ def test_an_interrupted_run_resumes_from_the_shards_it_stored(tree, tmp_path, mo
 
     monkeypatch.setattr(fragments, "_mine_run_each", dies_on_third_shard)
     with pytest.raises(KeyboardInterrupt):
-        scan(tree, DetectConfig(), cache_dir=cache)
+        scan(email_tree, DetectConfig(), cache_dir=cache)
     monkeypatch.setattr(fragments, "_mine_run_each", real)
-    resumed = scan(tree, DetectConfig(), cache_dir=cache)
+    resumed = scan(email_tree, DetectConfig(), cache_dir=cache)
     assert resumed.stats["parse_cache"]["hits"] == 8  # the two shards stored before the interruption
-    assert _view(resumed) == _view(scan(tree, DetectConfig()))
+    assert _view(resumed) == _view(scan(email_tree, DetectConfig()))
 
 
-def test_a_file_edited_with_its_size_and_mtime_kept_is_not_misread(tree, tmp_path):
+def test_a_file_edited_with_its_size_and_mtime_kept_is_not_misread(email_tree, tmp_path):
     # the key is (size, mtime_ns, language): a same-size edit with a new mtime is parsed again
     cache = tmp_path / "cache"
-    scan(tree, DetectConfig(), cache_dir=cache)
-    path = tree / "charset.py"
+    scan(email_tree, DetectConfig(), cache_dir=cache)
+    path = email_tree / "charset.py"
     text = path.read_text()
     path.write_text(text.replace("def get_body_encoding(", "def get_body_encodinX("))
     st = path.stat()
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
-    again = scan(tree, DetectConfig(), cache_dir=cache)
+    again = scan(email_tree, DetectConfig(), cache_dir=cache)
     assert again.stats["parse_cache"]["parsed"] == 1
     assert any(f.name.endswith("get_body_encodinX") for f in again.fragments)
 
@@ -108,7 +97,7 @@ def test_a_file_edited_with_its_size_and_mtime_kept_is_not_misread(tree, tmp_pat
     ("garbage", [], "cannot use the parse cache"),
     ("dir", ["--granularity", "block"], "--cache works with --granularity function or file, not block"),
 ])
-def test_unusable_caches_exit_2_with_one_line(tree, tmp_path, capsys, setup, extra, needle):
+def test_unusable_caches_exit_2_with_one_line(email_tree, tmp_path, capsys, setup, extra, needle):
     cache = tmp_path / "cache"
     if setup == "file":
         cache.write_text("x")
@@ -116,16 +105,16 @@ def test_unusable_caches_exit_2_with_one_line(tree, tmp_path, capsys, setup, ext
         cache.mkdir()
         (cache / "parse.sqlite").write_bytes(b"this is not an sqlite database" * 100)
     out = tmp_path / "r.json"
-    code, _, err = run(capsys, "clones", tree, "-f", "json", "-o", out, "--cache", cache, *extra)
+    code, _, err = run(capsys, "clones", email_tree, "-f", "json", "-o", out, "--cache", cache, *extra)
     assert code == 2, err
     assert needle in err and "Traceback" not in err
     assert not out.exists()
 
 
-def test_cli_cache_counts_in_the_json_report(tree, tmp_path, capsys):
+def test_cli_cache_counts_in_the_json_report(email_tree, tmp_path, capsys):
     cache, out = tmp_path / "cache", tmp_path / "r.json"
     for _ in range(2):
-        assert run(capsys, "clones", tree, "-f", "json", "-o", out, "-q", "--cache", cache)[0] == 0
+        assert run(capsys, "clones", email_tree, "-f", "json", "-o", out, "-q", "--cache", cache)[0] == 0
     assert json.loads(out.read_text())["stats"]["parse_cache"]["parsed"] == 0
     reopened = ParseCache(cache)
     reopened.load([], {"min_lines": 6, "errors": "lenient", "pretokenize": True, "granularity": "function"})

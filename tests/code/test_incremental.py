@@ -46,70 +46,63 @@ def pair_keys(report, touched: str | None = None) -> set[tuple]:
     return out
 
 
-@pytest.fixture()
-def tree(tmp_path) -> Path:
-    dst = tmp_path / "email"
-    shutil.copytree(EMAIL, dst, ignore=shutil.ignore_patterns("__pycache__"))
-    return dst
-
-
-def test_full_scan_with_cache_saves_state_and_unchanged_tree_reports_nothing(tree, tmp_path):
+def test_full_scan_with_cache_saves_state_and_unchanged_tree_reports_nothing(email_tree, tmp_path):
     cache = tmp_path / "cache"
-    full = scan(tree, DetectConfig(), cache_dir=cache)
+    full = scan(email_tree, DetectConfig(), cache_dir=cache)
     assert (cache / STATE_DIR / "state.npz").is_file() and (cache / STATE_DIR / "state.json").is_file()
-    report = changed_scan([tree], DetectConfig(), cache)
+    report = changed_scan([email_tree], DetectConfig(), cache)
     ch = report.stats["changed"]
     assert report.pairs == [] and ch["fragments_changed"] == 0
     assert ch["files_unchanged"] == full.stats["files_parsed"] and ch["state_fragments"] == sum(
         f.kind == "function" for f in full.fragments)
 
 
-def test_planted_copy_is_found_and_matches_a_full_rescan(tree, tmp_path):
+def test_planted_copy_is_found_and_matches_a_full_rescan(email_tree, tmp_path):
     cache = tmp_path / "cache"
-    scan(tree, DetectConfig(), cache_dir=cache)
-    target = tree / "quoprimime.py"
+    scan(email_tree, DetectConfig(), cache_dir=cache)
+    target = email_tree / "quoprimime.py"
     target.write_text(target.read_text() + PLANT)
-    report = changed_scan([tree], DetectConfig(), cache)
+    report = changed_scan([email_tree], DetectConfig(), cache)
     assert report.stats["changed"]["files_changed"] == 1
     got = pair_keys(report)
     assert all("quoprimime.py" in (k[0][0], k[1][0]) for k in got)  # only pairs involving the changed file
     planted = [k for k in got if {k[0][0], k[1][0]} == {"quoprimime.py", "utils.py"}]
     assert planted and planted[0][2] == "T3"
     # the same pairs as a full re-scan of the edited tree states for that file
-    rescan = scan(tree, DetectConfig())
+    rescan = scan(email_tree, DetectConfig())
     assert got == pair_keys(rescan, "quoprimime.py")
 
 
-def test_added_and_removed_files(tree, tmp_path):
+def test_added_and_removed_files(email_tree, tmp_path):
     cache = tmp_path / "cache"
-    scan(tree, DetectConfig(), cache_dir=cache)
-    (tree / "added.py").write_text("from email.utils import unquote, quote, rfc2231_continuation\n" + PLANT)
-    removed = tree / "mime" / "audio.py"
+    scan(email_tree, DetectConfig(), cache_dir=cache)
+    (email_tree / "added.py").write_text("from email.utils import unquote, quote, rfc2231_continuation\n" + PLANT)
+    removed = email_tree / "mime" / "audio.py"
     removed.unlink()
-    report = changed_scan([tree], DetectConfig(), cache)
+    report = changed_scan([email_tree], DetectConfig(), cache)
     ch = report.stats["changed"]
     assert (ch["files_added"], ch["files_removed"], ch["files_changed"]) == (1, 1, 0)
     assert not any(f.path == "mime/audio.py" for f in report.fragments)
     assert any({k[0][0], k[1][0]} == {"added.py", "utils.py"} for k in pair_keys(report))
 
 
-def test_state_is_not_used_under_other_options_or_missing(tree, tmp_path):
+def test_state_is_not_used_under_other_options_or_missing(email_tree, tmp_path):
     cache = tmp_path / "cache"
     with pytest.raises(InputError, match="no saved scan state"):
-        changed_scan([tree], DetectConfig(), cache)
+        changed_scan([email_tree], DetectConfig(), cache)
     assert not cache.exists()  # a failed check creates nothing
-    scan(tree, DetectConfig(), cache_dir=cache)
+    scan(email_tree, DetectConfig(), cache_dir=cache)
     with pytest.raises(InputError, match="other detection or parse options"):
-        changed_scan([tree], DetectConfig(token_overlap=0.7), cache)
+        changed_scan([email_tree], DetectConfig(token_overlap=0.7), cache)
     with pytest.raises(InputError, match="none of the 29 files of the saved scan"):
-        changed_scan([tree.parent], DetectConfig(), cache)  # another root: every path differs
+        changed_scan([email_tree.parent], DetectConfig(), cache)  # another root: every path differs
     with pytest.raises(InputError, match="--changed cannot serve --granularity file"):
-        changed_scan([tree], DetectConfig(granularity="file"), cache)
+        changed_scan([email_tree], DetectConfig(granularity="file"), cache)
 
 
-def test_scan_without_a_supported_detection_saves_no_state(tree, tmp_path):
+def test_scan_without_a_supported_detection_saves_no_state(email_tree, tmp_path):
     cache = tmp_path / "cache"
-    scan(tree, DetectConfig(granularity="file"), cache_dir=cache)
+    scan(email_tree, DetectConfig(granularity="file"), cache_dir=cache)
     assert (cache / "parse.sqlite").is_file() and not (cache / STATE_DIR).exists()
 
 
@@ -133,46 +126,46 @@ def test_token_items_count_the_multiset_intersection(monkeypatch):
     assert np.array_equal(token_items(lists)[1], items)
 
 
-def test_cli_changed(tree, tmp_path, capsys):
+def test_cli_changed(email_tree, tmp_path, capsys):
     cache = tmp_path / "cache"
-    code, _, err = run(capsys, "clones", tree, "--cache", cache, "-q", "-f", "json", "-o", tmp_path / "a.json")
+    code, _, err = run(capsys, "clones", email_tree, "--cache", cache, "-q", "-f", "json", "-o", tmp_path / "a.json")
     assert code == 0, err
-    target = tree / "quoprimime.py"
+    target = email_tree / "quoprimime.py"
     target.write_text(target.read_text() + PLANT)
-    code, out, err = run(capsys, "clones", tree, "--cache", cache, "--changed")
+    code, out, err = run(capsys, "clones", email_tree, "--cache", cache, "--changed")
     assert code == 0, err
     assert "changed-files check" in out and "planted_decode" in out
-    code, _, err = run(capsys, "clones", tree, "--changed")
+    code, _, err = run(capsys, "clones", email_tree, "--changed")
     assert code == 2 and "--changed needs --cache" in err
-    code, _, err = run(capsys, "clones", tree, "--changed", "--cache", cache, "--fail-over", "5")
+    code, _, err = run(capsys, "clones", email_tree, "--changed", "--cache", cache, "--fail-over", "5")
     assert code == 2 and "--fail-over" in err
     # the planted pair is new against the full scan's report: --fail-on-new fails the check
-    code, _, _ = run(capsys, "clones", tree, "--cache", cache, "--changed", "--baseline", tmp_path / "a.json",
+    code, _, _ = run(capsys, "clones", email_tree, "--cache", cache, "--changed", "--baseline", tmp_path / "a.json",
                      "--fail-on-new", "-q")
     assert code == 1
     os.utime(target)  # still changed: the state is the full scan's, --changed never rewrites it
-    code, out, _ = run(capsys, "clones", tree, "--cache", cache, "--changed", "-q", "-f", "json")
+    code, out, _ = run(capsys, "clones", email_tree, "--cache", cache, "--changed", "-q", "-f", "json")
     assert code == 0 and json.loads(out)["stats"]["changed"]["files_changed"] == 1
-    code, _, err = run(capsys, "clones", tree, "--cache", cache, "--update-state")
+    code, _, err = run(capsys, "clones", email_tree, "--cache", cache, "--update-state")
     assert code == 2 and "add --changed" in err
     # folded into the state: the next check starts from this tree
-    code, out, _ = run(capsys, "clones", tree, "--cache", cache, "--changed", "--update-state", "-q", "-f", "json")
+    code, out, _ = run(capsys, "clones", email_tree, "--cache", cache, "--changed", "--update-state", "-q", "-f", "json")
     assert code == 0 and json.loads(out)["stats"]["changed"]["state_update"]["fragments_added"] > 0
-    code, out, _ = run(capsys, "clones", tree, "--cache", cache, "--changed", "-q", "-f", "json")
+    code, out, _ = run(capsys, "clones", email_tree, "--cache", cache, "--changed", "-q", "-f", "json")
     assert code == 0 and json.loads(out)["stats"]["changed"]["files_changed"] == 0 and not json.loads(out)["pairs"]
 
 
-def test_overlap_neighbours_equal_a_brute_force_multiset_overlap(tree, tmp_path):
+def test_overlap_neighbours_equal_a_brute_force_multiset_overlap(email_tree, tmp_path):
     from twinspect.code.fragments import mine
     from twinspect.code.incremental import load_state, mining_options, overlap_neighbours
     from twinspect.code.normalize import token_views
 
     cache = tmp_path / "cache"
     config = DetectConfig()
-    scan(tree, config, cache_dir=cache)
+    scan(email_tree, config, cache_dir=cache)
     state = load_state(cache, config, mining_options(config))
-    frags, _ = mine([tree / "utils.py", tree / "_header_value_parser.py"])
-    fragments = sorted(mine([tree])[0], key=lambda f: (f.path, f.start_line, f.end_line, f.name))
+    frags, _ = mine([email_tree / "utils.py", email_tree / "_header_value_parser.py"])
+    fragments = sorted(mine([email_tree])[0], key=lambda f: (f.path, f.start_line, f.end_line, f.name))
     rep_bags = [Counter(token_views(fragments[int(r)])[0]) for r in state.reps]
     ok = np.ones(len(state.reps), dtype=bool)
     ok[::7] = False  # some representatives may not be returned
@@ -204,22 +197,22 @@ def _state_rows(cache: Path) -> tuple[dict[tuple, int], set[frozenset]]:
     return {k: i for i, k in enumerate(keys)}, {frozenset(v) for v in buckets.values()}
 
 
-def test_update_state_equals_the_state_of_a_full_scan_of_the_edited_tree(tree, tmp_path):
+def test_update_state_equals_the_state_of_a_full_scan_of_the_edited_tree(email_tree, tmp_path):
     from twinspect.code.incremental import load_state, mining_options
     from twinspect.code.normalize import token_views
 
     # a copy of quoprimime.py that sorts first: its functions are the representatives of their buckets
-    shutil.copy(tree / "quoprimime.py", tree / "aaa_copy.py")
+    shutil.copy(email_tree / "quoprimime.py", email_tree / "aaa_copy.py")
     cache = tmp_path / "cache"
-    scan(tree, DetectConfig(), cache_dir=cache)
-    (tree / "aaa_copy.py").write_text((tree / "aaa_copy.py").read_text() + "\nVALUE = 1\n")  # changed: reps promoted
-    (tree / "added.py").write_text(PLANT)  # added
-    (tree / "mime" / "audio.py").unlink()  # removed
-    report = changed_scan([tree], DetectConfig(), cache, update=True)
+    scan(email_tree, DetectConfig(), cache_dir=cache)
+    (email_tree / "aaa_copy.py").write_text((email_tree / "aaa_copy.py").read_text() + "\nVALUE = 1\n")  # changed: reps promoted
+    (email_tree / "added.py").write_text(PLANT)  # added
+    (email_tree / "mime" / "audio.py").unlink()  # removed
+    report = changed_scan([email_tree], DetectConfig(), cache, update=True)
     up = report.stats["changed"]["state_update"]
     assert up["fragments_added"] > 0 and up["fragments_dropped"] > 0 and up["representatives_promoted"] > 0
     fresh = tmp_path / "fresh"
-    scan(tree, DetectConfig(), cache_dir=fresh)
+    scan(email_tree, DetectConfig(), cache_dir=fresh)
     rows_up, buckets_up = _state_rows(cache)
     rows_fresh, buckets_fresh = _state_rows(fresh)
     assert set(rows_up) == set(rows_fresh) and buckets_up == buckets_fresh
@@ -227,7 +220,7 @@ def test_update_state_equals_the_state_of_a_full_scan_of_the_edited_tree(tree, t
     st = load_state(cache, DetectConfig(), mining_options(DetectConfig()))
     from twinspect.code.fragments import mine
 
-    frags = {(f.path, f.start_line, f.end_line, f.name): f for f in mine([tree])[0] if f.kind == "function"}
+    frags = {(f.path, f.start_line, f.end_line, f.name): f for f in mine([email_tree])[0] if f.kind == "function"}
     keys = list(rows_up)
     reps = [frags[keys[r][:4]] for r in st.reps.tolist()]
     want = st.encoder.encode_sparse(reps).toarray()
@@ -245,25 +238,25 @@ def test_update_state_equals_the_state_of_a_full_scan_of_the_edited_tree(tree, t
     assert meta["updates"] == 1 and "mime/audio.py" not in meta["files"] and "added.py" in meta["files"]
 
 
-def test_successive_checks_with_update_state_report_each_commit_once(tree, tmp_path):
+def test_successive_checks_with_update_state_report_each_commit_once(email_tree, tmp_path):
     cache = tmp_path / "cache"
-    scan(tree, DetectConfig(), cache_dir=cache)
-    first = tree / "quoprimime.py"
+    scan(email_tree, DetectConfig(), cache_dir=cache)
+    first = email_tree / "quoprimime.py"
     first.write_text(first.read_text() + PLANT)  # commit 1: a copy of decode_params
-    one = changed_scan([tree], DetectConfig(), cache, update=True)
+    one = changed_scan([email_tree], DetectConfig(), cache, update=True)
     assert any({k[0][0], k[1][0]} == {"quoprimime.py", "utils.py"} for k in pair_keys(one))
-    second = tree / "base64mime.py"  # commit 2: the same copy again, in another file
+    second = email_tree / "base64mime.py"  # commit 2: the same copy again, in another file
     second.write_text(second.read_text() + PLANT.replace("planted_decode", "planted_again"))
-    two = changed_scan([tree], DetectConfig(), cache, update=True)
+    two = changed_scan([email_tree], DetectConfig(), cache, update=True)
     ch = two.stats["changed"]
     assert (ch["files_changed"], ch["state_updates"]) == (1, 1)  # commit 1's file is not checked again
     got = pair_keys(two)
     assert got and all("base64mime.py" in (k[0][0], k[1][0]) for k in got)
     # commit 2's copy pairs with commit 1's (known only through the updated state), as a full re-scan says
     assert any({k[0][0], k[1][0]} == {"base64mime.py", "quoprimime.py"} for k in got)
-    assert got == pair_keys(scan(tree, DetectConfig()), "base64mime.py")
+    assert got == pair_keys(scan(email_tree, DetectConfig()), "base64mime.py")
     # a third check with nothing changed reports nothing, and leaves the state as it is
     saved = (cache / STATE_DIR / "state.npz").stat().st_mtime_ns
-    three = changed_scan([tree], DetectConfig(), cache, update=True)
+    three = changed_scan([email_tree], DetectConfig(), cache, update=True)
     assert three.pairs == [] and "state_update" not in three.stats["changed"]
     assert (cache / STATE_DIR / "state.npz").stat().st_mtime_ns == saved

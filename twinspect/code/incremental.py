@@ -185,6 +185,10 @@ class ScanState:
     def __len__(self) -> int:
         return len(self.path_id)
 
+    def rows_of(self, paths: set[str]) -> np.ndarray:
+        """bool (N,): the fragments whose file is one of ``paths`` (rel paths)."""
+        return np.asarray([p in paths for p in self.meta["paths"]], dtype=bool)[self.path_id]
+
 
 def save_state(directory: str | os.PathLike[str], *, fragments: Sequence[Fragment], clf: Any,
                buckets: Sequence[Sequence[int]], vectors: Any, encoder: Any, base: frozenset[str],
@@ -306,9 +310,8 @@ def update_state(directory: str | os.PathLike[str], state: ScanState, *, fragmen
     """
     from twinspect.code.normalize import t2_key, token_views
 
-    stale = np.asarray([p in gone for p in state.meta["paths"]], dtype=bool)[state.path_id]
+    stale = state.rows_of(gone)
     keep = np.flatnonzero(~stale)
-    new_rows = {int(r): i for i, r in enumerate(keep.tolist())}
     n_keep, n_new = len(keep), len(fragments)
     old_paths: list[str] = state.meta["paths"]
     paths = sorted({old_paths[i] for i in np.unique(state.path_id[keep]).tolist()} | {f.path for f in fragments})
@@ -341,49 +344,31 @@ def update_state(directory: str | os.PathLike[str], state: ScanState, *, fragmen
         bucket[n_keep + j] = by_t2[key]
     old_rep_row = state.reps[surviving]  # the old representative of each surviving bucket (a state row)
     rep_kept = ~stale[old_rep_row]
-    reps = np.r_[np.where(rep_kept, np.asarray([new_rows.get(int(r), -1) for r in old_rep_row.tolist()], dtype=np.int64),
-                          first_row), np.asarray(new_rep_rows, dtype=np.int64)]
+    # a kept representative's row among the kept rows (keep is ascending); promoted ones: their first kept row
+    reps = np.r_[np.where(rep_kept, np.searchsorted(keep, old_rep_row), first_row),
+                 np.asarray(new_rep_rows, dtype=np.int64)]
 
-    # vectors and token items: the old rows of kept representatives, new rows for the others
+    # vectors and token items: the old ones of kept representatives, new ones for the others
     kept_pos = np.flatnonzero(rep_kept)  # surviving buckets whose representative stayed
     to_embed_rows = [int(keep[first_row[b]]) for b in np.flatnonzero(~rep_kept).tolist()]  # promoted (state rows)
     missing = [r for r in to_embed_rows if r not in promoted]
     if missing:
         raise ValueError(f"update_state: no fragment given for promoted rows {missing[:5]}")
     embed = [promoted[r] for r in to_embed_rows] + [fragments[r - n_keep] for r in new_rep_rows]
-    old_vec = state.vectors[surviving[kept_pos]] if len(kept_pos) else None
+    n_prom, n_old = len(to_embed_rows), len(state.reps)
     new_vec = (sp.csr_matrix(state.encoder.encode_sparse(embed), dtype=np.float32) if embed
                else sp.csr_matrix((0, state.vectors.shape[1]), dtype=np.float32))
-    # rows of the new representative order: surviving buckets (kept reps from old_vec, promoted from
-    # new_vec's head), then the new buckets (new_vec's tail)
-    n_prom = len(to_embed_rows)
-    src_old = np.full(len(surviving), -1, dtype=np.int64)
-    src_old[kept_pos] = np.arange(len(kept_pos))
-    src_new = np.full(len(surviving), -1, dtype=np.int64)
-    src_new[np.flatnonzero(~rep_kept)] = np.arange(n_prom)
-    stacked = sp.vstack([old_vec if old_vec is not None else sp.csr_matrix((0, state.vectors.shape[1]), dtype=np.float32),
-                         new_vec], format="csr")
-    order = np.r_[np.where(rep_kept, src_old, len(kept_pos) + src_new), len(kept_pos) + n_prom + np.arange(len(new_rep_rows))]
-    vectors = sp.csr_matrix(stacked[order], dtype=np.float32)
-
     new_ptr, new_items = token_items([token_views(f)[0] for f in embed])
-    old_lens = np.diff(state.item_ptr)
-    parts: list[np.ndarray] = []
-    lens: list[int] = []
-    for b in range(len(surviving)):
-        if rep_kept[b]:
-            r = int(surviving[b])
-            parts.append(state.items[state.item_ptr[r]:state.item_ptr[r + 1]])
-            lens.append(int(old_lens[r]))
-        else:
-            k = int(src_new[b])
-            parts.append(new_items[new_ptr[k]:new_ptr[k + 1]])
-            lens.append(int(new_ptr[k + 1] - new_ptr[k]))
-    for k in range(n_prom, n_prom + len(new_rep_rows)):
-        parts.append(new_items[new_ptr[k]:new_ptr[k + 1]])
-        lens.append(int(new_ptr[k + 1] - new_ptr[k]))
-    items = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
-    item_ptr = np.r_[0, np.cumsum(np.asarray(lens, dtype=np.int64))].astype(np.int64)
+    # the source of each representative of the new order, among the old ones (0..n_old-1) and the embedded
+    # ones (n_old + k): surviving buckets (kept or promoted), then the new buckets
+    src_new = np.full(len(surviving), -1, dtype=np.int64)
+    src_new[~rep_kept] = np.arange(n_prom)
+    src = np.r_[np.where(rep_kept, surviving, n_old + src_new), n_old + n_prom + np.arange(len(new_rep_rows))]
+    vectors = sp.csr_matrix(sp.vstack([state.vectors, new_vec], format="csr")[src], dtype=np.float32)
+    pool_lo = np.r_[state.item_ptr[:-1], len(state.items) + new_ptr[:-1]]
+    pool_hi = np.r_[state.item_ptr[1:], len(state.items) + new_ptr[1:]]
+    items = np.concatenate([state.items, new_items])[_ranges(pool_lo[src], pool_hi[src])]
+    item_ptr = np.r_[0, np.cumsum(pool_hi[src] - pool_lo[src])].astype(np.int64)
 
     # the inverted index, merged instead of rebuilt (a full sort of every item took most of an update on
     # the 13-MLOC tree): the old entries of kept representatives, renumbered, then the new ones inserted
@@ -414,7 +399,7 @@ def update_state(directory: str | os.PathLike[str], state: ScanState, *, fragmen
 def promotions(state: ScanState, gone: set[str]) -> np.ndarray:
     """State rows that become their bucket's representative when the rows of ``gone`` files are
     dropped (the first surviving member of a bucket whose representative is dropped), int64 sorted."""
-    stale = np.asarray([p in gone for p in state.meta["paths"]], dtype=bool)[state.path_id]
+    stale = state.rows_of(gone)
     lost = np.flatnonzero(stale[state.reps])  # buckets whose representative goes
     if not len(lost):
         return np.zeros(0, dtype=np.int64)
@@ -663,7 +648,7 @@ def changed_scan(
     try:
         new_frags = mine_files([by_rel[r] for r in sorted(touched)], stats, cache, mining, quiet=quiet)
         gone = touched | set(diff.removed)
-        stale = np.asarray([p in gone for p in state.meta["paths"]], dtype=bool)[state.path_id]
+        stale = state.rows_of(gone)
         with progress("retrieving neighbours", total=None, quiet=quiet):
             rows, by = retrieve(state, new_frags, config, stale)
         old_frags = list(_read_back(state, rows, by_rel, cache, mining).values())

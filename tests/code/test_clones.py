@@ -475,7 +475,7 @@ def test_stock_neural_t4_pairs_are_dropped_by_default(monkeypatch, params, stock
 
     frags = [one(BASE, "a.py"), one(UNRELATED, "b.py")]
     vecs = np.stack([unit(1, 0), unit(1, 0.05)])
-    monkeypatch.setattr(clones_mod, "_encode", lambda f, c, q: (vecs, "neural", None))  # no model download in tests
+    monkeypatch.setattr(clones_mod, "_encode", lambda f, c, q, fitted=None: (vecs, "neural", None))  # no model download in tests
     cfg = DetectConfig(encoder="neural", encoder_params=params, stock_t4=stock_t4)
     report = detect(frags, cfg)
     assert [(p.type, p.band) for p in report.pairs] == ([("T4", "WT3")] if reported else [])

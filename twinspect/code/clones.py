@@ -541,17 +541,21 @@ def _buckets(frags: Sequence[Fragment], clf: TypeClassifier, enabled: bool) -> l
     return sorted(by_key.values(), key=lambda b: b[0])
 
 
-def _encode(frags: Sequence[Fragment], config: DetectConfig, quiet: bool) -> tuple[FragmentVectors, str, Any]:
+def _encode(frags: Sequence[Fragment], config: DetectConfig, quiet: bool,
+            fitted: Any = None) -> tuple[FragmentVectors, str, Any]:
+    """Embed ``frags`` with a new encoder of ``config.encoder``, fitted on them, or with ``fitted`` (an
+    encoder fitted elsewhere, e.g. a saved full scan's: not fitted again). Returns the vectors, the
+    encoder's name and the encoder."""
     from twinspect.code.encoders import make_encoder
     from twinspect.code.vectors import FragmentVectors
 
-    encoder = make_encoder(config.encoder, **(config.encoder_params or {}))
+    encoder = fitted if fitted is not None else make_encoder(config.encoder, **(config.encoder_params or {}))
     # the lexical encoder's rows are ~140 non-zeros of 2,048: kept sparse (see twinspect.code.vectors);
     # it has no progress bar of its own (one pass of numpy over all tokens), so a spinner stands in
     encode_sparse = getattr(encoder, "encode_sparse", None)
     with progress("embedding", total=None, quiet=quiet or not callable(encode_sparse) or len(frags) < 10_000):
         fit = getattr(encoder, "fit", None)
-        if callable(fit):
+        if fitted is None and callable(fit):
             fit(frags)
         if callable(encode_sparse):
             return FragmentVectors(encode_sparse(frags, quiet=quiet)), getattr(encoder, "name", config.encoder), encoder
@@ -1255,12 +1259,8 @@ def detect(
     elif vectors is not None:
         vecs = FragmentVectors(vectors[np.asarray(order, dtype=np.int64)])  # rows re-normalised
         encoder_name = vectors_encoder or "precomputed"
-    elif encoder is not None:  # fitted elsewhere (a saved full scan): embed only
-        encode_sparse = getattr(encoder, "encode_sparse", None)
-        vecs = FragmentVectors(encode_sparse(frags) if callable(encode_sparse) else encoder.encode(frags))
-        encoder_name = getattr(encoder, "name", config.encoder)
-    else:
-        encoded, encoder_name, encoder = _encode(frags, config, quiet)
+    else:  # a given encoder (fitted elsewhere: a saved full scan's) only embeds
+        encoded, encoder_name, encoder = _encode(frags, config, quiet, encoder)
         vecs = as_vectors(encoded)
     timings["encode"] = time.perf_counter() - t
 

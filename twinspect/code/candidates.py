@@ -315,7 +315,7 @@ def range_pairs(
     import numpy as np
 
     from twinspect._arrays import unique_sorted
-    from twinspect.code.index import make_index
+    from twinspect.code.index import ExactIndex, make_index
     from twinspect.code.vectors import as_vectors, reduce_dim
 
     if cap < 1:
@@ -379,7 +379,12 @@ def range_pairs(
     capped = 0
     if not reduced:
         with progress("neighbour search", total=len(reps), quiet=quiet) as bar:
-            for lo in range(0, len(reps), _SEARCH_CHUNK):
+            if isinstance(idx, ExactIndex):  # an all-pairs self-join over the upper triangle only
+                starts, flat_ids, flat_sims = idx.self_range_search(threshold, k, advance=bar.advance)
+                query = np.repeat(rep_ids, np.diff(starts))
+                a, b, c, capped = _keep_neighbours(query, flat_ids, flat_sims, starts, spans, threshold, cap)
+                found.append((a, b, c))
+            for lo in [] if isinstance(idx, ExactIndex) else range(0, len(reps), _SEARCH_CHUNK):
                 hi = min(len(reps), lo + _SEARCH_CHUNK)
                 ids, sims = search(np.arange(lo, hi), k)
                 query = np.repeat(rep_ids[lo:hi], ids.shape[1])

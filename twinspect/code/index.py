@@ -21,6 +21,7 @@ import hashlib
 import json
 import zipfile
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -243,6 +244,18 @@ class Index(ABC):
         return index
 
 
+def _k_best_per_row(
+    r: np.ndarray, c: np.ndarray, v: np.ndarray, k: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Hits ``(r[i], c[i], v[i])`` sorted by row, then descending value, ties by column; at most
+    ``k`` per row kept."""
+    order = np.lexsort((c, -v, r))
+    r, c, v = r[order], c[order], v[order]
+    first = np.searchsorted(r, r, side="left")
+    keep = (np.arange(len(r)) - first) < k
+    return r[keep], c[keep], v[keep]
+
+
 class ExactIndex(Index):
     """Exact k-NN by brute force: blocked float32 matrix products and ``argpartition`` top-k.
 
@@ -345,6 +358,69 @@ class ExactIndex(Index):
             out_ids[lo:hi, :width] = ids
             out_sims[lo:hi, :width] = vals
         return out_ids, out_sims
+
+    def self_range_search(
+        self, threshold: float, k: int, advance: Callable[[int], object] | None = None,
+        max_hits: int | None = None,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every indexed vector's neighbours at cosine ≥ ``threshold``, at most its ``k`` nearest (a self-join).
+
+        Cosine is symmetric, so only the upper triangle of the similarity matrix is computed
+        (blocks of rows against the rows from their own first one on) and each hit is stated from
+        both ends: half the matrix products of querying every vector with :meth:`search`. Each
+        vector keeps its ``k`` nearest hits (itself included, as :meth:`search` returns it); the
+        hits are compacted to those whenever they outgrow ``max_hits``, which bounds memory on trees
+        where most fragments look alike.
+
+        Args:
+            threshold: minimum cosine (inclusive).
+            k: most neighbours per vector (≥ 1).
+            advance: called with the number of rows done after each block (progress).
+            max_hits: hits held before a compaction (None: ``max(4·N·k, 2**20)``); the result
+                does not depend on it.
+
+        Returns:
+            ``(starts, ids, sims)``: int64 (N + 1,) offsets of each indexed vector's group (in
+            insertion order: the order of the ``vectors`` given to :meth:`add`) in the flat int64
+            (E,) neighbour ids and float32 (E,) cosines; each group by descending cosine, ties by
+            index position. The same neighbours as :meth:`search` with ``k``, cut at the threshold.
+
+        Raises:
+            InputError: ``k < 1``.
+        """
+        k = _check_k(k)
+        n = len(self)
+        vecs = self._vecs
+        kept: tuple[np.ndarray, ...] = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float32))
+        rows: list[np.ndarray] = []
+        cols: list[np.ndarray] = []
+        vals: list[np.ndarray] = []
+        pending = 0
+        budget = max(4 * n * k, 1 << 20) if max_hits is None else int(max_hits)
+        step = self._block_size()
+        for lo in range(0, n, step):
+            hi = min(n, lo + step)
+            sims = vecs[lo:hi] @ vecs[lo:].T
+            r, c = np.nonzero(sims >= threshold)
+            v = sims[r, c]
+            r += lo
+            c += lo
+            upper = c > r  # the lower triangle of the diagonal block comes from the mirror below
+            mine = upper | (c == r)
+            rows += [r[mine], c[upper]]
+            cols += [c[mine], r[upper]]
+            vals += [v[mine], v[upper]]
+            pending += int(mine.sum() + upper.sum())
+            if pending > budget:
+                kept = _k_best_per_row(np.concatenate([kept[0], *rows]), np.concatenate([kept[1], *cols]),
+                                       np.concatenate([kept[2], *vals]), k)
+                rows, cols, vals, pending = [], [], [], 0
+            if advance is not None:
+                advance(hi - lo)
+        r, c, v = _k_best_per_row(np.concatenate([kept[0], *rows]), np.concatenate([kept[1], *cols]),
+                                  np.concatenate([kept[2], *vals]), k)
+        counts = np.bincount(r, minlength=n)
+        return np.concatenate([[0], np.cumsum(counts)]).astype(np.int64), self._ids[c], v.astype(np.float32)
 
     def _save_data(self, directory: Path) -> dict:
         with atomic_path(directory / "exact.npz") as tmp:

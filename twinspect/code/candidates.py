@@ -20,7 +20,11 @@ saturate in that way:
   (the extended prefix filter of Xiao et al., "Efficient Similarity Joins for Near Duplicate
   Detection", WWW 2008, Lemma 1 generalised), which prunes most pairs that share one common
   token before the exact overlap is computed. Multisets are handled as SourcererCC does, by numbering repeated tokens (the k-th
-  ``(`` is the item ``("(", k)``), which turns multiset overlap into set overlap.
+  ``(`` is the item ``("(", k)``), which turns multiset overlap into set overlap. A last bound
+  before the exact overlap, in the spirit of SourcererCC's (and PPJoin's) positional filter: of
+  two prefixes, the one whose last item comes first in the global order shares nothing with the
+  other bag's suffix, so ``|A ∩ B| ≤ shared + min(|its suffix|, |other bag| − shared)``, where
+  ``shared`` counts the common prefix items; a pair whose bound misses the overlap is dropped.
 
 Both functions are vectorised with numpy/scipy: the prefix index is a sparse incidence matrix
 whose product with its transpose lists the candidate pairs, and the exact overlap of those
@@ -468,7 +472,7 @@ def _overlap_chunk(shared: tuple, chunk: tuple[int, int]) -> tuple[np.ndarray, n
 
     from twinspect.code.vectors import rowdot
 
-    theta, prefix, prefix_t, bags, s_sizes, s_need, spans = shared
+    theta, prefix, prefix_t, bags, s_sizes, s_need, s_rest, s_last, spans = shared
     lo, hi = chunk
     upper = int(np.searchsorted(s_sizes, s_sizes[hi - 1] / theta + 1e-9, side="right"))
     cand = (prefix[lo:hi] @ prefix_t[:, lo:upper]).tocoo()
@@ -479,6 +483,13 @@ def _overlap_chunk(shared: tuple, chunk: tuple[int, int]) -> tuple[np.ndarray, n
     # so min/max must reach theta (sizes ascend, so |a| ≤ |b|); no overlapping pair
     keep = (a < b) & (shared_items >= np.minimum(s_need[a], s_need[b]) - 0.5)
     keep &= s_sizes[a] >= theta * s_sizes[b] - 1e-9
+    a, b, shared_items = a[keep], b[keep], shared_items[keep]
+    # the suffix bound (see the module doc): the prefix that ends first in the global order meets
+    # nothing of the other bag's suffix, so |A ∩ B| ≤ shared + min(|its suffix|, |other| − shared)
+    a_first = s_last[a] <= s_last[b]
+    bound = shared_items + np.where(a_first, np.minimum(s_rest[a], s_sizes[b] - shared_items),
+                                    np.minimum(s_rest[b], s_sizes[a] - shared_items))
+    keep = bound >= theta * s_sizes[b] - 1e-6
     a, b = a[keep], b[keep]
     keep = ~spans.overlapping(a, b)
     a, b = a[keep], b[keep]
@@ -582,15 +593,18 @@ def overlap_pairs(
     if not len(take):
         return Candidates.empty()
     prefix = sp.csr_matrix((np.ones(len(take), dtype=np.float32), (rows[take], flat[take])), shape=(n, nitems))
+    last = np.full(n, -1, dtype=np.int64)  # rank of each prefix's last (most common) item
+    np.maximum.at(last, rows[take], rank[flat[take]])
     # SourcererCC's size order: with rows sorted by size, the partners b > a that can pass the size
     # filter (|a| ≥ theta·|b|) form a contiguous column range, so each chunk is multiplied by a slice
     srt = np.argsort(sizes, kind="stable")
     prefix, bags = prefix[srt], bags[srt]
-    s_sizes, s_need = sizes[srt], need[srt]
+    s_sizes, s_need, s_rest, s_last = sizes[srt], need[srt], (sizes - plen)[srt], last[srt]
     prefix_t = prefix.T.tocsc()  # (items, n): column slices are cheap
     rep_arr = np.asarray(reps, dtype=np.int64)
     found_a, found_b, found_s = [], [], []
-    shared = (theta, prefix, prefix_t, bags, s_sizes, s_need, FragmentSpans([frags[r] for r in reps]).take(srt))
+    shared = (theta, prefix, prefix_t, bags, s_sizes, s_need, s_rest, s_last,
+              FragmentSpans([frags[r] for r in reps]).take(srt))
     chunks = [(lo, min(n, lo + _PREFIX_CHUNK)) for lo in range(0, n, _PREFIX_CHUNK)]
     results = (executor.map(_overlap_chunk, chunks, shared=shared) if executor is not None
                else (_overlap_chunk(shared, c) for c in chunks))

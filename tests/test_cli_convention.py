@@ -194,3 +194,29 @@ def test_native_noise_filter_keeps_the_last_lines_of_a_native_abort():
     res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert res.returncode != 0
     assert res.stderr.splitlines() == ["terminate called after throwing an instance of 'std::runtime_error'"], res.stderr
+
+
+def test_native_noise_filter_does_not_wait_for_processes_that_outlive_the_block():
+    """A child still holding fd 2 (as a forkserver does) does not hold up the end of the block,
+    and what it writes afterwards still passes through the filter."""
+    import subprocess
+    import sys
+
+    script = (
+        "import os, subprocess, sys, time\n"
+        "from twinspect._quiet import filter_native_stderr\n"
+        "with filter_native_stderr():\n"
+        "    child = subprocess.Popen([sys.executable, '-c', \"import os, sys; sys.stdin.read(); "
+        "os.write(2, b'I0000 00:00:1.2 1 x.cc:1] noise\\\\nlate child line\\\\n')\"], stdin=subprocess.PIPE)\n"
+        "    os.write(2, b'written in the block\\n')\n"
+        "    t0 = time.perf_counter()\n"
+        "print(f'{time.perf_counter() - t0:.3f}', child.poll())\n"
+        "child.stdin.close()\n"
+        "child.wait()\n"
+    )
+    res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert res.returncode == 0, res.stderr
+    seconds, alive = res.stdout.split()
+    # the child was still running when the block ended, and the block did not sit out the 2 s timeout
+    assert alive == "None" and float(seconds) < 1.9, res.stdout
+    assert res.stderr.splitlines() == ["written in the block", "late child line"], res.stderr

@@ -93,13 +93,18 @@ def silence_third_party() -> None:
 
 
 #: The filter process's program: copy stdin to stdout line by line, dropping lines that match one of
-#: the regular expressions given as JSON in argv[1]. It ignores SIGINT (Ctrl-C reaches the whole
+#: the regular expressions given as JSON in argv[1]; at the first line ending with the marker argv[3]
+#: (the end of the block) it writes one byte to the file descriptor argv[2]. It ignores SIGINT (Ctrl-C reaches the whole
 #: process group; the filter must outlive the command to pass on its last lines) and ends at EOF.
 _FILTER_PROGRAM = """
 import json, os, re, signal, sys
 signal.signal(signal.SIGINT, signal.SIG_IGN)
 pats = [re.compile(p) for p in json.loads(sys.argv[1])]
+ack, mark = int(sys.argv[2]), sys.argv[3].encode()
 src, pending = sys.stdin.buffer, b""
+def put(raw):
+    if not any(p.search(raw.decode("utf-8", "replace")) for p in pats):
+        os.write(1, raw)
 while True:
     chunk = os.read(src.fileno(), 65536)
     if not chunk:
@@ -107,11 +112,16 @@ while True:
     pending += chunk
     *lines, pending = pending.split(b"\\n")
     for raw in lines:
-        text = raw.decode("utf-8", "replace")
-        if not any(p.search(text) for p in pats):
-            os.write(1, raw + b"\\n")
-if pending and not any(p.search(pending.decode("utf-8", "replace")) for p in pats):
-    os.write(1, pending)
+        if ack >= 0 and raw.endswith(mark):  # the block ended: all it wrote before is passed on
+            if raw[:-len(mark)]:
+                put(raw[:-len(mark)] + b"\\n")
+            os.write(ack, b"1")
+            os.close(ack)
+            ack = -1
+        else:
+            put(raw + b"\\n")
+if pending:
+    put(pending)
 """
 
 
@@ -125,8 +135,11 @@ def filter_native_stderr() -> Iterator[None]:
     crash of this process (``terminate called after ...`` followed by an abort): a thread would die
     with the process and lose those lines. When ``sys.stderr`` wrote to fd 2, it is rebound to the
     original stderr for the block, so rich progress bars still see a terminal. At the end, fd 2 is
-    restored and the filter is given up to 2 s to pass on what it holds (it ends when the last
-    process holding the pipe, e.g. a worker that outlives the block, closes it). Does nothing
+    restored once the filter has passed on everything written before the end of the block (a
+    marker line it acknowledges on a second pipe; at most 2 s), without waiting for the processes
+    that outlive the block and still hold the pipe — a ``forkserver`` and its workers live until
+    the interpreter exits, which used to cost every run the full 2 s. The filter keeps passing on
+    what they write and ends when the last of them closes the pipe. Does nothing
     (yields at once) when fd 2 cannot be duplicated or the filter cannot start.
     """
     import json
@@ -139,17 +152,19 @@ def filter_native_stderr() -> Iterator[None]:
         yield
         return
     read_fd, write_fd = os.pipe()
+    ack_r, ack_w = os.pipe()
+    mark = f"\x1etwinspect-end-of-block-{os.getpid()}-{os.urandom(6).hex()}"
     try:
         proc = subprocess.Popen([sys.executable, "-I", "-S", "-c", _FILTER_PROGRAM,
-                                 json.dumps([p.pattern for p in NOISE_PATTERNS])],
-                                stdin=read_fd, stdout=saved, stderr=saved, close_fds=True)
+                                 json.dumps([p.pattern for p in NOISE_PATTERNS]), str(ack_w), mark],
+                                stdin=read_fd, stdout=saved, stderr=saved, close_fds=True, pass_fds=(ack_w,))
     except OSError:
-        os.close(read_fd)
-        os.close(write_fd)
-        os.close(saved)
+        for fd in (read_fd, write_fd, saved, ack_r, ack_w):
+            os.close(fd)
         yield
         return
     os.close(read_fd)
+    os.close(ack_w)
     os.dup2(write_fd, 2)
     os.close(write_fd)
     old_stderr = sys.stderr
@@ -169,7 +184,14 @@ def filter_native_stderr() -> Iterator[None]:
             with contextlib.suppress(Exception):
                 sys.stderr.close()
             sys.stderr = old_stderr
+        with contextlib.suppress(OSError):
+            os.write(2, mark.encode() + b"\n")  # after everything this process wrote to the pipe
         os.dup2(saved, 2)  # closes this process's pipe end; the filter ends once children close theirs
         os.close(saved)
+        import select
+
+        with contextlib.suppress(OSError, ValueError):
+            select.select([ack_r], [], [], 2.0)  # the filter has passed the block's output on (or died)
+        os.close(ack_r)
         with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=2.0)
+            proc.wait(timeout=0.05)  # reaped now when nothing else holds the pipe

@@ -16,6 +16,7 @@ import pytest
 from tests.cli_run import run
 from twinspect.code.clones import DetectConfig, scan
 from twinspect.code.incremental import STATE_DIR, changed_scan, token_items
+from twinspect.code.report import summary_line
 from twinspect.errors import InputError
 
 EMAIL = Path(email.__file__).parent
@@ -250,6 +251,8 @@ def test_successive_checks_with_update_state_report_each_commit_once(email_tree,
     two = changed_scan([email_tree], DetectConfig(), cache, update=True)
     ch = two.stats["changed"]
     assert (ch["files_changed"], ch["state_updates"]) == (1, 1)  # commit 1's file is not checked again
+    assert "(updated by 1 check since): 1 files changed or added" in summary_line(two)
+    assert "updated by" not in summary_line(one)
     got = pair_keys(two)
     assert got and all("base64mime.py" in (k[0][0], k[1][0]) for k in got)
     # commit 2's copy pairs with commit 1's (known only through the updated state), as a full re-scan says

@@ -445,7 +445,9 @@ def summary_line(report: CloneReport) -> str:
     if isinstance(ch, dict):  # a changed-files check (twinspect.code.incremental)
         n_files = ch["files_changed"] + ch["files_added"]
         removed = f", {ch['files_removed']} removed" if ch.get("files_removed") else ""
-        head = (f"changed-files check against the scan of {ch.get('state_saved')}: {n_files} files changed or added"
+        updates = int(ch.get("state_updates") or 0)
+        since = f" (updated by {updates} check{'s' if updates != 1 else ''} since)" if updates else ""
+        head = (f"changed-files check against the scan of {ch.get('state_saved')}{since}: {n_files} files changed or added"
                 f"{removed} ({ch['fragments_changed']} fragments, compared with {ch['fragments_retrieved']} similar "
                 f"unchanged ones of {ch['state_fragments']})")
         return (f"{head}: {len(report.pairs)} {'new ' if known else ''}clone pairs involving them ({types}){sub}"

@@ -93,6 +93,20 @@ def main() -> None:
         lines.append(f"| {v} | {s['elapsed_s']:.0f} (+{s.get('seeding_s') or 0:.0f}) | {layers} | {c['layer_type']['ratio']:.1%} | {c['layer_pair']['ratio']:.1%} | "
                      f"{c['layer_param']['ratio']:.1%} | {s['models_generated']} | {s['models_valid']} | {s['models_tested']} | "
                      f"{s['models_per_hour']:.0f} | {len(s['findings'])} |")
+    lines += ["", "Where each variant's search loop went (seconds by phase, from the campaign's `phase_s`; `generate` = "
+              "mutation or random model, `check` = Keras build and size caps, `execute` = the runs on every backend, "
+              "`findings` = oracles, minimisation, root cause and bundles) and what a tested model added on average "
+              "(coverage items after seeding; the seeds' own items excluded):", "",
+              "| variant | generate | check | save_model | execute | findings | state_write | s per tested model | "
+              "new pairs per tested model | new params per tested model |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for v, s in rows.items():
+        ph = s.get("phase_s") or {}
+        c, first = s["coverage"], (s["coverage_over_time"] or [[0, 0.0, 0.0, 0.0]])[0]
+        n = max(s["models_tested"], 1)
+        gained = [c[k]["covered"] - round(first[i + 1] * c[k]["total"]) for i, k in enumerate(("layer_type", "layer_pair", "layer_param"))]
+        lines.append(f"| {v} | " + " | ".join(f"{ph.get(k, 0.0):.0f}" for k in
+                                              ("generate", "check", "save_model", "execute", "findings", "state_write"))
+                     + f" | {s['elapsed_s'] / n:.1f} | {gained[1] / n:.2f} | {gained[2] / n:.2f} |")
     lines += ["", "Findings (signature = kind | systems | root-cause layer of the minimised model, or the crash's "
               "exception and top frame; duplicates = mutants showing the same signature):", "",
               "| variant | kind | systems | layer (root cause; symptom layer) | duplicates | signature |", "|---|---|---|---|---|---|"]

@@ -42,12 +42,13 @@ def test_memo_operator_produces_valid_mutants(op):
             assert m != parent  # every operator changes the spec
             if _valid(m):
                 valid += 1
-                added = len(m["nodes"]) - len(parent["nodes"])
+                # the operator's own layers (not the restoring layers of an inline insertion)
+                added = len([n for n in m["nodes"] if not n.get("adapter")]) - len(parent["nodes"])
                 if op == "NLA":  # 1-5 layers, each possibly behind a Reshape to reach an unseen type's rank
                     assert 1 <= added <= 10
-                if op == "LResh":
+                if op in ("LResh", "LConn"):
                     assert 1 <= added <= 5
-                if op in ("LMerge", "LConn"):
+                if op == "LMerge":
                     assert added == 1
                 if op == "NaN":
                     assert not np.isfinite(graph.make_inputs(m)).all()
@@ -65,7 +66,7 @@ def test_cshape_cmode_and_lresh_touch_one_to_five_layers():
         for op in counts:
             m = operators.apply(op, parent, model_coverage(parent), rng)
             if op == "LResh":
-                n = len(m["nodes"]) - len(parent["nodes"])
+                n = len([a for a in m["nodes"] if not a.get("adapter")]) - len(parent["nodes"])
             else:
                 n = sum(a["params"] != b["params"] for a, b in zip(parent["nodes"], m["nodes"]))
             counts[op].add(n)
@@ -74,6 +75,101 @@ def test_cshape_cmode_and_lresh_touch_one_to_five_layers():
     assert counts["CShape"] <= {0, 1, 2, 3, 4, 5} and {1, 5} <= counts["CShape"]
     assert counts["CMode"] <= {0, 1, 2, 3, 4, 5} and {1, 5} <= counts["CMode"]
     assert {operators.layers_per_application(random.Random(k)) for k in range(200)} == {1, 2, 3, 4, 5}
+
+
+def test_cshape_cmode_change_one_to_three_parameters_per_layer():
+    # the authors' mutate_param changes up to max_config_num = 3 parameters of each selected layer
+    parent = _built(seeds.alexnet())
+    per_layer = set()
+    for k in range(60):
+        for op in ("CShape", "CMode"):
+            m = operators.apply(op, parent, Coverage(), random.Random(k))
+            for a, b in zip(parent["nodes"], m["nodes"]):
+                keys = {key for key in set(a["params"]) | set(b["params"]) if a["params"].get(key) != b["params"].get(key)}
+                if keys:
+                    per_layer.add(len(keys))
+    # 1-3 parameters drawn; a fourth may change only as Conv's strides/dilation_rate going back to 1
+    assert {1, 2, 3} <= per_layer and max(per_layer) <= 4
+
+
+def test_restore_chain_brings_every_shape_back():
+    assert operators.restore_chain([8, 8, 6], [8, 8, 6]) == []
+    assert operators.restore_chain([384], [8, 8, 6]) == [("Reshape", {"target_shape": [8, 8, 6]})]
+    assert operators.restore_chain([16, 16, 6], [8, 8, 6]) == [("Cropping2D", {"cropping": [[4, 4], [4, 4]]})]
+    assert operators.restore_chain([5, 7, 10], [8, 8, 6]) == [
+        ("Dense", {"units": 6}), ("ZeroPadding2D", {"padding": [[1, 2], [0, 1]]})]
+    assert operators.restore_chain([9, 4], [10, 2]) == [("Dense", {"units": 2}), ("ZeroPadding1D", {"padding": [0, 1]})]
+    assert operators.restore_chain([3, 20], [7]) is None  # rank change, other element count
+    assert operators.restore_chain([8, 8, 4096], [8, 8, 64]) is None  # the Dense would hold 262,144 weights
+    for shape, target in (([16, 16, 6], [8, 8, 6]), ([5, 7, 10], [8, 8, 6]), ([384], [8, 8, 6]), ([9, 4], [10, 2]),
+                          ([3, 3, 3, 5], [4, 2, 2, 1])):
+        chain = operators.restore_chain(shape, target)
+        assert chain is not None and operators.chain_shapes(chain, shape)[-1] == target
+
+
+@pytest.mark.parametrize("layer,params,adapters", [
+    ("ReLU", {}, []),  # keeps the shape: the readers read it directly
+    ("Conv2D", {"filters": 10, "kernel_size": 3, "padding": "valid"}, ["Dense", "ZeroPadding2D"]),
+    ("Flatten", {}, ["Reshape"]),
+    ("UpSampling2D", {"size": 2}, ["Cropping2D"]),
+])
+def test_nla_inserts_inline_and_covers_the_pair_with_the_reader(layer, params, adapters):
+    # MEMO/COMET's NL_mut: the new layer sits between a tensor and its readers (shape restored for them)
+    parent = _built(seeds.lenet5())
+    conv = parent["nodes"][0]  # Conv2D(6, 5, same) on 28x28x1 -> 28x28x6, read by AveragePooling2D
+    m = operators.insert_inline(parent, conv["name"], conv["shape"], [(layer, params)])
+    assert m is not None
+    new = [n for n in m["nodes"] if n["name"] not in graph.node_names(parent)]
+    assert [n["layer"] for n in new] == [layer, *adapters]
+    assert [bool(n.get("adapter")) for n in new] == [False] + [True] * len(adapters)
+    assert new[0]["inputs"] == [conv["name"]]
+    pool = next(n for n in m["nodes"] if n["name"] == parent["nodes"][1]["name"])
+    assert pool["inputs"] == [new[-1]["name"]]  # the old reader reads the inserted layers
+    assert m["outputs"] == parent["outputs"]  # no new output branch
+    before = {n["name"]: n["shape"] for n in parent["nodes"]}
+    graph.validate(m)  # builds and runs
+    assert all(n["shape"] == before[n["name"]] for n in m["nodes"] if n["name"] in before)  # shapes kept
+    pairs = model_coverage(m).pairs
+    assert ("Conv2D", layer) in pairs and ((new[-1]["layer"], "AveragePooling2D") in pairs)
+    if not adapters:
+        assert (layer, "AveragePooling2D") in pairs
+
+
+def test_nla_falls_back_to_an_output_branch_when_the_shape_cannot_be_restored():
+    parent = _built(seeds.lstm2())
+    dense = next(n for n in parent["nodes"] if len(n["shape"]) == 1)  # a vector, read by the next layer
+    assert operators.insert_inline(parent, dense["name"], dense["shape"], [("RepeatVector", {"n": 3})]) is None
+    m = operators._place(parent, dense["name"], dense["shape"], [("RepeatVector", {"n": 3})])
+    rep = next(n for n in m["nodes"] if n["layer"] == "RepeatVector" and n["name"] not in graph.node_names(parent))
+    assert rep["name"] in m["outputs"] and len(m["outputs"]) == len(parent["outputs"]) + 1
+    _ = _valid(m) or pytest.fail("the branch mutant does not build")
+    # a layer Keras rejects on that input is not inserted inline either
+    assert operators.insert_inline(parent, dense["name"], dense["shape"], [("Conv2D", {"filters": 2, "kernel_size": 3})]) is None
+
+
+def test_nla_covers_more_pairs_per_mutant_than_one_per_layer():
+    # each inline layer covers its producer's and its reader's pair: over 20 NLA mutants of LeNet-5, more new
+    # pairs than added layers (the former output-branch insertion gave at most one pair per layer)
+    parent = _built(seeds.lenet5())
+    cov = model_coverage(parent)
+    pairs = layers = 0
+    for k in range(20):
+        m = operators.apply("NLA", parent, cov, random.Random(k))
+        pairs += len(model_coverage(m).pairs - cov.pairs)
+        layers += len([n for n in m["nodes"] if not n.get("adapter")]) - len(parent["nodes"])
+    assert pairs > 1.3 * layers
+
+
+def test_lconn_adds_one_to_five_edges_each_to_an_uncovered_pair():
+    parent = _built(seeds.alexnet())
+    cov = model_coverage(parent)
+    sizes = set()
+    for k in range(40):
+        m = operators.apply("LConn", parent, cov, random.Random(k))
+        new = [n for n in m["nodes"] if n["name"] not in graph.node_names(parent)]
+        sizes.add(len(new))
+        assert len(model_coverage(m).pairs - cov.pairs) >= len(new)  # every edge an uncovered pair
+    assert sizes == {1, 2, 3, 4, 5}
 
 
 def test_conv_keeps_strides_or_dilation_and_depthwise_keeps_both():
@@ -209,6 +305,12 @@ def test_campaign_resume_and_bad_directories(tmp_path):
     assert len(s["coverage_over_time"]) == 1 + 5  # seeding point + one per model
     logged = read_model_log(root)
     assert len(logged) == s["models_valid"] and all("spec" in r and r["op"] for r in logged)
+    # where the loop's time went, by phase: the phases sum to about the loop time (the rest is bookkeeping)
+    ph = s["phase_s"]
+    assert {"generate", "check", "state_write"} <= set(ph) and all(v >= 0 for v in ph.values())
+    if s["models_tested"]:
+        assert ph["execute"] > 0 and ph["save_model"] > 0
+    assert 0.8 * s["elapsed_s"] <= sum(ph.values()) <= s["elapsed_s"] + 0.5
     # bad input
     (tmp_path / "foreign").mkdir()
     (tmp_path / "foreign" / "notes.txt").write_text("x")

@@ -120,7 +120,7 @@ _LAST_RUN_TIMING = ("loop_s", "wall_s", "executor_start_s", "seeding_s", "overhe
 def _comparable(state: dict) -> dict:
     """A campaign state without wall-clock fields (everything else is kept and compared)."""
     st = json.loads(json.dumps(state))
-    for k in ("elapsed_s", "seeding_s", "minimise_s", "seed_distances"):
+    for k in ("elapsed_s", "seeding_s", "minimise_s", "seed_distances", "phase_s"):
         st.pop(k, None)
     for k in _LAST_RUN_TIMING:
         (st.get("last_run") or {}).pop(k, None)

@@ -10,7 +10,7 @@ import pytest
 
 from twinspect.dl.fuzz import oracles, triage
 from twinspect.dl.fuzz.campaign import parse_budget
-from twinspect.dl.fuzz.seed_selection import SeedSelector, Stats, acceptance
+from twinspect.dl.fuzz.seed_selection import SeedSelector, Stats, acceptance, seed_key
 from twinspect.errors import InputError
 
 
@@ -26,18 +26,43 @@ def test_mh_prefers_fit_seeds_and_random_mode_is_uniform():
         sel = SeedSelector(("A", "B"), p=0.3, mode=mode)
         for m in ("m0", "m1", "m2", "m3", "m4"):
             sel.add_model(m)
+        # ten distinct fitness values (1 / (1 + k)), so that the ranking is the same whatever the tie order
+        fixed = {seed_key(*s): Stats(uses=k) for k, s in enumerate(sel.ranked())}
         rng = random.Random(1)
         picks = {}
         for _ in range(2000):
+            sel.seeds = {k: Stats(v.uses, v.gains) for k, v in fixed.items()}  # keep fitness fixed
             ranked = sel.ranked()
             seed = sel.pick(rng)
             picks[ranked.index(seed)] = picks.get(ranked.index(seed), 0) + 1
-            sel.seeds.clear()  # keep fitness fixed to look at the rank distribution
         return picks
 
     mh, rnd = counts("mh"), counts("random")
     assert mh.get(0, 0) > 3 * mh.get(9, 0)
     assert max(rnd.values()) < 2 * min(rnd.values())
+
+
+def test_ties_in_fitness_are_ranked_in_random_order_not_by_name():
+    """The authors' sort_seeds shuffles before sorting; by name, MH would favour the names that sort first."""
+    sel = SeedSelector(("A", "B", "C"), p=0.05)
+    for m in ("m0", "m1", "m2", "m3"):
+        sel.add_model(m)
+    sel.seeds = {"m3|C": Stats(uses=1, gains=0)}  # fitness 1/2: last in every order; the other 11 tie at 1
+    rng = random.Random(0)
+    firsts = {sel.ranked(rng)[0] for _ in range(200)}
+    assert len(firsts) >= 8  # the head of the order varies among the tied seeds
+    assert all(sel.ranked(rng)[-1] == ("m3", "C") for _ in range(20))  # fitness still decides
+    assert sel.ranked()[0] == ("m0", "A")  # without an rng: by name (display)
+    # MEMO's picks spread over the tied seeds instead of piling on the first names
+    sel2 = SeedSelector(("A", "B", "C"), p=0.05)
+    for m in ("m0", "m1", "m2", "m3"):
+        sel2.add_model(m)
+    picks: dict[tuple[str, str], int] = {}
+    for _ in range(3000):
+        sel2.seeds.clear()
+        s = sel2.pick(rng)
+        picks[s] = picks.get(s, 0) + 1
+    assert len(picks) == 12 and max(picks.values()) < 2 * min(picks.values())
 
 
 def test_fitness_is_eq3_on_a_hand_worked_example():
@@ -68,19 +93,22 @@ def test_mh_measures_k1_in_the_current_ordering():
     sel = SeedSelector(("A", "B"), p=0.3)
     for m in ("m0", "m1"):
         sel.add_model(m)
-    # (m0, A) was picked last with no gain: fitness 1/2, so it now ranks last (index 3), not first
-    sel.seeds = {"m0|A": Stats(uses=1, gains=0)}
+    # distinct fitness: (m0, B) 1, (m1, B) 3/5, (m0, A) 1/2, (m1, A) 1/3. (m0, A) was picked last with no
+    # gain: it now ranks third (index 2), not first
+    stats = {"m0|A": (1, 0), "m1|B": (4, 2), "m1|A": (2, 0)}
+    sel.seeds = {k: Stats(uses=u, gains=g) for k, (u, g) in stats.items()}
     sel.last = "m0|A"
     ranked = sel.ranked()
-    assert ranked[-1] == ("m0", "A")
-    for k in range(20):  # replay the same random stream by hand: k1 = 3
+    assert ranked == [("m0", "B"), ("m1", "B"), ("m0", "A"), ("m1", "A")]
+    for k in range(20):  # replay the same random stream by hand: the tie shuffle, then MH from k1 = 2
         rng, mine = random.Random(k), random.Random(k)
+        mine.shuffle([0, 1, 2, 3])
         while True:
             k2 = mine.randrange(4)
-            if mine.random() < acceptance(3, k2, 0.3):
+            if mine.random() < acceptance(2, k2, 0.3):
                 break
         assert sel.pick(rng) == ranked[k2]
-        sel.seeds = {"m0|A": Stats(uses=1, gains=0)}
+        sel.seeds = {k: Stats(uses=u, gains=g) for k, (u, g) in stats.items()}
         sel.last = "m0|A"
 
 

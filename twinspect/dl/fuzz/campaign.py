@@ -222,6 +222,12 @@ class Campaign:
         except (ValueError, KeyError, TypeError) as exc:
             raise InputError(f"corrupt or foreign campaign state ({type(exc).__name__}: {exc})", path) from exc
 
+    def _save_timed(self) -> float:
+        """:meth:`save`; returns the time it started (for :meth:`_tick`)."""
+        t0 = time.perf_counter()
+        self.save()
+        return t0
+
     def save(self) -> None:
         """Write ``state.json`` atomically."""
         self.state["rng"] = _rng_to_json(self.rng)
@@ -374,7 +380,7 @@ class Campaign:
                     last["loop_s"], last["models"] = round(time.perf_counter() - start, 1), done
                     self.state["elapsed_s"] = base + time.perf_counter() - start  # loop time only
                     self._mark_time(self.state["elapsed_s"])
-                    self.save()
+                    self._tick("state_write", self._save_timed())
                     t, p, q = self.cov.ratios()
                     bar.update(description=f"fuzz: {self.state['models_generated']} models, "
                                f"cov {t:.0%}/{p:.1%}/{q:.1%}, {len(self.state['findings'])} findings")
@@ -402,7 +408,8 @@ class Campaign:
         variant = self.state["config"]["variant"]
         self.state["models_generated"] += 1
         mid: str | None = None
-        mutant: dict | None
+        mutant: dict | None = None
+        t = time.perf_counter()
         try:
             if variant == "muffin":  # a fresh random DAG, no parent
                 op, mutant = "Muffin", muffin.generate(self.rng)
@@ -412,6 +419,7 @@ class Campaign:
             else:
                 mid, op = self.selector.pick(self.rng)
                 mutant = operators.apply(op, self.state["pool"][mid], self.cov, self.rng)
+            t = self._tick("generate", t)
             if mutant is None:
                 raise ValueError("operator does not apply")
             model = graph.build(mutant)  # Keras' build-time checks; records each node's output shape
@@ -420,12 +428,14 @@ class Campaign:
             if graph.count_params(model) > self._weight_cap(mutant):
                 raise OversizeModel("too many weights")
         except Exception as exc:  # an invalid mutant, never a finding
+            self._tick("generate" if mutant is None else "check", t)
             self.state["models_invalid"] += 1
             key = f"{op}:{type(exc).__name__}"
             self.state["invalid_reasons"][key] = self.state["invalid_reasons"].get(key, 0) + 1
             if mid is not None and self.lemon is None:
                 self.selector.feedback(mid, op, False)
             return
+        t = self._tick("check", t)
         self.state["models_valid"] += 1
         mcov = model_coverage(mutant)  # the same coverage count for every variant, guided or not
         gained = self.cov.new_items(mcov) > 0
@@ -444,6 +454,7 @@ class Campaign:
             else:
                 self._add_model(mutant)
         self._log_model(mutant, op, mid or "", gained)
+        t = self._tick("coverage", t)
         if not systems:
             return
         try:
@@ -451,8 +462,20 @@ class Campaign:
         except Exception as exc:
             self.state["invalid_reasons"][f"save:{type(exc).__name__}"] = self.state["invalid_reasons"].get(f"save:{type(exc).__name__}", 0) + 1
             return
+        finally:
+            t = self._tick("save_model", t)
         res = self._run_all(mpath, ipath, systems)
+        t = self._tick("execute", t)
         self.state["models_tested"] += 1
+        try:
+            self._judge(mutant, op, mid, res, mpath, ipath, systems)
+        finally:
+            self._tick("findings", t)
+
+    def _judge(self, mutant: dict, op: str, mid: str | None, res: dict[str, dict], mpath: Path, ipath: Path,
+               systems: list[str]) -> None:
+        """The end of :meth:`_step` for a tested mutant: LEMON's pool update, then the oracles, and for each new
+        symptom minimisation, root cause and a findings bundle."""
         if self.lemon is not None and mid is not None:  # LEMON: the mutant joins the pool if it raised the degree
             degree = lemon.inconsistency_degree(res)
             if self.lemon.raised(mid, degree):
@@ -489,6 +512,14 @@ class Campaign:
                                            "dir": str(dest.relative_to(self.root)), "layer": f.get("layer"),
                                            "symptom_layer": f.get("symptom_layer"), "root_cause": f.get("root_cause"),
                                            "found_at_s": round(self.state["elapsed_s"], 1)})
+
+    def _tick(self, phase: str, t0: float) -> float:
+        """Add the seconds since ``t0`` to ``state["phase_s"][phase]`` (where the search loop's time goes:
+        generate, check, coverage, save_model, execute, findings, state_write); returns the current time."""
+        now = time.perf_counter()
+        ph = self.state.setdefault("phase_s", {})
+        ph[phase] = round(ph.get(phase, 0.0) + now - t0, 3)
+        return now
 
     def _root_cause(self, spec: dict, f: dict, res: dict[str, dict], systems: list[str]) -> tuple[str | None, str]:
         """Root-cause layer type of finding ``f`` on the minimised model ``spec`` (whose results are ``res``).

@@ -5,7 +5,19 @@ campaign's :class:`~twinspect.dl.fuzz.coverage.Coverage` (operators prefer unsee
 parameter values, as in MEMO §3.3) and a ``random.Random``; it returns a new spec or None when it does
 not apply. Validity is checked by the caller: a mutant Keras rejects at build time is an *invalid
 mutant*, never a finding; one Keras builds is run on every backend, and a backend that fails on it has a
-crash finding. NLA, LResh, CShape and CMode touch 1–5 layers per application (MEMO).
+crash finding. NLA, LResh, LConn, CShape and CMode touch 1–5 layers per application (MEMO; LConn's 1–5
+edges as in the authors' ``connect_layers``), and CShape/CMode change 1–3 parameters of each layer they
+touch (the authors' ``mutate_param``, ``max_config_num=3``).
+
+NLA and LResh insert their layers *into* the model, between a tensor and the layers that read it, as the
+authors' ``NL_mut`` does (``maybeLee/COMET``, ``scripts/mutation/comet_mutation_operators.py``): the new
+layer reads the tensor, and its readers read the new layer — through restoring layers when the new layer
+changed the shape (:func:`restore_chain`: a Reshape when the element count is the same, else a Dense for
+the channel count and ZeroPadding/Cropping for the spatial sizes; the authors use custom pad/crop layers,
+twinspect uses catalogue layers, which count in the coverage like any other layer). So one inserted layer
+covers the pair with its producer and the pair with its reader. When the shape cannot be restored cheaply
+(a rank change with a different element count) the layer becomes a new output branch instead, as LConn's
+and LMerge's layers always do (the authors' ``connect_two_layers`` adds a model output too).
 
 LEMON-style operators for the MEMO_o ablation (Wang et al., "Deep learning library testing via effective
 model generation", FSE 2020): LA (add a shape-preserving layer), LR (remove a shape-preserving layer),
@@ -36,6 +48,11 @@ _NO_STRIDED_DILATION = {"Conv1D", "Conv2D", "Conv3D", "Conv1DTranspose", "Conv2D
 #: MEMO applies NLA, LResh, CShape and CMode to 1–5 layers per application
 MAX_LAYERS_PER_APPLICATION = 5
 MAX_ELEMENTS = 200_000  # per-sample tensor size cap so generated models stay fast
+#: CShape/CMode change 1 to this many parameters of each layer they touch (COMET's ``max_config_num``)
+MAX_PARAMS_PER_LAYER = 3
+#: a restoring Dense (the channel count back to the readers') is used only up to this many weights;
+#: beyond, the inserted layer becomes an output branch instead of growing the model
+MAX_ADAPTER_WEIGHTS = 65_536
 
 
 def _size(shape) -> int:
@@ -171,6 +188,125 @@ def _insert_chain(spec: dict, src: str, chain: list[tuple[str, dict]]) -> dict:
     return new
 
 
+def chain_shapes(chain: list[tuple[str, dict]], in_shape: list[int]) -> list[list[int]]:
+    """Per-sample output shape of each layer of ``chain`` applied in a row to a tensor of ``in_shape``.
+
+    Args:
+        chain: ``(layer, params)`` pairs (catalogue layer names and constructor arguments).
+        in_shape: per-sample input shape (batch excluded).
+
+    Returns:
+        One shape (list of int, -1 for an unknown dimension) per layer, from a symbolic Keras call.
+
+    Raises:
+        Exception: whatever Keras raises for a layer it rejects on that input.
+    """
+    keras = graph.keras_module()
+    tensors = {graph.INPUT: keras.Input(shape=tuple(in_shape))}
+    prev: str = graph.INPUT
+    out: list[list[int]] = []
+    for k, (layer, params) in enumerate(chain):
+        name = f"probe_{k}"
+        res = graph.call_node({"name": name, "layer": layer, "params": params, "inputs": [prev]}, tensors)
+        out.append([int(d) if d is not None else -1 for d in res.shape[1:]])
+        prev = name
+    return out
+
+
+def restore_chain(shape: list[int], target: list[int]) -> list[tuple[str, dict]] | None:
+    """Catalogue layers that turn a tensor of per-sample ``shape`` back into ``target`` (NLA/LResh inline).
+
+    Args:
+        shape: per-sample shape the inserted layers produce.
+        target: per-sample shape the readers of the tensor expect.
+
+    Returns:
+        ``[]`` when the shapes are equal; ``[Reshape(target)]`` when the element counts are; for equal ranks a
+        ``Dense(units=target[-1])`` when the channel counts differ (at most :data:`MAX_ADAPTER_WEIGHTS`
+        weights) followed by ZeroPadding/Cropping of the spatial axes that differ; None otherwise (a rank
+        change with another element count, an unknown dimension, spatial ranks above 3, a too large Dense).
+    """
+    shape, target = [int(d) for d in shape], [int(d) for d in target]
+    if shape == target:
+        return []
+    if -1 in shape or -1 in target or min(shape + target) < 1:
+        return None
+    if _size(shape) == _size(target):
+        return [("Reshape", {"target_shape": list(target)})]
+    if len(shape) != len(target) or len(target) > 4:
+        return None
+    chain: list[tuple[str, dict]] = []
+    if shape[-1] != target[-1]:
+        if shape[-1] * target[-1] > MAX_ADAPTER_WEIGHTS:
+            return None
+        chain.append(("Dense", {"units": target[-1]}))
+    spatial = len(target) - 1
+    if spatial:
+        pad = [[max(b - a, 0) // 2, max(b - a, 0) - max(b - a, 0) // 2] for a, b in zip(shape[:-1], target[:-1])]
+        crop = [[max(a - b, 0) // 2, max(a - b, 0) - max(a - b, 0) // 2] for a, b in zip(shape[:-1], target[:-1])]
+        if any(sum(p) for p in pad):
+            chain.append((f"ZeroPadding{spatial}D", {"padding": pad[0] if spatial == 1 else pad}))
+        if any(sum(c) for c in crop):
+            chain.append((f"Cropping{spatial}D", {"cropping": crop[0] if spatial == 1 else crop}))
+    return chain
+
+
+def insert_inline(spec: dict, src: str, src_shape: list[int], chain: list[tuple[str, dict]]) -> dict | None:
+    """``chain`` inserted between tensor ``src`` and every layer reading it (and the model output it is).
+
+    The chain's layers read ``src`` one after the other, then the layers of :func:`restore_chain` bring the
+    tensor back to ``src_shape``, and ``src``'s readers read the last of them; so the model's other shapes do
+    not change. The layers are checked by a symbolic Keras call on ``src_shape``.
+
+    Args:
+        spec: a built spec (node shapes recorded).
+        src: name of the tensor (a node or :data:`graph.INPUT`).
+        src_shape: its per-sample shape.
+        chain: ``(layer, params)`` pairs to insert.
+
+    Returns:
+        The new spec (the inserted nodes carry their shapes; restoring nodes are marked ``"adapter": True``),
+        or None when Keras rejects a layer of the chain on that input or the shape cannot be restored.
+    """
+    try:
+        shapes = chain_shapes(chain, src_shape)
+        back = restore_chain(shapes[-1], src_shape)
+        if back is None:
+            return None
+        if back:
+            shapes = chain_shapes(chain + back, src_shape)
+            if shapes[-1] != [int(d) for d in src_shape]:
+                return None
+    except Exception:
+        return None
+    new = graph.clone(spec)
+    readers = graph.consumers(new, src)
+    idx = 0 if src == graph.INPUT else graph.node_names(new).index(src) + 1
+    prev = src
+    for k, ((layer, params), shape) in enumerate(zip(chain + back, shapes)):
+        node: dict = {"name": graph.fresh_name(new, layer), "layer": layer, "params": params, "inputs": [prev],
+                      "shape": shape}
+        if k >= len(chain):
+            node["adapter"] = True
+        new["nodes"].insert(idx, node)
+        idx += 1
+        prev = node["name"]
+    for n in readers:
+        n["inputs"] = [prev if i == src else i for i in n["inputs"]]
+    new["outputs"] = [prev if o == src else o for o in new["outputs"]]
+    return new
+
+
+def _place(spec: dict, src: str, src_shape: list[int], chain: list[tuple[str, dict]]) -> dict:
+    """NLA/LResh placement: ``chain`` inline after ``src`` (:func:`insert_inline`), else as a new output branch."""
+    new = insert_inline(spec, src, src_shape, chain)
+    if new is not None:
+        return new
+    if len(chain) == 1:
+        return _insert_after(spec, src, src_shape, *chain[0])
+    return _insert_chain(spec, src, chain)
+
+
 def _pick_pair(spec: dict, cands_of: Callable[[int], list[str]], cov: Coverage, rng: random.Random,
                tries: int = 12) -> tuple[str, list[int], str] | None:
     """A (source tensor, its shape, new layer) choice, preferring an uncovered (source type, layer) pair and
@@ -194,7 +330,7 @@ def _pick_pair(spec: dict, cands_of: Callable[[int], list[str]], cov: Coverage, 
 
 
 def _nla_one(spec: dict, cov: Coverage, rng: random.Random) -> dict | None:
-    """One NLA step: add a new layer after a compatible tensor, as a new output branch.
+    """One NLA step: insert a new layer after a compatible tensor (inline, else as a new output branch: :func:`_place`).
 
     Unseen layer types come first: when no tensor of the model has a rank the unseen type accepts, a
     Reshape to such a rank is inserted before it (so 3-D layers are reached from image models). Otherwise
@@ -208,26 +344,27 @@ def _nla_one(spec: dict, cov: Coverage, rng: random.Random) -> dict | None:
         ok = [s for s in srcs if len(s[1]) + 1 in ranks]
         if ok:
             src, shape, _ = rng.choice(ok)
-            return _insert_after(spec, src, shape, layer, random_params(layer, shape, rng, cov))
+            return _place(spec, src, shape, [(layer, random_params(layer, shape, rng, cov))])
         src, shape, _ = rng.choice(srcs)
         target = reshape_target(shape, rng, rank=rng.choice([r - 1 for r in ranks if r >= 2]))
         chain = [("Reshape", {"target_shape": target}), (layer, random_params(layer, target, rng, cov))]
-        return _insert_chain(spec, src, chain)
+        return _place(spec, src, shape, chain)
     pick = _pick_pair(spec, _candidates, cov, rng)
     if pick is None:
         return None
     src, shape, layer = pick
-    return _insert_after(spec, src, shape, layer, random_params(layer, shape, rng, cov))
+    return _place(spec, src, shape, [(layer, random_params(layer, shape, rng, cov))])
 
 
 def _lresh_one(spec: dict, cov: Coverage, rng: random.Random) -> dict | None:
-    """One LResh step: add a reshaping layer (Flatten, Reshape, Permute, Cropping, ZeroPadding, UpSampling, ...),
-    preferring an uncovered (source, reshaping layer) pair and then an unseen reshaping type."""
+    """One LResh step: insert a reshaping layer (Flatten, Reshape, Permute, Cropping, ZeroPadding, UpSampling, ...)
+    (inline, else as a new output branch: :func:`_place`), preferring an uncovered (source, reshaping layer)
+    pair and then an unseen reshaping type."""
     pick = _pick_pair(spec, lambda rank: _candidates(rank, list(_RESHAPING)), cov, rng)
     if pick is None:
         return None
     src, shape, layer = pick
-    return _insert_after(spec, src, shape, layer, random_params(layer, shape, rng, cov))
+    return _place(spec, src, shape, [(layer, random_params(layer, shape, rng, cov))])
 
 
 def lmerge(spec: dict, cov: Coverage, rng: random.Random) -> dict | None:
@@ -252,8 +389,9 @@ def lmerge(spec: dict, cov: Coverage, rng: random.Random) -> dict | None:
     return _insert_after(spec, first, shape, layer, random_params(layer, shape, rng, cov), (second,))
 
 
-def lconn(spec: dict, cov: Coverage, rng: random.Random) -> dict | None:
-    """LConn: connect a layer of type A to a new layer of type B with (A, B) an uncovered legal pair."""
+def _lconn_one(spec: dict, cov: Coverage, rng: random.Random) -> dict | None:
+    """One LConn step: connect a layer of type A to a new layer of type B with (A, B) an uncovered legal pair,
+    as a new output branch."""
     srcs = [s for s in _source_choices(spec) if s[2] and catalogue.get(s[2])]
     if not srcs:
         return _nla_one(spec, cov, rng)
@@ -271,8 +409,9 @@ def lconn(spec: dict, cov: Coverage, rng: random.Random) -> dict | None:
 
 
 def _change_param(spec: dict, cov: Coverage, rng: random.Random, kinds: tuple[str, ...], count: int) -> dict | None:
-    """Set one parameter of ``kinds`` to a preferably unseen value on each of ``count`` distinct layers (fewer
-    when the model has fewer such layers); None when it has none."""
+    """Set 1 to :data:`MAX_PARAMS_PER_LAYER` parameters of ``kinds`` (uniform; fewer when the layer has fewer)
+    to preferably unseen values on each of ``count`` distinct layers (fewer when the model has fewer such
+    layers); None when it has none."""
     nodes = [n for n in spec["nodes"] if catalogue.get(n["layer"]) and
              any(p.kind in kinds for p in catalogue.get(n["layer"]).params)]  # type: ignore[union-attr]
     if not nodes:
@@ -282,17 +421,31 @@ def _change_param(spec: dict, cov: Coverage, rng: random.Random, kinds: tuple[st
     for node in rng.sample(nodes, min(count, len(nodes))):
         lay = catalogue.get(node["layer"])
         assert lay is not None
-        p = rng.choice([p for p in lay.params if p.kind in kinds])
-        seen = {t[2] for t in seen_all if t[0] == lay.name and t[1] == p.name}
         target = next(n for n in new["nodes"] if n["name"] == node["name"])
-        value = sample_value(p, rng, seen)
-        if p.name in ("kernel_size", "pool_size", "strides", "dilation_rate") and isinstance(target["params"].get(p.name), (list, tuple)):
-            value = [value] * len(target["params"][p.name])
-        target["params"][p.name] = value
-        lab = p.label_of(value)
-        if lab is not None:
-            seen_all.add((lay.name, p.name, lab))
+        mutable = [p for p in lay.params if p.kind in kinds]
+        chosen = rng.sample(mutable, min(rng.randint(1, MAX_PARAMS_PER_LAYER), len(mutable)))
+        for p in chosen:
+            seen = {t[2] for t in seen_all if t[0] == lay.name and t[1] == p.name}
+            value = sample_value(p, rng, seen)
+            if p.name in ("kernel_size", "pool_size", "strides", "dilation_rate") and isinstance(target["params"].get(p.name), (list, tuple)):
+                value = [value] * len(target["params"][p.name])
+            target["params"][p.name] = value
+            lab = p.label_of(value)
+            if lab is not None:
+                seen_all.add((lay.name, p.name, lab))
+        tp = target["params"]
+        if lay.name in _NO_STRIDED_DILATION and _first(tp.get("strides", 1)) > 1 and _first(tp.get("dilation_rate", 1)) > 1:
+            # Keras rejects strides > 1 with dilation_rate > 1 here: one of the two goes back to 1, the one this
+            # application did not just set (random when it set both)
+            keep = [k for k in ("strides", "dilation_rate") if k in {q.name for q in chosen}]
+            reset = ("dilation_rate" if keep == ["strides"] else "strides") if len(keep) == 1 else rng.choice(("strides", "dilation_rate"))
+            tp[reset] = [1] * len(tp[reset]) if isinstance(tp[reset], (list, tuple)) else 1
     return new
+
+
+def _first(value) -> int:
+    """The first element of an int tuple/list parameter (``kernel_size=(3, 3)`` → 3), or the int itself."""
+    return int(value[0]) if isinstance(value, (list, tuple)) and value else int(value)
 
 
 def layers_per_application(rng: random.Random) -> int:
@@ -317,30 +470,38 @@ def _repeat(step: Callable[[dict, Coverage, random.Random], dict | None], spec: 
 
 
 def nla(spec: dict, cov: Coverage, rng: random.Random) -> dict | None:
-    """NLA: add 1–5 new layers, each after a compatible tensor of the model as a new output branch.
+    """NLA: insert 1–5 new layers, each after a compatible tensor of the model and before that tensor's readers
+    (restoring its shape for them; a new output branch when it cannot be restored: :func:`insert_inline`).
 
     Unseen layer types come first: when no tensor of the model has a rank the unseen type accepts, a
     Reshape to such a rank is inserted before it (so 3-D layers are reached from image models). Otherwise
-    the (source, layer) choice prefers an uncovered layer pair. Layers added in the same application only
-    branch from tensors whose shapes are known (those of the model before it).
+    the (source, layer) choice prefers an uncovered layer pair. Later steps of the same application may
+    insert after the layers earlier steps inserted inline (their shapes are known), not after branch layers.
     """
     return _repeat(_nla_one, spec, cov, rng)
 
 
+def lconn(spec: dict, cov: Coverage, rng: random.Random) -> dict | None:
+    """LConn: 1–5 new edges, each from a layer of type A to a new layer of type B with (A, B) an uncovered legal
+    pair (a new output branch), as the authors' ``connect_layers`` adds 1 to ``max_num`` edges."""
+    return _repeat(_lconn_one, spec, cov, rng)
+
+
 def lresh(spec: dict, cov: Coverage, rng: random.Random) -> dict | None:
-    """LResh: add 1–5 reshaping layers (Flatten, Reshape, Permute, Cropping, ZeroPadding, UpSampling, ...),
-    each preferring an uncovered (source, reshaping layer) pair and then an unseen reshaping type."""
+    """LResh: insert 1–5 reshaping layers (Flatten, Reshape, Permute, Cropping, ZeroPadding, UpSampling, ...)
+    inline as NLA does, each preferring an uncovered (source, reshaping layer) pair and then an unseen
+    reshaping type."""
     return _repeat(_lresh_one, spec, cov, rng)
 
 
 def cshape(spec: dict, cov: Coverage, rng: random.Random) -> dict | None:
-    """CShape: on 1–5 layers, set a shape parameter (filters, kernel_size, units, strides, ...) to an unseen value."""
+    """CShape: on 1–5 layers, set 1–3 shape parameters (filters, kernel_size, units, strides, ...) to unseen values."""
     return _change_param(spec, cov, rng, ("shape", "float"), layers_per_application(rng))
 
 
 def cmode(spec: dict, cov: Coverage, rng: random.Random) -> dict | None:
-    """CMode: on 1–5 layers, set a mode parameter (initialiser, regulariser, padding, activation, ...) to an
-    unseen value."""
+    """CMode: on 1–5 layers, set 1–3 mode parameters (initialiser, regulariser, padding, activation, ...) to
+    unseen values."""
     return _change_param(spec, cov, rng, ("mode",), layers_per_application(rng))
 
 

@@ -17,7 +17,9 @@ def summary(root: str | Path) -> dict:
         ``{"elapsed_s", "models_generated", "models_valid", "models_tested", "models_per_hour",
         "coverage": {"layer_type"|"layer_pair"|"layer_param": {"covered", "total", "ratio"}},
         "coverage_over_time": [[seconds, type_ratio, pair_ratio, param_ratio]], "threshold",
-        "findings": [{"id", "kind", "systems", "signature", "dir", "layer"}], ...}``.
+        "findings": [{"id", "kind", "systems", "signature", "dir", "layer"}],
+        "phase_s": {phase: seconds of the search loop (generate, check, coverage, save_model, execute,
+        findings, state_write)}, ...}``.
 
     Raises:
         InputError: not a campaign directory, or a corrupt one.
@@ -34,7 +36,7 @@ def summary(root: str | Path) -> dict:
         "threshold": st["threshold"], "seed_distances": st["seed_distances"], "reduction": st["reduction"],
         "invalid_reasons": st["invalid_reasons"],
         "findings": [{**f, "duplicates": st["signatures"].get(f["signature"], 1)} for f in st["findings"]],
-        "last_run": st.get("last_run"),
+        "last_run": st.get("last_run"), "phase_s": st.get("phase_s", {}),
     }
 
 

@@ -15,7 +15,9 @@ reward also mixes in library code coverage (twinspect does not instrument the li
 are operators with the model drawn uniformly, where the paper's Algorithm 2 (followed here) ranks
 (model, operator) pairs.
 
-The seeds are sorted by fitness (descending; ties by name) and a Metropolis–Hastings chain over ranks
+The seeds are sorted by fitness (descending; ties in random order, as the authors' ``sort_seeds`` shuffles
+before its sort — a tie-break by name would make the chain prefer, among equally fit seeds, the models and
+operators whose names sort first) and a Metropolis–Hastings chain over ranks
 proposes a uniformly random rank ``k2`` and accepts it with probability ``min(1, (1 − p)^(k2 − k1))``
 (LEMON/MEMO), ``k1`` being the rank of the previously selected seed *in the current ordering* (the seed
 is looked up again after every re-sort, as the authors' code does). ``p`` defaults to 0.05 (the paper's
@@ -103,14 +105,23 @@ class SeedSelector:
         st = self.seeds.get(seed_key(mid, op), Stats())
         return (1 + st.gains) / (1 + st.uses)
 
-    def ranked(self) -> list[tuple[str, str]]:
-        """Seeds sorted by descending fitness (ties by name, deterministic)."""
+    def ranked(self, rng: random.Random | None = None) -> list[tuple[str, str]]:
+        """Seeds sorted by descending fitness.
+
+        Args:
+            rng: ties are broken in a random order drawn from it (shuffle, then a stable sort: the authors'
+                ``sort_seeds``); None breaks them by name (deterministic, for display and tests).
+        """
         seeds = [(m, o) for m in sorted(self.models) for o in self.operators]
-        return sorted(seeds, key=lambda s: (-self.fitness(*s), s))
+        if rng is None:
+            return sorted(seeds, key=lambda s: (-self.fitness(*s), s))
+        rng.shuffle(seeds)
+        return sorted(seeds, key=lambda s: -self.fitness(*s))
 
     def pick(self, rng: random.Random) -> tuple[str, str]:
-        """Choose the next (model id, operator) seed and count the selection."""
-        seeds = self.ranked()
+        """Choose the next (model id, operator) seed and count the selection (MH over :meth:`ranked` with
+        ``rng``'s tie order; uniform in ``"random"`` mode)."""
+        seeds = self.ranked(rng if self.mode == "mh" else None)
         if self.mode == "random":
             choice = rng.choice(seeds)
         else:

@@ -167,13 +167,16 @@ class PairFeatures:
         assert self._strings is not None and self._lines is not None and self._sizes is not None
         return self._strings, self._lines, self._sizes
 
-    def compute(self, a: np.ndarray, b: np.ndarray, columns: Sequence[str] | None = None) -> np.ndarray:
+    def compute(self, a: np.ndarray, b: np.ndarray, columns: Sequence[str] | None = None,
+                workers: int = 1) -> np.ndarray:
         """Features of the pairs ``(a[i], b[i])``.
 
         Args:
             a, b: int (P,) fragment indices.
             columns: compute only these features (names from :data:`FEATURES`; the others are left
                 0); None = all.
+            workers: threads of the LCS alignments (rapidfuzz ``cpdist``; -1 = every core). The
+                result does not depend on it.
 
         Returns:
             float32 (P, len(FEATURES)) in :data:`FEATURES` order.
@@ -195,7 +198,7 @@ class PairFeatures:
         out = np.zeros((len(a), len(FEATURES)), dtype=np.float32)
         if not len(a):
             return out
-        _sequence_columns(out, self._strings, self._lines, self._sizes, a, b, want)
+        _sequence_columns(out, self._strings, self._lines, self._sizes, a, b, want, workers=workers)
         if want & set(SPARSE_FEATURES):
             assert self._tfidf is not None and self._bags is not None and self._trigrams is not None
             assert self._idents is not None
@@ -209,26 +212,31 @@ class PairFeatures:
 
 
 def _sequence_columns(out: np.ndarray, strings: Sequence[str], lines: Sequence[str], sizes: np.ndarray,
-                      a: np.ndarray, b: np.ndarray, want: set[str]) -> None:
+                      a: np.ndarray, b: np.ndarray, want: set[str], workers: int = 1) -> None:
     """Fill the sequence features (LCS of abstracted tokens, line LCS, size ratio, length) of pairs
-    ``(a[i], b[i])`` into ``out`` (float32 (P, len(FEATURES))), from one-character-per-token strings."""
+    ``(a[i], b[i])`` into ``out`` (float32 (P, len(FEATURES))), from one-character-per-token strings.
+    The alignments run in rapidfuzz's ``cpdist`` on ``workers`` threads (-1: every core)."""
     import numpy as np
     from rapidfuzz.distance import LCSseq
+    from rapidfuzz.process import cpdist
 
-    sim = LCSseq.similarity
+    def lcs(seqs: Sequence[str]) -> np.ndarray:
+        al, bl = a.tolist(), b.tolist()
+        return cpdist([seqs[x] for x in al], [seqs[y] for y in bl], scorer=LCSseq.similarity,
+                      dtype=np.int64, workers=workers).astype(np.float64)
+
     na, nb = sizes[a], sizes[b]
     longer = np.maximum(np.maximum(na, nb), 1.0)
-    if want & {"lcs_min", "lcs_dice", "lcs_contain"}:
-        lcs = np.fromiter((sim(strings[x], strings[y]) for x, y in zip(a.tolist(), b.tolist())),
-                          dtype=np.float64, count=len(a))
-        out[:, 0] = lcs / longer
-        out[:, 1] = 2.0 * lcs / np.maximum(na + nb, 1.0)
-        out[:, 9] = lcs / np.maximum(np.minimum(na, nb), 1.0)
+    if len(a) and want & {"lcs_min", "lcs_dice", "lcs_contain"}:
+        shared = lcs(strings)
+        out[:, 0] = shared / longer
+        out[:, 1] = 2.0 * shared / np.maximum(na + nb, 1.0)
+        out[:, 9] = shared / np.maximum(np.minimum(na, nb), 1.0)
     out[:, 5] = np.minimum(na, nb) / longer
-    if "line_lcs" in want:
-        out[:, 8] = np.fromiter(
-            (sim(lines[x], lines[y]) / max(len(lines[x]), len(lines[y]), 1) for x, y in zip(a.tolist(), b.tolist())),
-            dtype=np.float64, count=len(a))
+    if len(a) and "line_lcs" in want:
+        longest = np.fromiter((max(len(lines[x]), len(lines[y])) for x, y in zip(a.tolist(), b.tolist())),
+                              dtype=np.float64, count=len(a))
+        out[:, 8] = lcs(lines) / np.maximum(longest, 1.0)
     out[:, 7] = np.minimum(np.log1p(np.minimum(na, nb)) / np.log1p(LENGTH_SATURATION), 1.0)
 
 
@@ -274,8 +282,8 @@ def verify_pairs(features: PairFeatures, verifier: Verifier, a: np.ndarray, b: n
     """
     import numpy as np
 
-    if executor is None or len(a) <= SEQUENCE_SHARD:
-        x = features.compute(a, b, columns=SEQUENCE_FEATURES)
+    if executor is None or len(a) <= SEQUENCE_SHARD:  # nothing else runs now: the alignments use every core
+        x = features.compute(a, b, columns=SEQUENCE_FEATURES, workers=-1)
     else:
         strings, lines, sizes = features.sequences()
         a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)

@@ -65,14 +65,16 @@ def test_every_measure_compare_models_outputs_is_registered_with_its_level_and_d
 
 
 def test_every_reuse_feature_maps_to_a_registered_measure():
-    assert set(measures.FEATURES) == set(reuse.FEATURE_SETS["full"])
+    assert set(measures.FEATURES) == set(reuse.FEATURE_SETS["full"]) | set(reuse.ZOO_FEATURES)
+    assert set(measures.FEATURES) == {f for names in reuse.FEATURE_SETS.values() for f in names}
     for names in reuse.FEATURE_SETS.values():
         assert set(names) <= set(measures.FEATURES)
     for feature, name in measures.FEATURES.items():
         m = measures.BY_NAME[name]
         assert m.feature == feature and m.higher_is_similar != m.complement  # a feature is a similarity
     assert measures.reuse_features({"io_mean_jsd": 0.25, "cka": float("nan"), "weights_cosine": 0.9}) == {
-        "weights": 0.9, "cka": None, "io_jsd": 0.75, "io_agreement": None, "io_logprob": None, "ddv_random": None}
+        "weights": 0.9, "cka": None, "io_jsd": 0.75, "io_agreement": None, "io_logprob": None, "ddv_random": None,
+        "margin_one": None, "margin_both": None}
     with pytest.raises(ValueError, match="feeds no reuse-score feature"):
         measures.BY_NAME["io_jaccard"].feature_value(0.5)
 
@@ -118,5 +120,6 @@ def test_heatmap_scale_follows_the_registry(full_run, tmp_path, monkeypatch):
     assert all(p.is_file() for p in written)
     measure_plots = {k: v for k, v in scales.items() if not k.startswith("cka_")}
     assert set(measure_plots) == set(measures.BY_NAME)
-    assert {k for k, v in measure_plots.items() if v == (None, None)} == {"weights_euclidean", "distill_euclidean"}
+    assert {k for k, v in measure_plots.items() if v == (None, None)} == {
+        "weights_euclidean", "distill_euclidean", "io_logprob_margin_one", "io_logprob_margin_both"}
     assert all(v == (0.0, 1.0) for k, v in measure_plots.items() if measures.BY_NAME[k].unit_range)

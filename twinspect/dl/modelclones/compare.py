@@ -561,9 +561,34 @@ def _pair_cka(cfg: CompareConfig, mx: _Matrices, i: int, j: int, a: _ModelState,
     values["cka"] = score
 
 
+#: The zoo-relative margins of ``io_logprob_cosine`` (:func:`~twinspect.dl.modelclones.reuse.zoo_margins`).
+MARGINS: tuple[str, str] = ("io_logprob_margin_one", "io_logprob_margin_both")
+
+
+def _zoo_margins(states: list[_ModelState]) -> tuple[np.ndarray, np.ndarray]:
+    """The zoo-relative margins of every pair of the run: ``io_logprob_cosine`` of every two models with
+    outputs of the same input shape and class count (all of them, also in a run limited to some
+    ``pairs``: the zoo is every model given), then :func:`~twinspect.dl.modelclones.reuse.zoo_margins`.
+
+    Returns:
+        ``(margin_one, margin_both)``, (M, M) float64 with NaN where undefined.
+    """
+    n = len(states)
+    sim = np.full((n, n), np.nan)
+    for i in range(n):
+        for j in range(i + 1, n):
+            a, b = states[i], states[j]
+            if (a.probs is None or b.probs is None or tuple(a.clf.input_shape) != tuple(b.clf.input_shape)
+                    or a.clf.num_classes != b.clf.num_classes):
+                continue
+            sim[i, j] = sim[j, i] = outputs.logprob_cosine(a.probs, b.probs)
+    return reuse.zoo_margins(sim)
+
+
 def _pair_io(cfg: CompareConfig, mx: _Matrices, i: int, j: int, a: _ModelState, b: _ModelState,
-             values: dict[str, float | None]) -> str | None:
-    """The I/O measures (with the random-pair DDV similarity) of pair (i, j) (same input shape and class count).
+             values: dict[str, float | None], zoo: tuple[np.ndarray, np.ndarray] | None = None) -> str | None:
+    """The I/O measures (with the random-pair DDV similarity and, from ``zoo``, the zoo-relative margins) of
+    pair (i, j) (same input shape and class count).
 
     Returns:
         Why the I/O measures do not apply to the pair (None when they were computed, into ``values``
@@ -595,6 +620,15 @@ def _pair_io(cfg: CompareConfig, mx: _Matrices, i: int, j: int, a: _ModelState, 
         for k, v in vals.items():
             mx.put(k, i, j, v)
     values.update(vals)
+    if zoo is not None:
+        for k, m in zip(MARGINS, zoo):
+            v = _nan_to_none(m[i, j]) if i != j else None
+            if "io" in cfg.levels:
+                if v is None and i < j:
+                    mx.skip(k, i, j, "a zoo-relative margin needs a third model with comparable outputs")
+                else:
+                    mx.put(k, i, j, v)
+            values[k] = v
     return None
 
 
@@ -684,6 +718,7 @@ def _all_pairs(states: list[_ModelState], cfg: CompareConfig, mx: _Matrices, pai
     n = mx.n
     cka_maps: dict[str, dict] = {}
     weight_layers: dict[str, list[dict]] = {}
+    zoo = _zoo_margins(states) if ("io" in cfg.levels or "reuse" in cfg.levels) else None
     wanted = None if pairs is None else {(min(i, j), max(i, j)) for i, j in pairs}
     ordered = None if pairs is None else {(int(i), int(j)) for i, j in pairs}
     n_pairs = n * (n - 1) // 2 if wanted is None else len({p for p in wanted if p[0] != p[1]})
@@ -700,7 +735,7 @@ def _all_pairs(states: list[_ModelState], cfg: CompareConfig, mx: _Matrices, pai
                     _pair_distill(mx, i, j, a, b)
                 if "representation" in cfg.levels or "reuse" in cfg.levels:
                     _pair_cka(cfg, mx, i, j, a, b, cka_maps, values)
-                io_reason = _pair_io(cfg, mx, i, j, a, b, values)
+                io_reason = _pair_io(cfg, mx, i, j, a, b, values, zoo)
                 if "baselines" in cfg.levels:
                     for p, q in ((i, j),) if i == j else ((i, j), (j, i)):
                         if ordered is None or (p, q) in ordered or p == q:

@@ -21,12 +21,18 @@ io_jaccard             io              yes                 -
 io_top1_agreement      io              yes                 ``io_agreement`` the measure
 io_logprob_cosine      io              yes                 ``io_logprob``   the measure
 io_ddv_random_pairs    io              yes                 ``ddv_random``   the measure
+io_logprob_margin_one  io              yes                 ``margin_one``   the measure
+io_logprob_margin_both io              yes                 ``margin_both``  the measure
 modeldiff              baselines       yes                 -
 deepjudge_robd         baselines       no                  -
 deepjudge_jsd          baselines       no                  -
 reuse                  reuse           yes                 -
 =====================  ==============  ==================  ===============  ======================
 
+``io_logprob_margin_one`` / ``io_logprob_margin_both`` are zoo-relative: how much nearer (on the
+``−log(1 − x)`` scale) the pair's ``io_logprob_cosine`` is than the nearer / farther of the two models
+is to any third model of the same run (:func:`twinspect.dl.modelclones.reuse.zoo_margins`; undefined,
+and skipped with the reason, in a run of fewer than three comparable models).
 ``io_ddv_random_pairs`` is a decision distance vector on *random* pairs of the comparison inputs (the
 DDV of ModelDiff without its input-pair search); the ``baselines`` level holds the two published
 reuse detectors as their papers run them, each *directional* (row = the victim / source model the
@@ -100,6 +106,8 @@ REGISTRY: tuple[Measure, ...] = (
     Measure("io_top1_agreement", "io", True, feature="io_agreement"),
     Measure("io_logprob_cosine", "io", True, feature="io_logprob"),
     Measure("io_ddv_random_pairs", "io", True, feature="ddv_random"),
+    Measure("io_logprob_margin_one", "io", True, unit_range=False, feature="margin_one"),
+    Measure("io_logprob_margin_both", "io", True, unit_range=False, feature="margin_both"),
     Measure("modeldiff", "baselines", True),
     Measure("deepjudge_robd", "baselines", False),
     Measure("deepjudge_jsd", "baselines", False),

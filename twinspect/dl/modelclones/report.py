@@ -88,4 +88,8 @@ def print_summary(result: Any, threshold: float) -> None:
         print(f"no pair with reuse score >= {threshold}")
     if result.skipped:
         kinds = sorted({(s["measure"], s["reason"]) for s in result.skipped})
-        print(f"skipped: {len(result.skipped)} measure/pair combinations, e.g. {kinds[0][0]}: {kinds[0][1]}")
+        import shutil
+        import textwrap
+
+        line = f"skipped: {len(result.skipped)} measure/pair combinations, e.g. {kinds[0][0]}: {kinds[0][1]}"
+        print(textwrap.fill(line, width=max(shutil.get_terminal_size().columns, 40), subsequent_indent="  "))

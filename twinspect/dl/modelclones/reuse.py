@@ -16,6 +16,10 @@ feature            what
 ``ddv_random``     similarity of decision distance vectors on random input pairs (ModelDiff's DDV
                    without its input-pair search)
 ``io_logprob``     mean cosine of the centred log-probability vectors ("dark knowledge")
+``margin_one``     zoo-relative: how much closer the two models are (``io_logprob``) than the
+                   *nearer* of them is to any third model of the comparison
+``margin_both``    zoo-relative: the same against the *farther* of them (≥ 0 when the two are
+                   each other's nearest neighbours)
 =================  =============================================================================
 
 Each feature is one measure of :mod:`twinspect.dl.modelclones.measures` (its registry says which, and
@@ -24,8 +28,18 @@ values). Every feature ``x`` (a similarity, at most 1) enters the regression as 
 spreads out the region near 1 where derived and independent models differ (agreements of 0.95 and
 0.999 are far apart in that scale, 0.5 and 0.6 are not).
 
-One coefficient set per *feature set* (``full``: all five; ``no_weights``: different architectures;
-``io``: no activations either); a pair uses the largest set whose features it has. The shipped
+The two *zoo* features (:func:`zoo_margins`) compare a pair with the other models of the same run,
+in the spirit of ModelDiff's ranking rule and DeepJudge's per-victim thresholds: models of one kind
+(e.g. MLPs, which share a near-linear decision geometry) agree closely with *every* model of that
+kind, a student agrees most with its own teacher. They are differences on the ``−log(1 − x)`` scale
+and enter the regression as they are. With fewer than three comparable models they are undefined
+and the score falls back to the sets without them, so a run of two models still gets a score.
+
+One coefficient set per *feature set* (``full``: weights and the five below; ``no_weights_zoo`` /
+``no_weights``: different architectures, with / without the zoo features; ``io_zoo`` / ``io``: no
+activations either); a pair uses the first set in :data:`FEATURE_SETS` order whose features it has
+and whose coefficients the calibration holds (a calibration file without the zoo sets, as written
+before they existed, scores every pair with the other three). The shipped
 coefficients (``reuse_calibration.json`` beside this module) were fitted by
 ``benchmarks/models_reuse.py`` on the *calibration split* of its labelled pairs and are reported on
 the other split; without that file the hand-set defaults below are used. Each set is fitted on the
@@ -40,25 +54,36 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 
 from twinspect.errors import InputError
 
-#: Feature set → its features, in coefficient order (the calibration file's order: do not reorder).
+#: The zoo-relative features (:func:`zoo_margins`): they enter the regression untransformed.
+ZOO_FEATURES: tuple[str, ...] = ("margin_one", "margin_both")
+
+#: Feature set → its features, in coefficient order (the calibration file's order: do not reorder),
+#: in order of preference (:func:`feature_set`).
 FEATURE_SETS: dict[str, tuple[str, ...]] = {
     "full": ("weights", "cka", "io_jsd", "io_agreement", "ddv_random", "io_logprob"),
+    "no_weights_zoo": ("cka", "io_jsd", "io_agreement", "ddv_random", "io_logprob", *ZOO_FEATURES),
     "no_weights": ("cka", "io_jsd", "io_agreement", "ddv_random", "io_logprob"),
+    "io_zoo": ("io_jsd", "io_agreement", "ddv_random", "io_logprob", *ZOO_FEATURES),
     "io": ("io_jsd", "io_agreement", "ddv_random", "io_logprob"),
 }
+
+#: The sets every calibration file must hold (the zoo sets are optional: older files lack them).
+REQUIRED_SETS: tuple[str, ...] = ("full", "no_weights", "io")
 
 #: Hand-set coefficients (intercept first, on the transformed features), used when no calibration
 #: file is present.
 DEFAULT_PARAMS: dict[str, list[float]] = {
     "full": [-6.0, 2.0, 0.2, 0.2, 0.2, 0.2, 0.5],
+    "no_weights_zoo": [-8.0, 0.3, 0.2, 0.2, 0.2, 1.5, 1.0, 1.0],
     "no_weights": [-8.0, 0.3, 0.2, 0.2, 0.2, 1.5],
+    "io_zoo": [-8.0, 0.3, 0.3, 0.3, 1.5, 1.0, 1.0],
     "io": [-8.0, 0.3, 0.3, 0.3, 1.5],
 }
 
@@ -66,6 +91,55 @@ DEFAULT_PARAMS: dict[str, list[float]] = {
 def transform(x: float) -> float:
     """The regression's input for a similarity ``x``: ``−log(1 − x + 1e-6)``."""
     return float(-math.log(max(1.0 - float(x), 0.0) + 1e-6))
+
+
+def _regressor(feature: str, value: float) -> float:
+    """A feature's value as the regression takes it: zoo features as they are, similarities transformed."""
+    return float(value) if feature in ZOO_FEATURES else transform(value)
+
+
+def zoo_margins(sim: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The zoo-relative margins of every pair of a run from its matrix of one similarity.
+
+    On the scale ``t(x) = −log(1 − x + 1e-6)``: for a pair (i, j), ``o_i`` is the largest ``t`` of model i
+    with any third model k ∉ {i, j} (likewise ``o_j``); ``margin_one = t(s_ij) − min(o_i, o_j)`` (≥ 0 when at
+    least one of the two is nearer to the other than to any third model) and ``margin_both = t(s_ij) −
+    max(o_i, o_j)`` (≥ 0 when they are each other's nearest neighbours).
+
+    Args:
+        sim: (M, M) float similarity matrix (at most 1; the reuse score uses ``io_logprob_cosine``); NaN
+            where a pair is not comparable. The diagonal is ignored.
+
+    Returns:
+        ``(margin_one, margin_both)``, two (M, M) float64 arrays, symmetric when ``sim`` is; NaN on the
+        diagonal, where ``s_ij`` is NaN, and where model i or j has no finite similarity with a third model.
+
+    Raises:
+        ValueError: ``sim`` is not square.
+    """
+    s = np.asarray(sim, dtype=np.float64)
+    if s.ndim != 2 or s.shape[0] != s.shape[1]:
+        raise ValueError(f"a similarity matrix must be square, got shape {s.shape}")
+    m = len(s)
+    with np.errstate(invalid="ignore"):
+        t = -np.log(np.clip(1.0 - s, 0.0, None) + 1e-6)
+    t[~np.isfinite(s)] = np.nan
+    np.fill_diagonal(t, np.nan)
+    filled = np.where(np.isfinite(t), t, -np.inf)
+    order = np.argsort(-filled, axis=1)
+    first = order[:, 0] if m else np.zeros(0, int)
+    top1 = filled[np.arange(m), first] if m > 0 else np.zeros(0)
+    top2 = filled[np.arange(m), order[:, 1]] if m > 1 else np.full(m, -np.inf)
+    # best of row i with j left out: the second best where the best is j itself
+    best = np.where(first[:, None] == np.arange(m)[None, :], top2[:, None], top1[:, None])
+    oi, oj = best, best.T
+    with np.errstate(invalid="ignore"):
+        one = t - np.minimum(oi, oj)
+        both = t - np.maximum(oi, oj)
+    bad = ~np.isfinite(t) | ~np.isfinite(oi) | ~np.isfinite(oj)
+    one[bad] = np.nan
+    both[bad] = np.nan
+    return one, both
 
 CALIBRATION_FILE = Path(__file__).with_name("reuse_calibration.json")
 
@@ -78,6 +152,9 @@ DEFAULT_MAX_FPR = 0.01
 def load_params(path: str | Path | None = None) -> dict[str, list[float]]:
     """Coefficients per feature set: from ``path`` (default: the shipped calibration file) or the defaults.
 
+    A file must hold the sets of :data:`REQUIRED_SETS`; a zoo set it lacks is left out of the result
+    (the pairs it would score use the set without the zoo features).
+
     Raises:
         InputError: the file exists but is not a valid calibration (names the file).
     """
@@ -88,19 +165,30 @@ def load_params(path: str | Path | None = None) -> dict[str, list[float]]:
         return dict(DEFAULT_PARAMS)
     try:
         data = json.loads(p.read_text(encoding="utf-8"))
-        params = {k: [float(v) for v in data["params"][k]] for k in FEATURE_SETS}
+        params = {k: [float(v) for v in data["params"][k]] for k in FEATURE_SETS
+                  if k in REQUIRED_SETS or k in data["params"]}
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise InputError(f"not a valid reuse calibration ({exc})", p) from exc
-    for k, names in FEATURE_SETS.items():
-        if len(params[k]) != len(names) + 1:
+    for k, vs in params.items():
+        names = FEATURE_SETS[k]
+        if len(vs) != len(names) + 1:
             raise InputError(f"calibration for {k!r} needs {len(names) + 1} coefficients", p)
     return params
 
 
-def feature_set(features: Mapping[str, float | None]) -> str | None:
-    """The largest feature set whose features are all present and finite, or None."""
+def feature_set(features: Mapping[str, float | None], available: Iterable[str] | None = None) -> str | None:
+    """The first feature set (in :data:`FEATURE_SETS` order) whose features are all present and finite.
+
+    Args:
+        features: feature name → value (None when not applicable).
+        available: the sets to choose from (default: all), e.g. the sets a calibration holds.
+
+    Returns:
+        The set's name, or None when no set applies.
+    """
+    allowed = set(FEATURE_SETS) if available is None else set(available)
     for name, names in FEATURE_SETS.items():
-        if all(features.get(f) is not None and math.isfinite(float(features[f])) for f in names):  # type: ignore[arg-type,misc]
+        if name in allowed and all(features.get(f) is not None and math.isfinite(float(features[f])) for f in names):  # type: ignore[arg-type,misc]
             return name
     return None
 
@@ -115,11 +203,12 @@ def reuse_score(features: Mapping[str, float | None], params: Mapping[str, Seque
     Returns:
         A float in (0, 1), or None when not even the ``io`` features are available.
     """
-    fs = feature_set(features)
+    params = params or load_params()
+    fs = feature_set(features, params.keys())
     if fs is None:
         return None
-    coef = (params or load_params())[fs]
-    z = coef[0] + sum(c * transform(features[f]) for c, f in zip(coef[1:], FEATURE_SETS[fs]))  # type: ignore[arg-type,misc]
+    coef = params[fs]
+    z = coef[0] + sum(c * _regressor(f, features[f]) for c, f in zip(coef[1:], FEATURE_SETS[fs]))  # type: ignore[arg-type,misc]
     return float(1.0 / (1.0 + math.exp(-max(min(z, 50.0), -50.0))))
 
 
@@ -132,10 +221,11 @@ def fit_params(
 ) -> dict[str, list[float]]:
     """Fit one logistic regression per feature set on labelled pairs (scikit-learn, L2, ``C``).
 
-    Each set is fitted on the pairs it will score: those whose largest available set it is
-    (:func:`feature_set`) — the ``no_weights`` set on pairs of different architectures, where the
+    Each set is fitted on the pairs it will score: those whose first available set it is
+    (:func:`feature_set`) — the ``no_weights`` sets on pairs of different architectures, where the
     only derived kind is distillation, not on the same-architecture pairs that dominate a labelled
-    set. When that population has fewer than ``min_positives`` derived or no independent pairs, the
+    set; a set without the zoo features on the pairs it scores when the zoo sets are not used (the
+    pairs whose first set it is once the zoo sets are left out). When that population has fewer than ``min_positives`` derived or no independent pairs, the
     set is fitted on every pair that has its features instead (a pair with weights then contributes
     to all three sets). Classes are weighted inversely to their frequency (``class_weight=
     "balanced"``), so a rare derived kind is not outvoted by the independent pairs. Then, when
@@ -158,9 +248,12 @@ def fit_params(
     out: dict[str, list[float]] = {}
     y_all = np.asarray(labels, dtype=int)
     own = [feature_set(r) for r in rows]
+    # the set a pair falls back to when a calibration lacks the zoo sets (or a run has < 3 models)
+    own_plain = [feature_set(r, [k for k in FEATURE_SETS if not set(FEATURE_SETS[k]) & set(ZOO_FEATURES)]) for r in rows]
     for name, names in FEATURE_SETS.items():
+        zoo_set = bool(set(names) & set(ZOO_FEATURES))
         has = [i for i, r in enumerate(rows) if all(r.get(f) is not None and math.isfinite(float(r[f])) for f in names)]  # type: ignore[arg-type,misc]
-        idx = [i for i in has if own[i] == name]
+        idx = [i for i in has if (own if zoo_set else own_plain)[i] == name]
         yi = y_all[idx]
         if int(yi.sum()) < min_positives or int((yi == 0).sum()) < 1:
             idx = has
@@ -168,7 +261,7 @@ def fit_params(
         if len(set(y.tolist())) < 2:
             out[name] = list(DEFAULT_PARAMS[name])
             continue
-        x = np.array([[transform(rows[i][f]) for f in names] for i in idx])  # type: ignore[arg-type,misc]
+        x = np.array([[_regressor(f, rows[i][f]) for f in names] for i in idx])  # type: ignore[arg-type,misc]
         clf = LogisticRegression(C=C, max_iter=5000, class_weight="balanced").fit(x, y)
         b = float(clf.intercept_[0])
         w = np.asarray(clf.coef_[0], dtype=float)

@@ -44,7 +44,9 @@ and never refits):
    first hold-out's cached comparisons), reports leave-one-family-out results of the old and the new
    feature sets, fits the reuse score on all calibration v2 pairs and writes the coefficients with
    their SHA-256 to ``benchmarks/results/models_reuse_holdout2_fit.json``, which is committed before
-   ``test`` runs.
+   ``test`` runs (with ``--ship`` also to the shipped ``reuse_calibration.json``: the recorded run
+   did, as ``--ship`` was then the only behaviour; the shipped file was reverted after the test, see
+   ``models_reuse_holdout2_notes.md``).
 3. ``test``: loads and hash-checks the frozen fit, compares the test pairs once (all levels and the
    ModelDiff / DeepJudge baselines), writes ``benchmarks/results/models_reuse_holdout2.{md,json}``.
 
@@ -556,9 +558,10 @@ def lofo(pairs: list[dict], by_name: dict, zoo: bool) -> list[float | None]:
     return [max(got[i]) if got[i] else None for i in range(len(pairs))]
 
 
-def calibrate(cal_dir: Path, fit_file: Path) -> dict:
+def calibrate(cal_dir: Path, fit_file: Path, ship: bool = False) -> dict:
     """Compare the calibration v2 pairs, choose and fit the reuse score on them, write the frozen fit file
-    and the shipped calibration (``twinspect/dl/modelclones/reuse_calibration.json``)."""
+    and, with ``ship``, the shipped calibration (``twinspect/dl/modelclones/reuse_calibration.json``; the
+    recorded run shipped it, the shipped file was reverted after the test: see the notes)."""
     from twinspect.dl.modelclones import fit_params
     from twinspect.dl.modelclones.reuse import (
         CALIBRATION_FILE,
@@ -620,6 +623,9 @@ def calibrate(cal_dir: Path, fit_file: Path) -> dict:
         "test_pairs_compared_before": 0,
     }
     write_json(fit_file, data)
+    if not ship:
+        log(f"frozen fit written: {fit_file} sha256 {sha256_file(fit_file)} (params {data['params_sha256'][:16]}) at {written}")
+        return data
     write_json(CALIBRATION_FILE, {
         "params": params,
         "fitted_on": "benchmarks/models_reuse_holdout2.py calibrate: calibration v2 (both splits of models_reuse_holdout.py, "
@@ -816,6 +822,8 @@ def main() -> None:
     ap.add_argument("--cal-dir", default=str(CAL_CACHE))
     ap.add_argument("--fit-file", default=str(FIT_FILE))
     ap.add_argument("--out", default=str(OUT))
+    ap.add_argument("--ship", action="store_true",
+                    help="calibrate: also write the fit to the shipped reuse_calibration.json (the recorded run did)")
     args = ap.parse_args()
 
     from twinspect.dl.adapters.torch import set_torch_threads
@@ -829,7 +837,7 @@ def main() -> None:
     if args.step in ("calibrate", "all"):
         if args.step == "all" and fit_file.exists():
             raise SystemExit(f"error: {fit_file} exists: the fit is frozen; run 'test' alone, or move it away to refit")
-        calibrate(Path(args.cal_dir), fit_file)
+        calibrate(Path(args.cal_dir), fit_file, ship=args.ship)
     if args.step in ("test", "all"):
         test(work, Path(args.cal_dir), fit_file, Path(args.out))
 

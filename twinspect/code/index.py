@@ -376,7 +376,7 @@ class ExactIndex(Index):
             threshold: minimum cosine (inclusive).
             k: most neighbours per vector (≥ 1).
             advance: called with the number of rows done after each block (progress).
-            max_hits: hits held before a compaction (None: ``max(4·N·k, 2**20)``); the result
+            max_hits: hits held before a compaction (None: ``max(2·N·k, 2**20)``); the result
                 does not depend on it.
 
         Returns:
@@ -396,7 +396,7 @@ class ExactIndex(Index):
         cols: list[np.ndarray] = []
         vals: list[np.ndarray] = []
         pending = 0
-        budget = max(4 * n * k, 1 << 20) if max_hits is None else int(max_hits)
+        budget = max(2 * n * k, 1 << 20) if max_hits is None else int(max_hits)
         step = self._block_size()
         for lo in range(0, n, step):
             hi = min(n, lo + step)
@@ -407,10 +407,14 @@ class ExactIndex(Index):
             c += lo
             upper = c > r  # the lower triangle of the diagonal block comes from the mirror below
             mine = upper | (c == r)
-            rows += [r[mine], c[upper]]
-            cols += [c[mine], r[upper]]
-            vals += [v[mine], v[upper]]
-            pending += int(mine.sum() + upper.sum())
+            own, mirror = (r[mine], c[mine], v[mine]), (c[upper], r[upper], v[upper])
+            if len(r) > k * (hi - lo):  # a dense block: each side keeps only its k best of it already
+                own, mirror = _k_best_per_row(*own, k), _k_best_per_row(*mirror, k)
+            for part in (own, mirror):
+                rows.append(part[0])
+                cols.append(part[1])
+                vals.append(part[2])
+                pending += len(part[0])
             if pending > budget:
                 kept = _k_best_per_row(np.concatenate([kept[0], *rows]), np.concatenate([kept[1], *cols]),
                                        np.concatenate([kept[2], *vals]), k)

@@ -263,3 +263,26 @@ def test_self_range_search_equals_search_over_the_threshold(block_rows, k):
         keep = want_sims[i] >= threshold
         np.testing.assert_array_equal(nbr[starts[i]:starts[i + 1]], want_ids[i][keep])
         np.testing.assert_allclose(sims[starts[i]:starts[i + 1]], want_sims[i][keep], atol=1e-6)
+
+
+def test_self_range_search_switches_to_whole_rows_when_hits_get_dense(monkeypatch):
+    # 150 unrelated vectors (sparse hits), then 150 in three tight clusters (dense): the join must
+    # switch to whole rows midway and still give search()'s neighbours for every row
+    import twinspect.code.index as index_module
+
+    rng = np.random.default_rng(9)
+    sparse = unit_rows(150, 32, seed=10)
+    centres = unit_rows(3, 32, seed=11)
+    dense = centres[rng.integers(0, 3, 150)] + 0.05 * rng.standard_normal((150, 32)).astype(np.float32)
+    data = np.vstack([sparse, dense / np.linalg.norm(dense, axis=1, keepdims=True)]).astype(np.float32)
+    index = ExactIndex(32, block_bytes=4 * 300 * 10)  # 10 rows per block
+    index.add(np.arange(300), data)
+    calls = []
+    real_topk = index_module.topk_rows
+    monkeypatch.setattr(index_module, "topk_rows", lambda sims, k: calls.append(len(sims)) or real_topk(sims, k))
+    starts, nbr, sims = index.self_range_search(0.8, 5)
+    assert calls and sum(calls) < 300  # whole rows only for the rows after the switch
+    want_ids, want_sims = index.search(data, 5)
+    for i in range(300):
+        keep = want_sims[i] >= 0.8
+        np.testing.assert_array_equal(nbr[starts[i]:starts[i + 1]], want_ids[i][keep])

@@ -365,12 +365,14 @@ class ExactIndex(Index):
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Every indexed vector's neighbours at cosine ≥ ``threshold``, at most its ``k`` nearest (a self-join).
 
-        Cosine is symmetric, so only the upper triangle of the similarity matrix is computed
-        (blocks of rows against the rows from their own first one on) and each hit is stated from
-        both ends: half the matrix products of querying every vector with :meth:`search`. Each
-        vector keeps its ``k`` nearest hits (itself included, as :meth:`search` returns it); the
-        hits are compacted to those whenever they outgrow ``max_hits``, which bounds memory on trees
-        where most fragments look alike.
+        Cosine is symmetric, so while hits are sparse only the upper triangle of the similarity
+        matrix is computed (blocks of rows against the rows from their own first one on) and each
+        hit is stated from both ends: half the matrix products of querying every vector with
+        :meth:`search`, and only the hits are sorted. A block with more than ``k`` hits a row on
+        average (a tree where most fragments look alike) switches the rest of the rows to
+        :meth:`search`'s way — whole rows and a top-k selection per row — whose cost does not grow
+        with the number of hits; the rows before it are complete by then. Hits are compacted to
+        each vector's ``k`` best whenever they outgrow ``max_hits``.
 
         Args:
             threshold: minimum cosine (inclusive).
@@ -383,7 +385,8 @@ class ExactIndex(Index):
             ``(starts, ids, sims)``: int64 (N + 1,) offsets of each indexed vector's group (in
             insertion order: the order of the ``vectors`` given to :meth:`add`) in the flat int64
             (E,) neighbour ids and float32 (E,) cosines; each group by descending cosine, ties by
-            index position. The same neighbours as :meth:`search` with ``k``, cut at the threshold.
+            index position. The same neighbours as :meth:`search` with ``k`` (itself included),
+            cut at the threshold.
 
         Raises:
             InputError: ``k < 1``.
@@ -391,38 +394,45 @@ class ExactIndex(Index):
         k = _check_k(k)
         n = len(self)
         vecs = self._vecs
-        kept: tuple[np.ndarray, ...] = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float32))
-        rows: list[np.ndarray] = []
-        cols: list[np.ndarray] = []
-        vals: list[np.ndarray] = []
+        kept: tuple[np.ndarray, np.ndarray, np.ndarray] = (
+            np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float32))
+        parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         pending = 0
         budget = max(2 * n * k, 1 << 20) if max_hits is None else int(max_hits)
         step = self._block_size()
+        whole_rows_from = n  # rows from here on are searched whole (dense hits)
+
+        def merged() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            r, c, v = (np.concatenate([x, *(p[i] for p in parts)]) for i, x in enumerate(kept))
+            return _k_best_per_row(r, c, v, k)
+
         for lo in range(0, n, step):
             hi = min(n, lo + step)
-            sims = vecs[lo:hi] @ vecs[lo:].T
-            r, c = np.nonzero(sims >= threshold)
-            v = sims[r, c]
-            r += lo
-            c += lo
-            upper = c > r  # the lower triangle of the diagonal block comes from the mirror below
-            mine = upper | (c == r)
-            own, mirror = (r[mine], c[mine], v[mine]), (c[upper], r[upper], v[upper])
-            if len(r) > k * (hi - lo):  # a dense block: each side keeps only its k best of it already
-                own, mirror = _k_best_per_row(*own, k), _k_best_per_row(*mirror, k)
-            for part in (own, mirror):
-                rows.append(part[0])
-                cols.append(part[1])
-                vals.append(part[2])
-                pending += len(part[0])
+            if lo >= whole_rows_from:  # search()'s way: every column, the k best of each row
+                cols, sims = topk_rows(vecs[lo:hi] @ vecs.T, k)
+                hit = sims >= threshold
+                r = np.repeat(np.arange(lo, hi), hit.sum(axis=1))
+                parts.append((r, cols[hit], sims[hit]))
+                pending += len(r)
+            else:
+                sims = vecs[lo:hi] @ vecs[lo:].T
+                r, c = np.nonzero(sims >= threshold)
+                v = sims[r, c]
+                r += lo
+                c += lo
+                upper = c > r  # the lower triangle of the diagonal block comes from the mirror below
+                mine = upper | (c == r)
+                parts += [(r[mine], c[mine], v[mine]), (c[upper], r[upper], v[upper])]
+                pending += int(mine.sum() + upper.sum())
+                if len(r) > k * (hi - lo):  # dense: rows [0, hi) are complete, the later ones go whole
+                    whole_rows_from = hi
+                    parts = [tuple(x[p[0] < hi] for x in p) for p in parts]  # type: ignore[misc]
+                    kept = tuple(x[kept[0] < hi] for x in kept)  # type: ignore[assignment]
             if pending > budget:
-                kept = _k_best_per_row(np.concatenate([kept[0], *rows]), np.concatenate([kept[1], *cols]),
-                                       np.concatenate([kept[2], *vals]), k)
-                rows, cols, vals, pending = [], [], [], 0
+                kept, parts, pending = merged(), [], 0
             if advance is not None:
                 advance(hi - lo)
-        r, c, v = _k_best_per_row(np.concatenate([kept[0], *rows]), np.concatenate([kept[1], *cols]),
-                                  np.concatenate([kept[2], *vals]), k)
+        r, c, v = merged()
         counts = np.bincount(r, minlength=n)
         return np.concatenate([[0], np.cumsum(counts)]).astype(np.int64), self._ids[c], v.astype(np.float32)
 

@@ -307,3 +307,37 @@ def test_prime_tokens_seeds_cache_with_same_views():
         assert want_t2 == ["int", "ID", "(", "int", "ID", ")", "{", "return", "ID", "*", "LIT", ";", "}"]
     finally:
         normalize._primed.clear()
+
+
+_TRICKY = {
+    "python": (
+        "def f(a,\n      b):  \n    x = [1,\n         2]\n\n    \n    y = a + \\\n        b\n"
+        "    s = '''doc\n  more\n'''\n    if x:\n\tpass\n    return (x,\n            y)\n"
+    ),
+    "cpp": 'int g() {\n  auto s = R"x(line one\n  line "two")x";\n  return 1; }\n',
+    "javascript": "function h() {\n  const t = `a\n  ${b}\n  c`;\n  return t;\n}\n",
+    "java": 'int k() {\n  String t = """\n    text\n    """;\n  return 0;\n}\n',
+}
+
+
+@pytest.mark.parametrize("language", sorted(_TRICKY))
+def test_lex_with_lines_equals_lex_and_normalized_lines_on_tricky_code(language):
+    from twinspect.code.fragments import Fragment
+    from twinspect.code.normalize import lex, lex_with_lines, normalized_lines
+
+    code = _TRICKY[language]
+    frag = Fragment("x", 1, code.count("\n") + 1, "f", language, code)
+    t1, lines = lex_with_lines(code, language)
+    assert t1 == lex(code, language)[0]
+    assert lines == normalized_lines(frag)
+    assert len(lines) >= 3
+
+
+def test_lex_with_lines_equals_lex_and_normalized_lines_on_real_functions(email_frags):
+    from twinspect.code import normalize
+    from twinspect.code.normalize import lex, lex_with_lines, normalized_lines, strip_comments
+
+    normalize._primed_lines.clear()  # normalized_lines must lex here, not read mining's results
+    for frag in email_frags:
+        code = strip_comments(frag)
+        assert lex_with_lines(code, frag.language) == (lex(code, frag.language)[0], normalized_lines(frag))

@@ -785,10 +785,11 @@ def _mine_files(
                 statements.append(_with_token_stream(text, st))
     toks = lines = None
     if pretokenize:
-        from twinspect.code.normalize import lex, normalized_lines, strip_comments
+        from twinspect.code.normalize import lex_with_lines, strip_comments
 
-        toks = [lex(strip_comments(f), f.language)[0] for f in out]
-        lines = [normalized_lines(f) for f in out]
+        both = [lex_with_lines(strip_comments(f), f.language) for f in out]  # one regex pass each
+        toks = [t for t, _ in both]
+        lines = [ln for _, ln in both]
     return out, stats, toks, lines, statements
 
 

@@ -148,6 +148,11 @@ def _abstraction(s: LANG.LanguageSpec) -> _Abstraction:
 _ABSTRACT = {name: _abstraction(s) for name, s in LANG.REGISTRY.items()}
 
 
+def _indentation(text: str) -> str:
+    """The spaces, tabs and form feeds ``text`` starts with (what a Python newline run holds)."""
+    return text[: len(text) - len(text.lstrip(" \t\f"))]
+
+
 def _python_layout(raw: list[str], first_indent: str) -> list[str]:
     """Turn the newline runs among Python tokens into <INDENT>/<DEDENT> tokens.
 
@@ -203,8 +208,7 @@ def lex(code: str, language: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """
     raw = raw_tokens(code, language)
     if language == "python":
-        first = code[: len(code) - len(code.lstrip(" \t\f"))]
-        raw = _python_layout(raw, first)
+        raw = _python_layout(raw, _indentation(code))
     t1 = tuple(map(sys.intern, raw))
     memo = _ABSTRACT[language]
     t2 = tuple(map(memo.__getitem__, t1))
@@ -277,8 +281,7 @@ def _line_pass(code: str, language: str, raw: list[str] | None
             if after_newline and raw is not None:
                 if rows is None:
                     rows = code.split("\n")
-                line = rows[len(per_line) - 1]
-                raw.append("\n" + line[: len(line) - len(line.lstrip(" \t\f"))])
+                raw.append("\n" + _indentation(rows[len(per_line) - 1]))
             after_newline = False
         elif tok[0] == "\n":
             after_newline = True
@@ -323,7 +326,7 @@ def lex_with_lines(code: str, language: str) -> tuple[tuple[str, ...], list[str]
     raw: list[str] = []
     per_line, _ = _line_pass(code, language, raw)
     if language == "python":
-        raw = _python_layout(raw, code[: len(code) - len(code.lstrip(" \t\f"))])
+        raw = _python_layout(raw, _indentation(code))
     return tuple(map(sys.intern, raw)), _joined_lines(per_line, language)
 
 
@@ -342,8 +345,12 @@ def abstract_lines(code: str, language: str) -> list[tuple[str, ...]]:
     Raises:
         KeyError: unknown language.
     """
+    return _abstracted(line_tokens(code, language)[0], language)
+
+
+def _abstracted(per_line: Sequence[Sequence[str]], language: str) -> list[tuple[str, ...]]:
+    """Each line's tokens T2-abstracted; a Python explicit line continuation becomes a lone ``"\\"``."""
     memo = _ABSTRACT[language]
-    per_line, _ = line_tokens(code, language)
     return [tuple("\\" if t == "\\\n" else memo[t] for t in toks) for toks in per_line]
 
 
@@ -419,13 +426,12 @@ def normalized_lines(fragment: Fragment) -> list[str]:
 
 
 def _joined_lines(per_line: Sequence[Sequence[str]], language: str) -> list[str]:
-    """Each non-blank line's abstracted tokens joined by spaces, brace-only lines dropped (the
-    tokens of :func:`line_tokens`, abstracted as :func:`abstract_lines` does)."""
-    memo = _ABSTRACT[language]
+    """Each non-blank line's abstracted tokens (:func:`_abstracted`) joined by spaces, brace-only
+    lines dropped."""
     out = []
-    for toks in per_line:
+    for toks in _abstracted(per_line, language):
         if toks:
-            key = " ".join("\\" if t == "\\\n" else memo[t] for t in toks)
+            key = " ".join(toks)
             if key not in BRACE_LINES:
                 out.append(key)
     return out

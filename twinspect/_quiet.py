@@ -143,6 +143,7 @@ def filter_native_stderr() -> Iterator[None]:
     (yields at once) when fd 2 cannot be duplicated or the filter cannot start.
     """
     import json
+    import select
     import subprocess
 
     try:
@@ -188,8 +189,6 @@ def filter_native_stderr() -> Iterator[None]:
             os.write(2, mark.encode() + b"\n")  # after everything this process wrote to the pipe
         os.dup2(saved, 2)  # closes this process's pipe end; the filter ends once children close theirs
         os.close(saved)
-        import select
-
         with contextlib.suppress(OSError, ValueError):
             select.select([ack_r], [], [], 2.0)  # the filter has passed the block's output on (or died)
         os.close(ack_r)

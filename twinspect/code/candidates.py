@@ -388,16 +388,17 @@ def range_pairs(
                 query = np.repeat(rep_ids, np.diff(starts))
                 a, b, c, capped = _keep_neighbours(query, flat_ids, flat_sims, starts, spans, threshold, cap)
                 found.append((a, b, c))
-            for lo in [] if isinstance(idx, ExactIndex) else range(0, len(reps), _SEARCH_CHUNK):
-                hi = min(len(reps), lo + _SEARCH_CHUNK)
-                ids, sims = search(np.arange(lo, hi), k)
-                query = np.repeat(rep_ids[lo:hi], ids.shape[1])
-                a, b, c, cut = _keep_neighbours(query, ids.ravel(), sims.ravel(),
-                                                np.arange(0, ids.size + 1, max(1, ids.shape[1])), spans,
-                                                threshold, cap)
-                found.append((a, b, c))
-                capped += cut
-                bar.advance(hi - lo)
+            else:
+                for lo in range(0, len(reps), _SEARCH_CHUNK):
+                    hi = min(len(reps), lo + _SEARCH_CHUNK)
+                    ids, sims = search(np.arange(lo, hi), k)
+                    query = np.repeat(rep_ids[lo:hi], ids.shape[1])
+                    a, b, c, cut = _keep_neighbours(query, ids.ravel(), sims.ravel(),
+                                                    np.arange(0, ids.size + 1, max(1, ids.shape[1])), spans,
+                                                    threshold, cap)
+                    found.append((a, b, c))
+                    capped += cut
+                    bar.advance(hi - lo)
         a, b, c = _best_per_pair(*(np.concatenate(x) for x in zip(*found)))  # len(reps) ≥ 2: one chunk at least
         if used != "hnsw":
             return Candidates(a, b, c, capped)

@@ -220,8 +220,9 @@ def _sequence_columns(out: np.ndarray, strings: Sequence[str], lines: Sequence[s
     from rapidfuzz.distance import LCSseq
     from rapidfuzz.process import cpdist
 
+    al, bl = a.tolist(), b.tolist()
+
     def lcs(seqs: Sequence[str]) -> np.ndarray:
-        al, bl = a.tolist(), b.tolist()
         return cpdist([seqs[x] for x in al], [seqs[y] for y in bl], scorer=LCSseq.similarity,
                       dtype=np.int64, workers=workers).astype(np.float64)
 
@@ -234,7 +235,7 @@ def _sequence_columns(out: np.ndarray, strings: Sequence[str], lines: Sequence[s
         out[:, 9] = shared / np.maximum(np.minimum(na, nb), 1.0)
     out[:, 5] = np.minimum(na, nb) / longer
     if len(a) and "line_lcs" in want:
-        longest = np.fromiter((max(len(lines[x]), len(lines[y])) for x, y in zip(a.tolist(), b.tolist())),
+        longest = np.fromiter((max(len(lines[x]), len(lines[y])) for x, y in zip(al, bl)),
                               dtype=np.float64, count=len(a))
         out[:, 8] = lcs(lines) / np.maximum(longest, 1.0)
     out[:, 7] = np.minimum(np.log1p(np.minimum(na, nb)) / np.log1p(LENGTH_SATURATION), 1.0)

@@ -651,8 +651,12 @@ def changed_scan(
         stale = state.rows_of(gone)
         with progress("retrieving neighbours", total=None, quiet=quiet):
             rows, by = retrieve(state, new_frags, config, stale)
-        old_frags = list(_read_back(state, rows, by_rel, cache, mining).values())
-        promoted = _read_back(state, promotions(state, gone), by_rel, cache, mining) if update else {}
+        # the retrieved fragments and, with update, the new representatives, read back in one pass
+        prom = promotions(state, gone) if update else np.zeros(0, dtype=np.int64)
+        back = _read_back(state, np.union1d(rows, prom), by_rel, cache, mining)
+        retrieved = set(rows.tolist())
+        old_frags = [f for r, f in back.items() if r in retrieved]
+        promoted = {r: back[r] for r in prom.tolist() if r in back}
     finally:
         cache.close()
     report = detect(list(new_frags) + old_frags, config, quiet=True, encoder=state.encoder, base=state.base)

@@ -157,11 +157,16 @@ def test_verbose_switch_is_read_from_the_arguments():
     assert not _is_verbose(["clones", "x", "-q"]) and not _is_verbose(["--levels", "io,cka", "-e", "lexical"])
 
 
-def test_native_noise_filter_drops_start_up_lines_and_keeps_the_rest(tmp_path):
-    """fd-2 lines from TensorFlow/absl/TFLite are dropped; other lines (children's too) pass unchanged."""
+def _run_python(script: str) -> Any:
+    """``script`` run by this interpreter in a fresh process from the repository root (its stdout/stderr captured)."""
     import subprocess
     import sys
 
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=ROOT)
+
+
+def test_native_noise_filter_drops_start_up_lines_and_keeps_the_rest(tmp_path):
+    """fd-2 lines from TensorFlow/absl/TFLite are dropped; other lines (children's too) pass unchanged."""
     script = (
         "import os, subprocess, sys\n"
         "from twinspect._quiet import filter_native_stderr\n"
@@ -173,16 +178,13 @@ def test_native_noise_filter_drops_start_up_lines_and_keeps_the_rest(tmp_path):
         "    subprocess.run([sys.executable, '-c', \"import os; os.write(2, b'E0000 00:00:1.2 1 x.cc:1] noise\\\\nchild line\\\\n')\"])\n"
         "    print('python stderr', file=sys.stderr)\n"
     )
-    res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    res = _run_python(script)
     assert res.returncode == 0, res.stderr
     assert res.stderr.splitlines() == ["a real problem", "child line", "python stderr"], res.stderr
 
 
 def test_native_noise_filter_keeps_the_last_lines_of_a_native_abort():
     """A C++ abort's message, written just before the process dies, still reaches the terminal."""
-    import subprocess
-    import sys
-
     script = (
         "import os\n"
         "from twinspect._quiet import filter_native_stderr\n"
@@ -191,7 +193,7 @@ def test_native_noise_filter_keeps_the_last_lines_of_a_native_abort():
         "    os.write(2, b\"terminate called after throwing an instance of 'std::runtime_error'\\n\")\n"
         "    os.abort()\n"
     )
-    res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    res = _run_python(script)
     assert res.returncode != 0
     assert res.stderr.splitlines() == ["terminate called after throwing an instance of 'std::runtime_error'"], res.stderr
 
@@ -199,9 +201,6 @@ def test_native_noise_filter_keeps_the_last_lines_of_a_native_abort():
 def test_native_noise_filter_does_not_wait_for_processes_that_outlive_the_block():
     """A child still holding fd 2 (as a forkserver does) does not hold up the end of the block,
     and what it writes afterwards still passes through the filter."""
-    import subprocess
-    import sys
-
     script = (
         "import os, subprocess, sys, time\n"
         "from twinspect._quiet import filter_native_stderr\n"
@@ -214,7 +213,7 @@ def test_native_noise_filter_does_not_wait_for_processes_that_outlive_the_block(
         "child.stdin.close()\n"
         "child.wait()\n"
     )
-    res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    res = _run_python(script)
     assert res.returncode == 0, res.stderr
     seconds, alive = res.stdout.split()
     # the child was still running when the block ended, and the block did not sit out the 2 s timeout

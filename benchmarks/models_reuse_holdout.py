@@ -462,12 +462,14 @@ def labelled_pairs(models: list[dict]) -> list[dict]:
     return out
 
 
-def compare_split(models: list[dict], pairs: list[dict]) -> float:
-    """Fill every pair's ``values`` and ``features`` (all levels incl. the baselines); returns seconds."""
+def compare_split(models: list[dict], pairs: list[dict],
+                  levels: tuple[str, ...] = ("weights", "representation", "io", "baselines")) -> float:
+    """Fill every pair's ``values`` and ``features`` (the measures of ``levels``, by default all of them incl.
+    the baselines; the zoo of the zoo-relative features: all ``models``); returns seconds."""
     from twinspect.dl.modelclones import CompareConfig, compare_models
     from twinspect.dl.modelclones.measures import reuse_features
 
-    cfg = CompareConfig(data="mnist", levels=("weights", "representation", "io", "baselines"), verbose=0, **CONFIG)
+    cfg = CompareConfig(data="mnist", levels=levels, verbose=0, **CONFIG)
     t = time.perf_counter()
     res = compare_models([m["path"] for m in models], config=cfg, pairs=[(p["a"], p["b"]) for p in pairs])
     mats = {k: res.matrix(k) for k in res.measures}

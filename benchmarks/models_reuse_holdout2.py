@@ -60,7 +60,6 @@ Run::
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import sys
@@ -108,15 +107,7 @@ RECIPES = {
     "s3mlp": {"opt": "sgd", "lr": 0.05, "epochs": 6, "smooth": 0.0, "augment": None},
 }
 CONFIG = dict(h1.CONFIG)
-
-
-def log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
-
-
-def sha256_file(path: Path) -> str:
-    """SHA-256 hex digest of a file's bytes."""
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+log, sha256_file = h1.log, h1.sha256_file
 
 
 # -- test v2: architectures and trainers written here only ------------------------------------------------
@@ -488,22 +479,6 @@ def build(work: Path) -> list[dict]:
 
 
 # -- comparing, calibrating -------------------------------------------------------------------------------
-def compare(models: list[dict], pairs: list[dict], levels: tuple[str, ...]) -> float:
-    """Fill every pair's ``values`` and ``features`` (the zoo: all ``models``); returns seconds."""
-    from twinspect.dl.modelclones import CompareConfig, compare_models
-    from twinspect.dl.modelclones.measures import reuse_features
-
-    cfg = CompareConfig(data="mnist", levels=levels, verbose=0, **CONFIG)
-    t = time.perf_counter()
-    res = compare_models([m["path"] for m in models], config=cfg, pairs=[(p["a"], p["b"]) for p in pairs])
-    mats = {k: res.matrix(k) for k in res.measures}
-    for p in pairs:
-        i, j = p["a"], p["b"]
-        p["values"] = {k: (None if not np.isfinite(mats[k][i, j]) else float(mats[k][i, j])) for k in mats}
-        p["features"] = reuse_features(p["values"])
-    return time.perf_counter() - t
-
-
 def calibration_v2(cal_dir: Path) -> tuple[list[dict], list[dict]]:
     """The calibration v2 models (all 149 of the first hold-out) and their labelled pairs (formed inside
     each former split); pair indices ``a``/``b`` are positions in the model list."""
@@ -575,7 +550,7 @@ def calibrate(cal_dir: Path, fit_file: Path, ship: bool = False) -> dict:
     models, pairs = calibration_v2(cal_dir)
     by_name = {m["name"]: m for m in models}
     log(f"calibration v2: {len(models)} models, {len(pairs)} pairs; comparing (zoo: all {len(models)}) ...")
-    secs = compare(models, pairs, ("weights", "representation", "io"))
+    secs = h1.compare_split(models, pairs, ("weights", "representation", "io"))
     # the baselines' values from the first hold-out's comparisons of the same pairs (same inputs, seed)
     old = {(q["name_a"], q["name_b"]): q["values"] for f in ("calibration_pairs.json", "test_pairs.json")
            for q in read_json(cal_dir / f)}
@@ -675,7 +650,7 @@ def test(work: Path, cal_dir: Path, fit_file: Path, out: Path) -> None:
     by_name = {m["name"]: m for m in manifest}
     pairs = h1.labelled_pairs(manifest)
     log(f"test v2: {len(manifest)} models, {len(pairs)} pairs; comparing ...")
-    secs = compare(manifest, pairs, ("weights", "representation", "io", "baselines"))
+    secs = h1.compare_split(manifest, pairs)
     th = DEFAULT_THRESHOLD
     fits = {"frozen v2 fit (shipped)": params, "v2 fit without zoo features": nozoo,
             "v1 hold-out fit (models_reuse_holdout_fit.json)": v1, "previously shipped (models_reuse.py)": prev}

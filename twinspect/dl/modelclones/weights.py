@@ -11,6 +11,20 @@ Two models have the same architecture when their canonical weight arrays have th
 the same order (names may differ between formats). When both list the same layer names (a model and
 its quantised or float16 copy in one format), the layers are paired by name instead: a quantiser may
 emit parallel branches (a ResNet shortcut and its main path) in another valid order.
+
+**BatchNorm folded by an export.** Exporters fold an inference-mode BatchNorm into the convolution or
+dense layer before it (``torch.onnx.export``'s constant folding, ONNX Runtime's graph optimisation and
+quantisers, the TFLite converter), so a model and its own export list different arrays (a tiny ResNet:
+32 in torch, 14 in its ONNX export). When the arrays do not line up as they are, :func:`compare_weights`
+folds every BatchNorm that follows a layer with a kernel of as many output channels
+(:func:`fold_batchnorm`) — in one model, the other, or both — and compares the folded arrays:
+``w' = w · γ/√(σ² + ε)`` per output channel and ``b' = (b − μ) · γ/√(σ² + ε) + β`` (``b`` = 0 when the
+layer has no bias). This is the formula of PyTorch's ``torch.nn.utils.fusion.fuse_conv_bn_weights`` /
+``fuse_linear_bn_weights`` and of ONNX Runtime's ``ConvBNFusion``; ε is the framework's default
+(torch and ONNX 1e-5, Keras 1e-3), as the weights do not carry it. When the layers then match in shape
+but in another order (an exporter may emit a residual block's shortcut before its main path), they are
+paired by shape, in order among layers of one shape (only after folding: arrays that line up in shape
+but not in order without it stay different architectures).
 """
 
 from __future__ import annotations
@@ -34,11 +48,16 @@ class WeightComparison:
         cosine: cosine similarity of all weights as one vector (1 = identical direction).
         euclidean: Euclidean distance of all weights (0 = identical), in weight units.
         layers: per array: ``{"a": name in model a, "b": name in model b, "shape", "cosine", "euclidean"}``.
+        folded: BatchNorm layers folded into the layer before them in model a and in model b (0, 0 when
+            the arrays lined up as they are; see :func:`fold_batchnorm`).
+        reordered: the layers were paired by shape, not in the order the models list them.
     """
 
     cosine: float
     euclidean: float
     layers: list[dict] = field(default_factory=list)
+    folded: tuple[int, int] = (0, 0)
+    reordered: bool = False
 
 
 def flat_arrays(w: Weights) -> list[tuple[str, np.ndarray]]:
@@ -66,21 +85,102 @@ def _cos(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.dot(a, b) / (na * nb))
 
 
-def compare_weights(a: Weights, b: Weights) -> WeightComparison:
-    """Cosine similarity and Euclidean distance of two models' weights, per array and in total.
+#: BatchNorm parameter names per framework: (scale, shift, mean, variance, default ε). torch
+#: ``BatchNorm*d`` state dict; Keras ``BatchNormalization`` (``gamma``/``beta`` absent when ``scale``/
+#: ``center`` is off); ONNX ``BatchNormalization`` operands as the ONNX adapter names them.
+BATCHNORM_NAMES: tuple[tuple[str, str, str, str, float], ...] = (
+    ("weight", "bias", "running_mean", "running_var", 1e-5),
+    ("gamma", "beta", "moving_mean", "moving_variance", 1e-3),
+    ("scale", "bias", "mean", "var", 1e-5),
+)
+
+
+def _batchnorm(ps: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, float] | None:
+    """``(γ, β, μ, σ², ε)`` of a layer whose arrays are exactly one BatchNorm's (1-D, one length), else None."""
+    for g, b, m, v, eps in BATCHNORM_NAMES:
+        if m not in ps or v not in ps or not set(ps) <= {g, b, m, v}:
+            continue
+        arrs = [np.asarray(a, dtype=np.float64) for a in ps.values()]
+        if any(a.ndim != 1 or a.shape != arrs[0].shape for a in arrs):
+            return None
+        n = arrs[0].shape[0]
+        return (np.asarray(ps.get(g, np.ones(n)), np.float64), np.asarray(ps.get(b, np.zeros(n)), np.float64),
+                np.asarray(ps[m], np.float64), np.asarray(ps[v], np.float64), eps)
+    return None
+
+
+def _kernel(ps: dict[str, np.ndarray]) -> tuple[str, str | None] | None:
+    """``(kernel name, bias name or None)`` of a layer with one array of rank ≥ 2 and at most one 1-D array
+    of its output channels; None for any other layer."""
+    high = [k for k, a in ps.items() if np.ndim(a) >= 2]
+    if len(high) != 1:
+        return None
+    k = high[0]
+    rest = [n for n in ps if n != k]
+    if len(rest) > 1 or (rest and np.shape(ps[rest[0]]) != (np.shape(ps[k])[0],)):
+        return None
+    return k, (rest[0] if rest else None)
+
+
+def fold_batchnorm(w: Weights) -> tuple[Weights, int]:
+    """Fold every BatchNorm layer into the layer with a kernel just before it, as exporters do.
+
+    A BatchNorm layer (torch, Keras or ONNX names, :data:`BATCHNORM_NAMES`) directly after (in the weights'
+    layer order) a layer with one kernel of rank ≥ 2 whose first axis — the output channels in the canonical
+    PyTorch layout — has the BatchNorm's length is removed, and that layer's kernel and bias become
+    ``w · γ/√(σ² + ε)`` (per output channel) and ``(b − μ) · γ/√(σ² + ε) + β`` (``b`` = 0 without a bias; the
+    folded bias is called ``bias``): the formula of ``torch.nn.utils.fusion.fuse_conv_bn_weights``. Other
+    BatchNorm layers (one after an activation's layer-free output, two in a row) are kept as they are.
 
     Args:
-        a, b: canonical per-layer weights (``LoadedModel.canonical_weights()``); paired by layer name
-            when both have the same names, else by order.
+        w: canonical per-layer weights (``LoadedModel.canonical_weights()``), float arrays.
 
     Returns:
-        A :class:`WeightComparison`.
-
-    Raises:
-        DifferentArchitectures: different numbers of arrays or shapes (the first mismatch is named).
+        ``(weights with the BatchNorms folded, number of BatchNorm layers folded)``; the input is not modified.
     """
-    if list(a) != list(b) and set(a) == set(b):
-        b = {k: b[k] for k in a}  # same layer names in another order: pair by name
+    out: Weights = {}
+    prev: str | None = None  # the last layer kept, when it has a kernel no BatchNorm was folded into yet
+    folded = 0
+    for layer, ps in w.items():
+        bn = _batchnorm(ps)
+        kern = _kernel(out[prev]) if prev is not None else None
+        if bn is not None and prev is not None and kern is not None:
+            gamma, beta, mean, var, eps = bn
+            kname, bname = kern
+            kernel = np.asarray(out[prev][kname], dtype=np.float64)
+            if kernel.shape[0] == gamma.shape[0]:
+                scale = gamma / np.sqrt(var + eps)
+                bias = np.asarray(out[prev][bname], np.float64) if bname else np.zeros_like(scale)
+                out[prev] = {kname: (kernel * scale.reshape((-1,) + (1,) * (kernel.ndim - 1))).astype(np.float32),
+                             "bias": ((bias - mean) * scale + beta).astype(np.float32)}
+                folded += 1
+                prev = None
+                continue
+        out[layer] = dict(ps)
+        prev = layer if _kernel(ps) is not None else None
+    return out, folded
+
+
+def _by_shape(a: Weights, b: Weights) -> Weights | None:
+    """``b``'s layers reordered to pair with ``a``'s by their arrays' shapes (in order among layers of one
+    shape signature), or None when the two do not hold the same layer shapes."""
+    def sig(ps: dict[str, np.ndarray]) -> tuple:
+        return tuple(sorted(tuple(np.shape(x)) for x in ps.values()))
+
+    free: dict[tuple, list[str]] = {}
+    for name, ps in b.items():
+        free.setdefault(sig(ps), []).append(name)
+    out: Weights = {}
+    for ps in a.values():
+        names = free.get(sig(ps))
+        if not names:
+            return None
+        n = names.pop(0)
+        out[n] = b[n]
+    return out if len(out) == len(b) else None
+
+
+def _compare_lined_up(a: Weights, b: Weights) -> WeightComparison:
     fa, fb = flat_arrays(a), flat_arrays(b)
     if not fa or not fb:
         raise DifferentArchitectures("a model has no weights")
@@ -95,3 +195,49 @@ def compare_weights(a: Weights, b: Weights) -> WeightComparison:
     va = np.concatenate([w.ravel() for _, w in fa])
     vb = np.concatenate([w.ravel() for _, w in fb])
     return WeightComparison(_cos(va, vb), float(np.linalg.norm(va - vb)), layers)
+
+
+def compare_weights(a: Weights, b: Weights) -> WeightComparison:
+    """Cosine similarity and Euclidean distance of two models' weights, per array and in total.
+
+    The arrays are compared as they are when they line up (same layer names: paired by name, else in
+    order). When they do not, BatchNorm layers are folded into the layer before them (:func:`fold_batchnorm`)
+    in model b, model a, or both — the first of these that lines up, in order or, failing that, with the
+    layers paired by shape (:func:`_by_shape`) — so that a model and its own export (ONNX, ONNX Runtime int8, TFLite), which
+    fold BatchNorm, compare at the weights level.
+
+    Args:
+        a, b: canonical per-layer weights (``LoadedModel.canonical_weights()``); paired by layer name
+            when both have the same names, else by order.
+
+    Returns:
+        A :class:`WeightComparison` (``folded`` and ``reordered`` say whether and how the arrays were
+        lined up).
+
+    Raises:
+        DifferentArchitectures: different numbers of arrays or shapes, as they are and after folding
+            (the first mismatch of the arrays as they are is named).
+    """
+    if list(a) != list(b) and set(a) == set(b):
+        b = {k: b[k] for k in a}  # same layer names in another order: pair by name
+    try:
+        return _compare_lined_up(a, b)
+    except DifferentArchitectures as exc:
+        first = exc
+    fa_, na = fold_batchnorm(a)
+    fb_, nb = fold_batchnorm(b)
+    tries = [(x, y, fx, fy) for x, y, fx, fy in ((a, fb_, 0, nb), (fa_, b, na, 0), (fa_, fb_, na, nb)) if fx or fy]
+    for reorder in (False, True):
+        for x, y, fx, fy in tries:
+            if reorder:
+                y2 = _by_shape(x, y)
+                if y2 is None or list(y2) == list(y):
+                    continue
+                y = y2
+            try:
+                wc = _compare_lined_up(x, y)
+            except DifferentArchitectures:
+                continue
+            wc.folded, wc.reordered = (fx, fy), reorder
+            return wc
+    raise first

@@ -50,6 +50,7 @@ CONFIGS: dict[str, tuple[str, dict]] = {
     "default": ("margin", {}),
     "margin-v1": ("margin", {"eps": 48.0, "adaptive": False, "refine": False, "orig_weight": 0.0}),
     "minimize-v1": ("margin", {"minimize_method": "restore"}),
+    "descent": ("margin", {"descent": 3}),
     "dflare": ("dflare", {}),
     "reference": ("dflare", {"preset": "reference"}),
     "diffchaser": ("diffchaser", {"pop_size": 1000}),
@@ -246,7 +247,7 @@ def write_report(rows: list[dict], meta: dict, out_dir: Path, name: str = "devia
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--split", choices=["tune", "heldout", "all"], default="heldout")
+    ap.add_argument("--split", choices=["tune", "heldout", "heldout2", "all"], default="heldout")
     ap.add_argument("--pairs", default="", help="comma-separated pair names (default: every pair of --split)")
     ap.add_argument("--configs", default="default")
     ap.add_argument("--seeds", type=int, default=50)

@@ -147,3 +147,37 @@ def test_bad_minimisation_options():
     with pytest.raises(InputError, match="minimize_method"):
         MarginSearch(f, g, max_queries=10, minimize_method="sideways")
     assert MarginSearch(f, g, max_queries=10).params()["minimize_method"] == "boundary"
+    with pytest.raises(ValueError, match="descent"):
+        minimize_trigger(seed, trig, probs, Counter(f, g), labels_differ, descent=-1)
+    with pytest.raises(InputError, match="descent"):
+        MarginSearch(f, g, max_queries=10, descent=-1)
+
+
+def test_linf_descent_spreads_a_sparse_trigger_under_a_lower_linf():
+    """Twins that read the image's mean (boundaries at 0.29 and 0.30 of full scale). The trigger
+    changes the top half by +151 (L∞ 151); a change spread over all 64 pixels needs only about 75
+    levels. Restoring and re-weighting keep the changed half, so without step 1a the L∞ stays near
+    148; step 1a (levels 0.85× the last, down to linf_ref 80) rebuilds it over more blocks, and the
+    result is still a compressed-model error."""
+    w = np.ones(64) / 64
+    f, g = Affine(w, 0.30, "f"), Affine(w, 0.29, "g")
+    seed = np.zeros((8, 8, 1), np.float32)
+    trig = seed.copy()
+    trig[:4] = 151.0  # mean 75.5 levels = 0.296 of full scale: g gives 1, f still 0
+    assert f.predict(trig)[0] == 0 and g.predict(trig)[0] == 1
+
+    def compressed_error(pf, pg):
+        return labels_differ(pf, pg) and int(np.argmax(pf)) == 0
+
+    linf = {}
+    for descent in (0, 3):
+        q = Counter(f, g)
+        pf, pg = q(trig[None])
+        q.calls = 0
+        m = minimize_trigger(seed, trig, (pf[0], pg[0]), q, labels_differ, prefer=compressed_error,
+                             descent=descent, linf_ref=80.0, max_queries=2000)
+        assert m.queries == q.calls
+        assert f.predict(m.x)[0] == 0 and g.predict(m.x)[0] == 1 and m.preferred
+        linf[descent] = trigger_distances(seed, m.x)["linf"]
+    assert linf[0] > 140
+    assert 73.9 < linf[3] <= 80.5  # the lowest level it may aim for, and above what any trigger needs

@@ -51,7 +51,7 @@ import time
 import numpy as np
 
 from twinspect.dl.adapters.base import Classifier
-from twinspect.dl.deviate.minimize import DEFAULT_METHOD, METHODS
+from twinspect.dl.deviate.minimize import DEFAULT_MAX_QUERIES, DEFAULT_METHOD, METHODS
 from twinspect.dl.deviate.pair_search import REJECT_LIMIT, PairSearch, SeedLike
 from twinspect.dl.deviate.results import SearchResult
 from twinspect.errors import InputError
@@ -76,6 +76,8 @@ DEFAULT_SOFT_EPS = 255.0
 PLATEAU = 1e-9
 #: Bisection steps of a boundary refinement (it stops early when the original is seen crossing first).
 DEFAULT_REFINE_STEPS = 12
+#: Minimisation step 1a (L∞ descent): estimation rounds per L∞ level (0: off).
+DEFAULT_DESCENT = 0
 
 
 def margin(p: np.ndarray, label: int) -> float:
@@ -125,6 +127,10 @@ class MarginSearch(PairSearch):
             that leave the original surer are preferred.
         minimize_method: how triggers are minimised, ``"boundary"`` (the default) or ``"restore"``
             (before issue 19); see :func:`~twinspect.dl.deviate.minimize.minimize_trigger`.
+        descent: estimation rounds per level of the minimisation's L∞ descent (step 1a of
+            :func:`~twinspect.dl.deviate.minimize.minimize_trigger`: the trigger searched for again
+            inside smaller L∞ balls when the search's ε grew past 48 levels; 0: off). Its cap on
+            minimisation queries rises by 300 per round.
         max_queries, timeout, seed, max_linf, min_ssim, minimize, require: see
             :class:`~twinspect.dl.deviate.pair_search.PairSearch`.
 
@@ -163,6 +169,7 @@ class MarginSearch(PairSearch):
         minimize: bool = True,
         require: str | None = None,
         minimize_method: str = DEFAULT_METHOD,
+        descent: int = DEFAULT_DESCENT,
     ):
         super().__init__(orig, comp, max_queries=max_queries, timeout=timeout, seed=seed, max_linf=max_linf,
                          min_ssim=min_ssim, minimize=minimize, require=require)
@@ -186,6 +193,8 @@ class MarginSearch(PairSearch):
             raise InputError(f"texture must be in [0, 1], got {texture}")
         if refine_steps < 1:
             raise InputError(f"refine_steps must be >= 1, got {refine_steps}")
+        if descent < 0:
+            raise InputError(f"descent must be >= 0, got {descent}")
         self.eps = float(eps)
         self.window = float(window)
         self.stall = int(stall)
@@ -198,13 +207,17 @@ class MarginSearch(PairSearch):
         self.texture = float(texture)
         self.soft_eps = float(soft_eps)
         self.minimize_method = minimize_method
+        self.descent = int(descent)
+        #: the minimisation's query cap: the usual one plus 300 per step-1a round
+        self.minimize_max_queries = DEFAULT_MAX_QUERIES + 300 * self.descent
 
     def params(self) -> dict:
         """The search parameters (for run.json)."""
         return {"eps": self.eps, "window": self.window, "stall": self.stall, "patience": self.patience,
                 "adaptive": self.adaptive, "horizon": self.horizon, "refine": self.refine,
                 "refine_steps": self.refine_steps, "orig_weight": self.orig_weight, "texture": self.texture,
-                "soft_eps": self.soft_eps, "minimize_method": self.minimize_method, **super().params()}
+                "soft_eps": self.soft_eps, "minimize_method": self.minimize_method, "descent": self.descent,
+                **super().params()}
 
     @staticmethod
     def _local_sd(x0: np.ndarray) -> np.ndarray:

@@ -24,7 +24,7 @@ Steps:
 Run from the repository root::
 
     .venv/bin/python benchmarks/clones_bcb_blind.py sample
-    .venv/bin/python benchmarks/clones_bcb_blind.py score
+    .venv/bin/python benchmarks/clones_bcb_blind.py score     # about a minute: the verifier's features
 """
 
 from __future__ import annotations
@@ -82,8 +82,30 @@ def sample(seed: int, blind_out: Path) -> None:
     print(f"{len(recs)} pairs: sample {SAMPLE}, blind file {blind_out}", file=sys.stderr)
 
 
-def score() -> None:
-    """Per BigCloneBench type: pairs judged clone / weak / not; written to :data:`REPORT`."""
+def verifier_accepts(recs: dict[str, dict]) -> dict[str, bool]:
+    """Sample id → does the shipped default clone verifier accept the pair (features over the test half's
+    functions, as a scan of that half computes them; candidate generation not involved)?"""
+    import numpy as np
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from train_verifier import bcb_function_fragments  # noqa: E402
+
+    from twinspect.code.evaluate.bcb import bcb_split, load_bcb_functions, load_bcb_labels
+    from twinspect.code.verify import PairFeatures, load_verifier
+
+    functions, _ = bcb_split(load_bcb_functions(DATA), load_bcb_labels(DATA), "test", 0)
+    frags, longest = bcb_function_fragments(functions)
+    ids = [i for i, r in recs.items() if r["id1"] in longest and r["id2"] in longest]
+    a = np.asarray([longest[recs[i]["id1"]] for i in ids])
+    b = np.asarray([longest[recs[i]["id2"]] for i in ids])
+    v = load_verifier(None)
+    acc = v.score(PairFeatures(frags).compute(a, b)) >= v.threshold
+    return dict(zip(ids, acc.tolist(), strict=True))
+
+
+def score(with_verifier: bool) -> None:
+    """Per BigCloneBench type: pairs judged clone / weak / not (and, ``with_verifier``, the share of each the
+    shipped verifier accepts); written to :data:`REPORT`."""
     from twinspect._io import atomic_write
 
     recs = {json.loads(line)["id"]: json.loads(line) for line in SAMPLE.read_text(encoding="utf-8").splitlines()}
@@ -102,6 +124,19 @@ def score() -> None:
         if c:
             n = sum(c.values())
             lines.append(f"| {t} | {n} | {c['clone']} | {c['weak']} | {c['not']} | {100 * c['clone'] / n:.1f} % |")
+    if with_verifier:
+        acc = verifier_accepts(recs)
+        lines += ["", "Accepted by the shipped default verifier (`twinspect/code/data/t3_verifier.json`; the pair's "
+                  "features alone, candidate generation not involved), per type and judge's label:", "",
+                  "| BigCloneBench type | judged clone: accepted | judged weak: accepted | judged not: accepted |",
+                  "|---|---|---|---|"]
+        for t in ("ST3", "MT3", "WT3/T4", "non-clone"):
+            cells = []
+            for lab in ("clone", "weak", "not"):
+                got = [acc[i] for i, r in recs.items() if r["type"] == t and i in labels and i in acc
+                       and labels[i]["label"].strip() == lab]
+                cells.append(f"{sum(got)} / {len(got)}" if got else "–")
+            lines.append(f"| {t} | " + " | ".join(cells) + " |")
     missing = sorted(set(recs) - set(labels))
     body = ["# BigCloneBench pairs judged blind by the real-code precision study's standard", "",
             "Sample: `benchmarks/clones_bcb_blind.py sample` (test half of the functionality split, seed 0); the judge "
@@ -117,11 +152,12 @@ def main() -> None:
     ap.add_argument("command", choices=["sample", "score"])
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--blind", type=Path, default=Path("/tmp/twinspect_bcb_blind.md"))
+    ap.add_argument("--no-verifier", action="store_true", help="score: leave out the shipped verifier's decisions")
     args = ap.parse_args()
     if args.command == "sample":
         sample(args.seed, args.blind)
     else:
-        score()
+        score(not args.no_verifier)
 
 
 if __name__ == "__main__":

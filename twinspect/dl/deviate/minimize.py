@@ -272,18 +272,20 @@ def _linf_descent(seed, x, pf, pg, c, attempt, cond, room, *, target, factor, ro
 
     ``x`` triggers with the compressed model off the seed's label ``c`` and the original on it. Per
     level ``L = max(target, factor · L∞(x − seed))``: the change is clipped to ±L (which takes the
-    input back from the boundary), then, in up to ``rounds`` rounds, every ``side`` × ``side`` block
-    of the image is set to +L and to −L in turn (one query each) and the rise of the two models'
-    mean log-probability margin of ``c`` it causes is read (a score-based finite difference, as in
-    ZOO); the blocks are added best first, each with its better sign, until the additive model
-    predicts the margin at 0, and the segment from the clipped input to that candidate is bisected
-    for the band where only the compressed model has left ``c``; before that, near the boundary,
-    the ``tries`` blocks that alone take the compressed model across and lower its margin most
-    ahead of the original's are bisected the same way. A round that does not reach the
-    boundary keeps the candidate and estimates again from there; one whose segment shows the
-    original crossing first goes on from the segment's last point where both models give ``c``. A level that yields a trigger
-    satisfying ``cond`` is kept and the next level tried; the first that does not ends the step.
-    Returns (x, pf, pg): the last trigger kept (``x`` itself when none).
+    input back from the boundary); then, in up to ``rounds`` rounds, every ``side`` × ``side`` block
+    is set to +L and to −L in turn (one query each) and the fall of the two models' mean
+    log-probability margin of ``c`` it causes is read (a score-based finite difference, as in ZOO).
+    Near the boundary, the ``tries`` blocks that alone take the compressed model across, with its
+    margin falling most ahead of the original's, are bisected for the band where only the
+    compressed model has left ``c``. Otherwise the blocks are added best first, each with its
+    better sign, until the additive model predicts the margin at 0, and the segment to that
+    candidate is bisected the same way; a candidate short of the boundary is kept and estimated
+    again, and a segment on which the original crosses first is left at its last point where both
+    models give ``c``. A level that yields a trigger satisfying ``cond`` is kept and the next level
+    tried; the first that does not ends the step.
+
+    Returns:
+        (x, pf, pg) of the last trigger kept (``x`` itself when none).
     """
     h, w = seed.shape[:2]
     side = max(1, min(side, h, w))
@@ -307,7 +309,7 @@ def _linf_descent(seed, x, pf, pg, c, attempt, cond, room, *, target, factor, ro
             mu = mean_margin(cur[1], cur[2])
             if int(np.argmax(cur[1])) != c:  # the original left c first at the clipped input: give up here
                 break
-            options = []  # (rise of the mean margin toward the boundary, row, col, sign)
+            options = []  # (fall of the mean margin, row, col, sign)
             crossing = []  # (g's drop − f's drop, candidate): blocks alone taking a model across
             for r in range(0, h, side):
                 for q in range(0, w, side):

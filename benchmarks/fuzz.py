@@ -6,7 +6,9 @@ baseline (random DAG models from scratch) and LEMON-style mutation (LEMON's rule
 one after the other, each for the same budget on the same backends and seeds, and writes
 ``benchmarks/results/fuzz.json`` and ``fuzz.md`` (``--name`` changes the stem) (coverage, models per hour, unique findings).
 Campaign directories (models, findings bundles) go to ``--work`` (default a temporary directory) and are
-not committed. Run with ``nice -n 10``; the issue's budgets are 15 and 60 minutes per variant.
+not committed. Run with ``nice -n 10``; the issue's budgets are 15 and 60 minutes per variant. The budget
+is each campaign's search loop (generation and testing); backend start-up, seeding and the minimisation
+of the findings queued during the loop come on top and are reported apart in the first table.
 
 Usage: ``nice -n 10 .venv/bin/python benchmarks/fuzz.py --budget 3m --work /tmp/fuzzbench`` (add
 ``--parallel`` to run the variants at the same time, each with a share of the machine; ``--seeds all`` for
@@ -84,29 +86,38 @@ def main() -> None:
     with atomic_write(out / f"{a.name}.json") as fh:
         json.dump({"provenance": _provenance.info(__file__), "budget_s": budget, "backends": a.backends, "seeds": a.seeds,
                    "shared_threshold": a.shared_threshold, "runs": rows}, fh, indent=1, default=str)
-    lines = ["| variant | loop s (+ seeding s) | seed layers in pool | layer type | layer pair | layer param | models generated | valid | tested | tested/h | unique findings |",
+    lines = ["| variant | loop s (+ start-up, seeding, findings after) | seed layers in pool | layer type | layer pair | layer param | models generated | valid | tested | tested/h | unique findings |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for v, s in rows.items():
         c = s["coverage"]
         red = [r for r in (s.get("reduction") or {}).values() if "layers_after" in r]
         layers = "—" if v == "muffin" else f"{sum(r['layers_after'] for r in red)} of {sum(r['layers_before'] for r in red)}"
-        lines.append(f"| {v} | {s['elapsed_s']:.0f} (+{s.get('seeding_s') or 0:.0f}) | {layers} | {c['layer_type']['ratio']:.1%} | {c['layer_pair']['ratio']:.1%} | "
+        lines.append(f"| {v} | {s['elapsed_s']:.0f} (+{s.get('startup_s') or 0:.0f}, +{s.get('seeding_s') or 0:.0f}, "
+                     f"+{s.get('findings_after_s') or 0:.0f}) | {layers} | {c['layer_type']['ratio']:.1%} | {c['layer_pair']['ratio']:.1%} | "
                      f"{c['layer_param']['ratio']:.1%} | {s['models_generated']} | {s['models_valid']} | {s['models_tested']} | "
                      f"{s['models_per_hour']:.0f} | {len(s['findings'])} |")
     lines += ["", "Where each variant's search loop went (seconds by phase, from the campaign's `phase_s`; `generate` = "
               "mutation or random model, `check` = Keras build and size caps, `execute` = the runs on every backend, "
-              "`findings` = oracles, minimisation, root cause and bundles) and what a tested model added on average "
-              "(coverage items after seeding; the seeds' own items excluded):", "",
+              "`findings` = oracles and queueing new symptoms (campaigns before the issue-20 pool change also "
+              "minimised, root-caused and bundled them here; now that runs after the budget), what a tested model "
+              "added on average (coverage items after seeding; the seeds' own items excluded) and MEMO's model pool "
+              "at the end (size; mutants added; evicted over the cap; coverage-adding mutants kept out because "
+              "their run crashed or gave NaN/Inf, or because they grew past `max_added_layers`):", "",
               "| variant | generate | check | save_model | execute | findings | state_write | s per tested model | "
-              "new pairs per tested model | new params per tested model |", "|---|---|---|---|---|---|---|---|---|---|"]
+              "tested per minute | new pairs per tested model | new params per tested model | pool size / added / "
+              "evicted / not clean / too large |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for v, s in rows.items():
         ph = s.get("phase_s") or {}
         c, first = s["coverage"], (s["coverage_over_time"] or [[0, 0.0, 0.0, 0.0]])[0]
         n = max(s["models_tested"], 1)
+        pl = s.get("pool")
+        pool = "—" if v in ("muffin", "lemon") or not pl else \
+            f"{pl['size']} / {pl['added']} / {pl['evicted']} / {pl['not_clean']} / {pl['too_large']}"
         gained = [c[k]["covered"] - round(first[i + 1] * c[k]["total"]) for i, k in enumerate(("layer_type", "layer_pair", "layer_param"))]
         lines.append(f"| {v} | " + " | ".join(f"{ph.get(k, 0.0):.0f}" for k in
                                               ("generate", "check", "save_model", "execute", "findings", "state_write"))
-                     + f" | {s['elapsed_s'] / n:.1f} | {gained[1] / n:.2f} | {gained[2] / n:.2f} |")
+                     + f" | {s['elapsed_s'] / n:.1f} | {s['models_tested'] * 60 / max(s['elapsed_s'], 1e-9):.1f} | "
+                     f"{gained[1] / n:.2f} | {gained[2] / n:.2f} | {pool} |")
     lines += ["", "Findings (signature = kind | systems | root-cause layer of the minimised model, or the crash's "
               "exception and top frame; duplicates = mutants showing the same signature):", "",
               "| variant | kind | systems | layer (root cause; symptom layer) | duplicates | signature |", "|---|---|---|---|---|---|"]

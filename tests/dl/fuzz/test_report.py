@@ -16,6 +16,7 @@ def campaign(tmp_path, monkeypatch):
     camp = Campaign.create(tmp_path / "c", Config(backends=["keras-torch", "onnxruntime"], seeds=["LeNet5"]))
     monkeypatch.setattr(Campaign, "_systems", lambda self: ["keras-torch", "onnxruntime"])
     monkeypatch.setattr(Campaign, "_seed", lambda self, systems, verbose: self.state.update(seeded=True, threshold=0.5))
+    monkeypatch.setattr(Campaign, "_warm_up", lambda self, systems: 0.0)
     return camp
 
 
@@ -75,6 +76,7 @@ def test_run_campaign_records_wall_time_and_overhead(tmp_path, monkeypatch):
         self.state.update(seeded=True, threshold=0.5)
 
     monkeypatch.setattr(Campaign, "_seed", seed)
+    monkeypatch.setattr(Campaign, "_warm_up", lambda self, systems: 0.2)  # stands in for backend start-up
     monkeypatch.setattr(Campaign, "_step", lambda self, systems: self.state.__setitem__(
         "models_generated", self.state["models_generated"] + 1))
     s = run_campaign(tmp_path / "c", 600.0, Config(), max_models=3)
@@ -82,7 +84,9 @@ def test_run_campaign_records_wall_time_and_overhead(tmp_path, monkeypatch):
     assert last["executor"] == "local" and last["models"] == 3 and last["complete"]
     assert last["seeding_s"] >= 0.3 and last["wall_s"] >= last["loop_s"] + 0.3
     assert abs(last["overhead_s"] - (last["wall_s"] - last["loop_s"])) < 0.11
+    assert last["startup_s"] == 0.2 and last["findings_after_s"] == 0.0
     assert report.run_cost_line(s).startswith("last run (local executor): wall ")
+    assert "backend start-up 0 s" in report.run_cost_line(s)
     assert "last run" in report.table(s) and "last run" in report.to_html(s)
     s2 = run_campaign(tmp_path / "c", 600.0, max_models=2)  # resumed: already seeded, no seeding cost
     assert s2["last_run"]["seeding_s"] == 0.0 and s2["last_run"]["models"] == 2

@@ -7,12 +7,20 @@ at most the model in flight), ``work/`` (the model in flight) and ``findings/<id
 Model executions go through an executor (:mod:`twinspect.dl.fuzz.executors`): local worker processes by
 default, or Ray actors (``executor="ray"``); the state and findings do not depend on which one ran a model,
 so a campaign started with one executor can be resumed with the other.
+
+What the budget measures (the same for every variant): generation and testing only. Before the clock
+starts, every backend worker is started and runs one tiny model (``startup_s``: process start, library
+imports, first-run set-up), then the seeds are prepared (``seeding_s``). A new symptom found in the loop
+is queued with its model, inputs and outputs (``pending_findings``); minimisation, root cause and the
+findings bundle run once the budget is spent (``findings_after_s``). All three are reported apart in the
+run record (``last_run``) and the summary.
 """
 
 from __future__ import annotations
 
 import json
 import random
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +46,11 @@ MAX_OUTPUT_ELEMENTS = 1_000_000
 #: (ResNet50 has 8M weights even reduced: under a flat 2M cap no mutant of it would ever be valid).
 MAX_WEIGHTS = 2_000_000
 SEED_WEIGHT_FACTOR = 2.0
+#: MEMO's seed-model pool holds at most this many models (the authors' ``architecture_pool=50``)
+POOL_SIZE = 50
+#: the model every backend runs once before the campaign clock starts (see the module docstring)
+WARMUP_SPEC = {"input_shape": [4], "nodes": [{"name": "dense_0", "layer": "Dense", "params": {"units": 2},
+                                               "inputs": ["input"]}], "outputs": ["dense_0"]}
 
 
 class OversizeModel(ValueError):
@@ -63,10 +76,15 @@ class Config:
         timeout_s: per-model time limit of each backend worker, seconds.
         threshold: fixed D_MAD threshold, or None to calibrate on the seed models.
         minimise_tries: backend runs spent minimising each new finding.
-        max_added_layers: a mutant that adds coverage replaces its parent unless it has more than this
-            many layers beyond its seed's; then a fresh copy of the seed replaces the parent instead, so that
-            models (and their execution time) do not grow without bound over a long campaign.
+        max_added_layers: a mutant that adds coverage joins the model pool unless it has more than this
+            many layers beyond its seed's (twinspect's cap, not the paper's: it keeps models, and their
+            execution time, from growing without bound over a long campaign).
         mh_p: Metropolis–Hastings parameter of the seed selector, in (0, 1) (MEMO: 0.05).
+        pool_size: MEMO's model pool holds at most this many models (seeds included); a mutant that adds
+            coverage and runs without a crash or NaN output *joins* the pool (its parent stays), and while
+            the pool is over this size a model drawn uniformly at random leaves it — as the authors' code
+            does (``maybeLee/COMET``, ``run.py`` ``after_prediction`` → ``MutatorSelector.add_architecture``,
+            ``architecture_pool=50``, ``pop_one_architecture``: shuffle, pop). Default :data:`POOL_SIZE`.
     """
 
     backends: list[str] = field(default_factory=lambda: ["keras-tensorflow", "keras-jax", "keras-torch", "onnxruntime"])
@@ -78,6 +96,7 @@ class Config:
     minimise_tries: int = 6
     max_added_layers: int = 40
     mh_p: float = seed_selection.DEFAULT_P
+    pool_size: int = POOL_SIZE
 
     def validate(self, differential: bool = True) -> list[str]:
         """Check every setting before any work; return the canonical backend names.
@@ -90,7 +109,7 @@ class Config:
         Raises:
             InputError: an unknown variant or backend, fewer than two distinct backends when
                 ``differential``, no backend at all, no seed model, ``timeout_s <= 0``,
-                ``minimise_tries < 0``, ``max_added_layers < 0``, or ``mh_p`` outside (0, 1).
+                ``minimise_tries < 0``, ``max_added_layers < 0``, ``pool_size < 1``, or ``mh_p`` outside (0, 1).
         """
         if self.variant not in VARIANTS:
             raise InputError(f"unknown variant {self.variant!r}; choose from {', '.join(VARIANTS)}")
@@ -109,6 +128,8 @@ class Config:
             raise InputError(f"minimise_tries {self.minimise_tries} must be >= 0")
         if self.max_added_layers < 0:
             raise InputError(f"max_added_layers {self.max_added_layers} must be >= 0")
+        if self.pool_size < 1:
+            raise InputError(f"pool_size {self.pool_size} must be >= 1")
         try:
             seed_selection.check_p(self.mh_p)
         except ValueError as exc:
@@ -180,6 +201,7 @@ class Campaign:
         self.lemon = lemon.LemonSelector.from_json(state["lemon"]) if state.get("lemon") else None
         self.executor: Executor | None = None
         self.deadline = float("inf")  # perf_counter() time at which the current run's budget ends
+        self._model_index: int | None = None  # set while a queued finding is finished: its mutant's index
 
     # ---------------------------------------------------------------- creation / loading
     @classmethod
@@ -268,13 +290,14 @@ class Campaign:
         work.mkdir(parents=True, exist_ok=True)
         # weights are initialised under a seed derived from the campaign seed and the model count, so two
         # campaigns with the same --seed save the same weights (and reach the same findings)
-        graph.keras_module().utils.set_random_seed(int(self.state["config"]["seed"]) * 1_000_003 + self.state["models_generated"])
+        index = self.state["models_generated"] if self._model_index is None else self._model_index
+        graph.keras_module().utils.set_random_seed(int(self.state["config"]["seed"]) * 1_000_003 + index)
         model = graph.build(spec)
         mpath, ipath = work / f"{name}.keras", work / f"{name}.npz"
         with atomic_path(mpath) as tmp:
             model.save(tmp)
         with atomic_path(ipath) as tmp:
-            np.savez(tmp, x=graph.make_inputs(spec, seed=self.state["models_generated"]))
+            np.savez(tmp, x=graph.make_inputs(spec, seed=index))
         return mpath, ipath
 
     # ---------------------------------------------------------------- seeding
@@ -343,7 +366,8 @@ class Campaign:
         """Run (or resume) the campaign for ``budget_s`` more seconds (or ``max_models`` more mutants).
 
         Args:
-            budget_s: seconds of search loop (seeding is outside the budget).
+            budget_s: seconds of search loop: generation and testing only (backend start-up, seeding and
+                the minimisation of queued findings are outside it, see the module docstring).
             max_models: stop after this many more mutants (None: budget only).
             verbose: 0 silent, 1 progress bar.
             executor: where models run (see :mod:`twinspect.dl.fuzz.executors`); None = local worker
@@ -360,7 +384,8 @@ class Campaign:
             self.executor = executor
         try:
             systems = self._systems()
-            if not self.state["seeded"]:  # seeding (reduction, worker start-up, calibration) is outside the budget
+            startup_s = self._warm_up(systems)  # every variant pays worker start-up here, outside the budget
+            if not self.state["seeded"]:  # seeding (reduction, calibration) is outside the budget
                 t_seed = time.perf_counter()
                 self._seed(systems, verbose)
                 self.state["seeding_s"] = round(time.perf_counter() - t_seed, 1)
@@ -372,7 +397,7 @@ class Campaign:
             # what this run was asked to do; "complete" turns true only when it ends normally, so the
             # report of an interrupted (Ctrl-C, killed, crashed) run says it is incomplete
             last = self.state["last_run"] = {"budget_s": budget_s, "max_models": max_models, "loop_s": 0.0,
-                                             "models": 0, "complete": False}
+                                             "models": 0, "complete": False, "startup_s": startup_s}
             with progress("fuzz", total=None, quiet=verbose == 0) as bar:
                 while time.perf_counter() - start < budget_s and (max_models is None or done < max_models):
                     self._step(systems)
@@ -385,6 +410,7 @@ class Campaign:
                     bar.update(description=f"fuzz: {self.state['models_generated']} models, "
                                f"cov {t:.0%}/{p:.1%}/{q:.1%}, {len(self.state['findings'])} findings")
                     bar.advance(1)
+            last["findings_after_s"] = self._finish_findings(systems)  # after the budget (module docstring)
             last["complete"] = True
         finally:
             if self.state["seeded"]:
@@ -392,13 +418,90 @@ class Campaign:
             self.close()
         return report.summary(self.root)
 
+    def _warm_up(self, systems: list[str]) -> float:
+        """Start every backend worker and run :data:`WARMUP_SPEC` once on it, before the campaign clock (the
+        same for every variant); returns the seconds it took (``startup_s`` of the run record, also added to
+        ``state["startup_s"]``). The result is not judged: a tiny Dense model is no test."""
+        if not systems:
+            return 0.0
+        t0 = time.perf_counter()
+        try:
+            mpath, ipath = self._save_model(graph.clone(WARMUP_SPEC), "warmup")
+            res = self._run_all(mpath, ipath, systems)
+            self.state["warmup_status"] = {s: r.get("status") for s, r in res.items()}
+        except Exception as exc:  # noqa: BLE001 - the warm-up only saves time; the loop meets any real failure
+            self.state["warmup_status"] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+        dt = round(time.perf_counter() - t0, 1)
+        self.state["startup_s"] = round(float(self.state.get("startup_s", 0.0)) + dt, 1)
+        return dt
+
+    def _queue_finding(self, seen: str, f: dict, op: str, mutant: dict, res: dict[str, dict], mpath: Path,
+                       ipath: Path) -> None:
+        """Keep a new symptom for :meth:`_finish_findings`: the mutant's spec, copies of its model, inputs and
+        each system's outputs (``work/pending/<k>*``, the loop overwrites the originals), the results without
+        their arrays, and the loop time it was found at."""
+        pend = self.state.setdefault("pending_findings", [])
+        k = int(self.state.get("pending_next", 0))
+        self.state["pending_next"] = k + 1
+        d = self.root / "work" / "pending"
+        d.mkdir(parents=True, exist_ok=True)
+        mp, ip = d / f"{k}.keras", d / f"{k}.npz"
+        shutil.copyfile(mpath, mp)
+        shutil.copyfile(ipath, ip)
+        rjson: dict[str, dict] = {}
+        for s, r in res.items():
+            r = {key: v for key, v in r.items() if key != "outputs"}
+            if r.get("out") and Path(r["out"]).is_file():
+                dest = d / f"{k}-out-{s}.npz"
+                shutil.copyfile(r["out"], dest)
+                r["out"] = str(dest)
+            rjson[s] = r
+        pend.append({"seen": seen, "finding": f, "op": op, "spec": mutant, "model": str(mp), "inputs": str(ip),
+                     "results": rjson, "duplicates": 0, "found_at_s": round(self.state["elapsed_s"], 1),
+                     "index": self.state["models_generated"]})
+
+    def _finish_findings(self, systems: list[str]) -> float:
+        """Minimise, root-cause and bundle every queued finding (after the budget: nothing here stops at the
+        run's deadline, each finding is bounded by ``minimise_tries`` runs); returns the seconds it took
+        (also added to ``state["findings_after_s"]``). Each finding leaves the queue as it is done and the
+        state is saved, so an interrupted run resumes with the rest."""
+        from twinspect.dl.fuzz.executors import _load_outputs
+
+        pend = self.state.setdefault("pending_findings", [])
+        if not pend:
+            return 0.0
+        t0 = time.perf_counter()
+        self.deadline = float("inf")
+        while pend:
+            p = pend[0]
+            res: dict[str, dict] = {}
+            for s, r in p["results"].items():
+                r = dict(r)
+                if r.get("status") == "ok" and r.get("out"):
+                    r["outputs"] = _load_outputs(Path(r["out"]))
+                res[s] = r
+            # candidates get the weights' and inputs' seed of the mutant, as when minimised inside the loop
+            self._model_index = int(p.get("index", self.state["models_generated"]))
+            try:
+                self._bundle(p["seen"], p["finding"], p["op"], p["spec"], res, Path(p["model"]), Path(p["inputs"]),
+                             systems, 1 + int(p["duplicates"]), p["found_at_s"])
+            finally:
+                self._model_index = None
+            pend.pop(0)
+            self.save()
+        dt = round(time.perf_counter() - t0, 1)
+        self.state["findings_after_s"] = round(float(self.state.get("findings_after_s", 0.0)) + dt, 1)
+        return dt
+
     def _step(self, systems: list[str]) -> None:
         """One iteration of Algorithm 2: pick a seed, mutate, check the mutant, run it everywhere, judge.
 
         The baselines change only the generation: ``muffin`` draws a fresh random DAG instead of a mutant, and
         ``lemon`` picks (model, rule) by LEMON's heuristics and keeps a mutant in the pool when it raised the
         inconsistency degree (after its run) instead of when it added coverage. Validity, coverage counting,
-        the runs and the oracles are the same for every variant.
+        the runs and the oracles are the same for every variant. MEMO and its ablations add a mutant that
+        added coverage to the model pool after its runs, when they show no crash and no NaN/Inf
+        (:func:`clean_run`, :meth:`_pool_add`); a new symptom is queued for :meth:`_finish_findings`.
 
         A mutant Keras rejects at build time (or whose outputs would exceed :data:`MAX_OUTPUT_ELEMENTS`
         elements per sample, or whose weights exceed :meth:`_weight_cap`) is *invalid*: the generator's fault, counted in ``models_invalid``. A mutant Keras builds is valid: it
@@ -442,20 +545,20 @@ class Campaign:
         self.cov.update(mcov)
         if mid is not None and self.lemon is None:  # MEMO and its ablations: coverage guidance
             self.selector.feedback(mid, op, gained)
-        if gained and mid is not None and self.lemon is None:
-            # a mutant that adds coverage replaces its parent (a fresh seed copy once it grew too big)
-            self.selector.remove_model(mid)
-            self.state["pool"].pop(mid)
+        # MEMO and its ablations: a mutant that adds coverage joins the pool (its parent stays) once its runs
+        # show no crash and no NaN output (the authors' rule) — unless it grew past max_added_layers
+        join = gained and mid is not None and self.lemon is None
+        if join:
             origin = self.state.get("seed_specs", {}).get(mutant.get("origin", ""))
             cap = self.state["config"].get("max_added_layers", Config.max_added_layers)  # older campaigns lack it
             if origin is not None and len(mutant["nodes"]) > len(origin["nodes"]) + cap:
-                self._add_model(graph.clone(origin))
-                self.state["restarts"] = self.state.get("restarts", 0) + 1
-            else:
-                self._add_model(mutant)
+                join = False
+                self.state["pool_too_large"] = self.state.get("pool_too_large", 0) + 1
         self._log_model(mutant, op, mid or "", gained)
         t = self._tick("coverage", t)
         if not systems:
+            if join:
+                self._pool_add(mutant)
             return
         try:
             mpath, ipath = self._save_model(mutant, "current")
@@ -467,6 +570,11 @@ class Campaign:
         res = self._run_all(mpath, ipath, systems)
         t = self._tick("execute", t)
         self.state["models_tested"] += 1
+        if join:
+            if clean_run(res):
+                self._pool_add(mutant)
+            else:
+                self.state["pool_not_clean"] = self.state.get("pool_not_clean", 0) + 1
         try:
             self._judge(mutant, op, mid, res, mpath, ipath, systems)
         finally:
@@ -482,6 +590,7 @@ class Campaign:
                 self.lemon.raises[op] += 1
                 self.lemon.add_model(self._add_model(mutant), degree)
         aliases = self.state.setdefault("signature_aliases", {})
+        pending = {p["seen"]: p for p in self.state.setdefault("pending_findings", [])}
         for f in oracles.judge(res, self.state["threshold"]):
             f["layer"] = triage.localise(mutant, f, res)
             seen = triage.signature(f)  # the symptom's signature on the mutant as generated
@@ -489,29 +598,56 @@ class Campaign:
                 root = aliases.get(seen, seen)
                 self.state["signatures"][root] = self.state["signatures"].get(root, 0) + 1
                 continue
-            small, sres, spaths = self._minimise(mutant, f, res, mpath, ipath, systems)
-            if small is not mutant:  # the bundle holds the minimised model: describe its symptom, not the mutant's
-                f = {**f, "detail_before_minimising": f["detail"],
-                     "detail": (oracles.symptom(oracles.judge(sres, self.state["threshold"]), f["kind"], f["systems"])
-                                or f)["detail"]}
-            # one cause, one finding: the signature names the root-cause layer of the minimised model
-            f["symptom_layer"] = f["layer"]
-            f["layer"], f["root_cause"] = self._root_cause(small, f, sres, systems)
-            sig = f["signature"] = triage.signature(f)
-            aliases[seen] = sig
-            if sig in self.state["signatures"]:  # another symptom of a cause already found
-                self.state["signatures"][sig] += 1
+            if seen in pending:  # a symptom queued earlier in this budget
+                pending[seen]["duplicates"] += 1
                 continue
-            fid = triage.finding_id(sig)
-            dest = triage.write_bundle(self.root / "findings", fid, f, small, spaths[0], spaths[1], sres,
-                                       self.state["threshold"], {"operator": op, "layers_before_minimising": len(mutant["nodes"]),
-                                                                 "layers": len(small["nodes"])},
-                                       timeout_s=float(self.state["config"]["timeout_s"]) + 120.0)
-            self.state["signatures"][sig] = 1
-            self.state["findings"].append({"id": fid, "kind": f["kind"], "systems": f["systems"], "signature": sig,
-                                           "dir": str(dest.relative_to(self.root)), "layer": f.get("layer"),
-                                           "symptom_layer": f.get("symptom_layer"), "root_cause": f.get("root_cause"),
-                                           "found_at_s": round(self.state["elapsed_s"], 1)})
+            self._queue_finding(seen, f, op, mutant, res, mpath, ipath)
+            pending = {p["seen"]: p for p in self.state["pending_findings"]}
+
+    def _bundle(self, seen: str, f: dict, op: str, mutant: dict, res: dict[str, dict], mpath: Path, ipath: Path,
+                systems: list[str], count: int, found_at_s: float) -> None:
+        """A queued symptom's end: minimise the mutant, find the root-cause layer, and write a findings bundle
+        unless the root-cause signature is already known (then its count grows by ``count``, the mutants
+        that showed the symptom)."""
+        aliases = self.state.setdefault("signature_aliases", {})
+        small, sres, spaths = self._minimise(mutant, f, res, mpath, ipath, systems)
+        if small is not mutant:  # the bundle holds the minimised model: describe its symptom, not the mutant's
+            f = {**f, "detail_before_minimising": f["detail"],
+                 "detail": (oracles.symptom(oracles.judge(sres, self.state["threshold"]), f["kind"], f["systems"])
+                            or f)["detail"]}
+        # one cause, one finding: the signature names the root-cause layer of the minimised model
+        f["symptom_layer"] = f["layer"]
+        f["layer"], f["root_cause"] = self._root_cause(small, f, sres, systems)
+        sig = f["signature"] = triage.signature(f)
+        aliases[seen] = sig
+        if sig in self.state["signatures"]:  # another symptom of a cause already found
+            self.state["signatures"][sig] += count
+            return
+        fid = triage.finding_id(sig)
+        dest = triage.write_bundle(self.root / "findings", fid, f, small, spaths[0], spaths[1], sres,
+                                   self.state["threshold"], {"operator": op, "layers_before_minimising": len(mutant["nodes"]),
+                                                             "layers": len(small["nodes"])},
+                                   timeout_s=float(self.state["config"]["timeout_s"]) + 120.0)
+        self.state["signatures"][sig] = count
+        self.state["findings"].append({"id": fid, "kind": f["kind"], "systems": f["systems"], "signature": sig,
+                                       "dir": str(dest.relative_to(self.root)), "layer": f.get("layer"),
+                                       "symptom_layer": f.get("symptom_layer"), "root_cause": f.get("root_cause"),
+                                       "found_at_s": found_at_s})
+
+    def _pool_add(self, spec: dict) -> str:
+        """Add ``spec`` to MEMO's model pool; while the pool is over ``pool_size``, a model drawn uniformly at
+        random (the new one and the seeds included, as in the authors' ``pop_one_architecture``) leaves it
+        with its (model, operator) seeds. Returns the new model's id."""
+        mid = self._add_model(spec)
+        self.state["pool_added"] = self.state.get("pool_added", 0) + 1
+        cap = int(self.state["config"].get("pool_size", POOL_SIZE))  # older campaigns lack it
+        pool = self.state["pool"]
+        while len(pool) > cap:
+            victim = self.rng.choice(sorted(pool, key=lambda m: int(m[1:])))
+            pool.pop(victim)
+            self.selector.remove_model(victim)
+            self.state["pool_evicted"] = self.state.get("pool_evicted", 0) + 1
+        return mid
 
     def _tick(self, phase: str, t0: float) -> float:
         """Add the seconds since ``t0`` to ``state["phase_s"][phase]`` (where the search loop's time goes:
@@ -598,6 +734,20 @@ class Campaign:
                 best, bres, paths = cand, {**r}, (mp, ip)
         self.state["minimise_s"] = round(self.state.get("minimise_s", 0.0) + time.perf_counter() - t0, 1)
         return best, bres, paths
+
+
+def clean_run(res: dict[str, dict]) -> bool:
+    """Whether every system ran the model (status ``ok``) and every output is free of NaN and infinity: the
+    authors' condition for a coverage-adding mutant to join the pool (``run.py``, ``after_prediction``: only
+    when ``status_crash_nan`` is false)."""
+    for r in res.values():
+        if r.get("status") != "ok":
+            return False
+        for o in r.get("outputs") or []:
+            a = np.asarray(o)
+            if a.dtype.kind in "fc" and not np.isfinite(a).all():
+                return False
+    return True
 
 
 def read_model_log(root: str | Path) -> list[dict]:

@@ -67,7 +67,8 @@ def catalogue_cmd(
 def run_cmd(
     out: Path = typer.Option(..., "--output", "-o", "--out", help="Campaign directory (created, or resumed when it "
                              "holds one); its state.json holds the full summary."),
-    budget: str = typer.Option("15m", "--budget", help="Time budget: 90s, 15m, 1h, 1h30m."),
+    budget: str = typer.Option("15m", "--budget", help="Time budget of the search loop (generation and testing; "
+                               "backend start-up, seeding and finding minimisation come on top): 90s, 15m, 1h, 1h30m."),
     backends: str = typer.Option("tensorflow,jax,torch,onnxruntime", "--backends", help="Systems under test."),
     variant: str = typer.Option("memo", "--variant", help="memo | memo_r (random seed selection) | memo_o (LEMON "
                                 "operators) | memo_noreduce (seeds not reduced) | muffin (Muffin-style random DAG models "

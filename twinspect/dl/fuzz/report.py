@@ -19,7 +19,9 @@ def summary(root: str | Path) -> dict:
         "coverage_over_time": [[seconds, type_ratio, pair_ratio, param_ratio]], "threshold",
         "findings": [{"id", "kind", "systems", "signature", "dir", "layer"}],
         "phase_s": {phase: seconds of the search loop (generate, check, coverage, save_model, execute,
-        findings, state_write)}, ...}``.
+        findings, state_write)}, "startup_s" (backend start-up before the clock), "findings_after_s"
+        (minimising and bundling queued findings after the budget), "pending_findings" (still queued),
+        "pool": {"size", "added", "evicted", "too_large", "not_clean"} (MEMO's model pool), ...}``.
 
     Raises:
         InputError: not a campaign directory, or a corrupt one.
@@ -37,6 +39,10 @@ def summary(root: str | Path) -> dict:
         "invalid_reasons": st["invalid_reasons"],
         "findings": [{**f, "duplicates": st["signatures"].get(f["signature"], 1)} for f in st["findings"]],
         "last_run": st.get("last_run"), "phase_s": st.get("phase_s", {}),
+        "startup_s": st.get("startup_s"), "findings_after_s": st.get("findings_after_s", 0.0),
+        "pending_findings": len(st.get("pending_findings") or []),
+        "pool": {"size": len(st.get("pool") or {}), "added": st.get("pool_added", 0), "evicted": st.get("pool_evicted", 0),
+                 "too_large": st.get("pool_too_large", 0), "not_clean": st.get("pool_not_clean", 0)},
     }
 
 
@@ -102,15 +108,18 @@ def run_cost_line(s: dict) -> str | None:
     """One line with the last run's wall time split into search loop and overhead, or None when unrecorded.
 
     The overhead is everything outside the search loop: starting the executor (a local Ray instance and
-    its actors with ``--executor ray``), seeding (worker start-up and library imports, reduction,
-    threshold calibration; 0 when a resumed campaign was already seeded) and shutting down.
+    its actors with ``--executor ray``), backend start-up (worker processes, library imports and one tiny
+    model each), seeding (reduction, threshold calibration; 0 when a resumed campaign was already seeded),
+    minimising and bundling the findings queued during the loop, and shutting down.
     """
     last = s.get("last_run") or {}
     if "wall_s" not in last:
         return None
     return (f"last run ({last.get('executor', '?')} executor): wall {last['wall_s']:.0f} s = search loop "
             f"{last['loop_s']:.0f} s + overhead {last['overhead_s']:.0f} s (executor start "
-            f"{last['executor_start_s']:.0f} s, seeding {float(last.get('seeding_s') or 0):.0f} s)")
+            f"{last['executor_start_s']:.0f} s, backend start-up {float(last.get('startup_s') or 0):.0f} s, "
+            f"seeding {float(last.get('seeding_s') or 0):.0f} s, findings after the budget "
+            f"{float(last.get('findings_after_s') or 0):.0f} s)")
 
 
 def to_html(s: dict) -> str:

@@ -165,3 +165,93 @@ def test_two_models_have_no_margins_but_a_reuse_score(zoo):
     feats = reuse_features({k: r.matrix(k)[0, 1] for k in r.measures})
     assert reuse.feature_set(feats) == "no_weights"
     assert reuse.reuse_score(feats, reuse.load_params()) == pytest.approx(score, abs=1e-12)
+
+
+def test_zoo_margins_against_unrelated_third_models_only():
+    """Model 0 has a near-duplicate copy 1 and a student 2; 3 and 4 are unrelated. Against every third model,
+    the copy hides the student (0's nearest third model of the pair (0, 2) is its copy); with the copy marked
+    related to 0, the student is nearer to 0 than either is to any unrelated model."""
+    s = np.array([
+        [1.0, 0.999, 0.97, 0.80, 0.85],
+        [0.999, 1.0, 0.97, 0.80, 0.85],
+        [0.97, 0.97, 1.0, 0.82, 0.84],
+        [0.80, 0.80, 0.82, 1.0, 0.90],
+        [0.85, 0.85, 0.84, 0.90, 1.0],
+    ])
+    one, both = reuse.zoo_margins(s)
+    assert both[0, 2] == pytest.approx(t(0.97) - t(0.999)) and both[0, 2] < 0
+    rel = np.zeros((5, 5), dtype=bool)
+    rel[0, 1] = rel[1, 0] = True
+    one_r, both_r = reuse.zoo_margins(s, rel)
+    # (0, 2): 1 is related to 0, so the third models are 3 and 4: o_0 = t(0.85), o_2 = t(0.84)
+    assert both_r[0, 2] == pytest.approx(t(0.97) - t(0.85)) and both_r[0, 2] > 0
+    assert one_r[0, 2] == pytest.approx(t(0.97) - t(0.84))
+    # (3, 4): 0 and 1 are related to each other but not to 3 or 4: both stay third models of (3, 4)
+    assert one_r[3, 4] == pytest.approx(one[3, 4]) and both_r[3, 4] == pytest.approx(both[3, 4])
+    # (2, 3): the copy 1 is related to 0, not to 2 or 3: still a third model of (2, 3), as is 0
+    assert both_r[2, 3] == pytest.approx(both[2, 3])
+    np.testing.assert_allclose(one_r, one_r.T)
+    # every third model related: undefined
+    all_rel = ~np.eye(3, dtype=bool)
+    one3, _ = reuse.zoo_margins(s[:3, :3], all_rel)
+    assert np.isnan(one3).all()
+    with pytest.raises(ValueError, match="shape"):
+        reuse.zoo_margins(s, rel[:4, :4])
+
+
+def test_nonneg_fit_never_gives_a_similarity_a_negative_weight():
+    """Two collinear similarities where the unconstrained fit gives one a negative coefficient; with
+    ``nonneg`` every coefficient is ≥ 0 and a higher similarity never lowers the score."""
+    rng = np.random.default_rng(0)
+    n = 400
+    y = (rng.random(n) < 0.3).astype(int)
+    base = np.where(y == 1, rng.uniform(0.95, 0.999, n), rng.uniform(0.5, 0.97, n))
+    # io_jsd tracks io_logprob closely but is a little higher on the independent pairs: the free fit uses it negatively
+    rows = [{"io_jsd": min(0.999, b + (0.02 if yy == 0 else 0.0) + rng.normal(0, 0.002)), "io_agreement": b,
+             "ddv_random": rng.uniform(0.3, 0.6), "io_logprob": b} for b, yy in zip(base, y)]
+    free = reuse.fit_params(rows, list(y), max_fpr=None)["io"]
+    assert min(free[1:]) < 0
+    nn = reuse.fit_params(rows, list(y), max_fpr=None, nonneg=True)["io"]
+    assert min(nn[1:]) >= 0.0 and max(nn[1:]) > 0
+    f = dict(rows[0])
+    lo = reuse.reuse_score(f, {"io": nn})
+    for k in ("io_jsd", "io_agreement", "io_logprob"):
+        assert reuse.reuse_score(dict(f, **{k: min(0.999, f[k] + 0.01)}), {"io": nn}) >= lo
+    # the fit still separates the two classes
+    sc = [reuse.reuse_score(r, {"io": nn}) for r in rows]
+    assert np.mean([s >= 0.5 for s, yy in zip(sc, y) if yy]) > 0.8
+    assert np.mean([s >= 0.5 for s, yy in zip(sc, y) if not yy]) < 0.2
+
+
+def test_compare_models_with_an_unrelated_margins_calibration(zoo, tmp_path):
+    """A calibration fitted with margins against unrelated third models (``"zoo_margins": "unrelated"``):
+    ``compare_models`` leaves out of a pair's third models those the io set flags as derived from either model."""
+    names = ["teacher", "student", "mlp_a", "mlp_b"]
+    params = {k: list(v) for k, v in reuse.DEFAULT_PARAMS.items()}
+    params["io"] = [-3.0, 0.0, 0.0, 0.0, 1.0]  # related when the log-prob cosine is above 1 − e^-3 ≈ 0.95
+    cal = tmp_path / "cal.json"
+    cal.write_text(json.dumps({"params": params, "zoo_margins": "unrelated"}))
+    assert reuse.zoo_mode(cal) == "unrelated" and reuse.zoo_mode() in ("all", "unrelated")
+    cfg = _cfg()
+    cfg.calibration = str(cal)
+    r = compare_models([zoo[k] for k in names], config=cfg)
+    lp = r.matrix("io_logprob_cosine")
+    feats = {"io_jsd": 1.0 - r.matrix("io_mean_jsd"), "io_agreement": r.matrix("io_top1_agreement"),
+             "ddv_random": r.matrix("io_ddv_random_pairs"), "io_logprob": lp}
+    rel = reuse.related_by_outputs(feats, params)
+    np.testing.assert_array_equal(rel, (lp >= 1 - math.exp(-3) - 1e-6) & ~np.eye(4, dtype=bool))
+    ref_one, ref_both = reuse.zoo_margins(lp, rel)
+    off = ~np.eye(4, dtype=bool)
+    np.testing.assert_allclose(r.matrix("io_logprob_margin_one")[off], ref_one[off], atol=1e-12)
+    np.testing.assert_allclose(r.matrix("io_logprob_margin_both")[off], ref_both[off], atol=1e-12)
+    # teacher-student and the two scratch MLPs (which agree closely, as MLPs do) are related (log-prob cosine
+    # 0.98 each), no cross pair is: a cross pair, e.g. (teacher, mlp_a), has no unrelated third model left
+    assert rel[0, 1] and rel[2, 3] and not rel[0, 2] and not rel[1, 3]
+    plain_one, _ = reuse.zoo_margins(lp)
+    assert np.isnan(r.matrix("io_logprob_margin_one")[0, 2]) and np.isfinite(plain_one[0, 2])
+    # (teacher, student): the third models are the two MLPs either way
+    assert ref_one[0, 1] == pytest.approx(plain_one[0, 1])
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"params": params, "zoo_margins": "nearest"}))
+    with pytest.raises(InputError, match="zoo_margins"):
+        reuse.zoo_mode(bad)

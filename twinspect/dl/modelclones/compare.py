@@ -565,24 +565,38 @@ def _pair_cka(cfg: CompareConfig, mx: _Matrices, i: int, j: int, a: _ModelState,
 MARGINS: tuple[str, str] = ("io_logprob_margin_one", "io_logprob_margin_both")
 
 
-def _zoo_margins(states: list[_ModelState]) -> tuple[np.ndarray, np.ndarray]:
+def _zoo_margins(states: list[_ModelState], params: dict[str, list[float]] | None = None,
+                 mode: str = "all") -> tuple[np.ndarray, np.ndarray]:
     """The zoo-relative margins of every pair of the run: ``io_logprob_cosine`` of every two models with
     outputs of the same input shape and class count (all of them, also in a run limited to some
     ``pairs``: the zoo is every model given), then :func:`~twinspect.dl.modelclones.reuse.zoo_margins`.
+
+    With ``mode`` ``"unrelated"`` (a calibration fitted so, :func:`~twinspect.dl.modelclones.reuse.zoo_mode`)
+    and ``params`` holding the ``io`` set, the third models of a pair leave out those the ``io`` set flags
+    as derived from either model (:func:`~twinspect.dl.modelclones.reuse.related_by_outputs`, on every
+    pair's I/O features).
 
     Returns:
         ``(margin_one, margin_both)``, (M, M) float64 with NaN where undefined.
     """
     n = len(states)
-    sim = np.full((n, n), np.nan)
+    unrelated = mode == "unrelated" and params is not None and "io" in params
+    names = ("io_jsd", "io_agreement", "ddv_random", "io_logprob")
+    io = {k: np.full((n, n), np.nan) for k in names}
     for i in range(n):
         for j in range(i + 1, n):
             a, b = states[i], states[j]
             if (a.probs is None or b.probs is None or tuple(a.clf.input_shape) != tuple(b.clf.input_shape)
                     or a.clf.num_classes != b.clf.num_classes):
                 continue
-            sim[i, j] = sim[j, i] = outputs.logprob_cosine(a.probs, b.probs)
-    return reuse.zoo_margins(sim)
+            io["io_logprob"][i, j] = io["io_logprob"][j, i] = outputs.logprob_cosine(a.probs, b.probs)
+            if unrelated:
+                vals = (1.0 - outputs.mean_input_jsd(a.probs, b.probs), outputs.top1_agreement(a.probs, b.probs),
+                        modeldiff.ddv_similarity(a.ddv, b.ddv) if a.ddv is not None and b.ddv is not None else np.nan)
+                for k, v in zip(names, vals):
+                    io[k][i, j] = io[k][j, i] = v
+    related = reuse.related_by_outputs(io, params) if unrelated and params is not None else None
+    return reuse.zoo_margins(io["io_logprob"], related)
 
 
 def _pair_io(cfg: CompareConfig, mx: _Matrices, i: int, j: int, a: _ModelState, b: _ModelState,
@@ -625,7 +639,7 @@ def _pair_io(cfg: CompareConfig, mx: _Matrices, i: int, j: int, a: _ModelState, 
             v = _nan_to_none(m[i, j]) if i != j else None
             if "io" in cfg.levels:
                 if v is None and i < j:
-                    mx.skip(k, i, j, "a zoo-relative margin needs a third model with comparable outputs")
+                    mx.skip(k, i, j, "a zoo-relative margin needs a third model with comparable outputs (unrelated to both, with an 'unrelated' calibration)")
                 else:
                     mx.put(k, i, j, v)
             values[k] = v
@@ -718,7 +732,11 @@ def _all_pairs(states: list[_ModelState], cfg: CompareConfig, mx: _Matrices, pai
     n = mx.n
     cka_maps: dict[str, dict] = {}
     weight_layers: dict[str, list[dict]] = {}
-    zoo = _zoo_margins(states) if ("io" in cfg.levels or "reuse" in cfg.levels) else None
+    zoo = None
+    if "io" in cfg.levels or "reuse" in cfg.levels:
+        mode = reuse.zoo_mode(cfg.calibration)
+        zoo_params = params if params is not None else (reuse.load_params(cfg.calibration) if mode == "unrelated" else None)
+        zoo = _zoo_margins(states, zoo_params, mode)
     wanted = None if pairs is None else {(min(i, j), max(i, j)) for i, j in pairs}
     ordered = None if pairs is None else {(int(i), int(j)) for i, j in pairs}
     n_pairs = n * (n - 1) // 2 if wanted is None else len({p for p in wanted if p[0] != p[1]})

@@ -33,7 +33,13 @@ in the spirit of ModelDiff's ranking rule and DeepJudge's per-victim thresholds:
 (e.g. MLPs, which share a near-linear decision geometry) agree closely with *every* model of that
 kind, a student agrees most with its own teacher. They are differences on the ``−log(1 − x)`` scale
 and enter the regression as they are. With fewer than three comparable models they are undefined
-and the score falls back to the sets without them, so a run of two models still gets a score.
+and the score falls back to the sets without them, so a run of two models still gets a score. A
+calibration file may say ``"zoo_margins": "unrelated"`` (:func:`zoo_mode`): its zoo sets were fitted
+with margins against *unrelated* third models only — those the score's ``io`` set (outputs alone) does not
+flag as derived from either model of the pair (:func:`related_by_outputs`) — so that a model's own
+quantised or fine-tuned copy does not set its reference; ``models compare`` then computes them so.
+:func:`fit_params` can constrain every coefficient to be ≥ 0 (``nonneg``), so that a higher similarity
+never lowers the score.
 
 One coefficient set per *feature set* (``full``: weights and the five below; ``no_weights_zoo`` /
 ``no_weights``: different architectures, with / without the zoo features; ``io_zoo`` / ``io``: no
@@ -98,7 +104,7 @@ def _regressor(feature: str, value: float) -> float:
     return float(value) if feature in ZOO_FEATURES else transform(value)
 
 
-def zoo_margins(sim: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def zoo_margins(sim: np.ndarray, related: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The zoo-relative margins of every pair of a run from its matrix of one similarity.
 
     On the scale ``t(x) = −log(1 − x + 1e-6)``: for a pair (i, j), ``o_i`` is the largest ``t`` of model i
@@ -106,16 +112,24 @@ def zoo_margins(sim: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     least one of the two is nearer to the other than to any third model) and ``margin_both = t(s_ij) −
     max(o_i, o_j)`` (≥ 0 when they are each other's nearest neighbours).
 
+    With ``related``, the third models of a pair are its *unrelated* ones only: a model k related to i or to
+    j (``related[i, k]`` or ``related[j, k]``, e.g. flagged as derived from one of them by the score without
+    zoo features) is not a third model of (i, j). A model's own quantised or fine-tuned copy then no longer
+    sets its reference (its nearest third model would otherwise be that near-duplicate, and a pair of the
+    model with its student would look no nearer than the model with its copy).
+
     Args:
         sim: (M, M) float similarity matrix (at most 1; the reuse score uses ``io_logprob_cosine``); NaN
             where a pair is not comparable. The diagonal is ignored.
+        related: optional (M, M) bool matrix (symmetric; the diagonal is ignored).
 
     Returns:
-        ``(margin_one, margin_both)``, two (M, M) float64 arrays, symmetric when ``sim`` is; NaN on the
-        diagonal, where ``s_ij`` is NaN, and where model i or j has no finite similarity with a third model.
+        ``(margin_one, margin_both)``, two (M, M) float64 arrays, symmetric when ``sim`` (and ``related``)
+        are; NaN on the diagonal, where ``s_ij`` is NaN, and where model i or j has no finite similarity with
+        a third model.
 
     Raises:
-        ValueError: ``sim`` is not square.
+        ValueError: ``sim`` is not square, or ``related`` has another shape.
     """
     s = np.asarray(sim, dtype=np.float64)
     if s.ndim != 2 or s.shape[0] != s.shape[1]:
@@ -126,12 +140,24 @@ def zoo_margins(sim: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     t[~np.isfinite(s)] = np.nan
     np.fill_diagonal(t, np.nan)
     filled = np.where(np.isfinite(t), t, -np.inf)
-    order = np.argsort(-filled, axis=1)
-    first = order[:, 0] if m else np.zeros(0, int)
-    top1 = filled[np.arange(m), first] if m > 0 else np.zeros(0)
-    top2 = filled[np.arange(m), order[:, 1]] if m > 1 else np.full(m, -np.inf)
-    # best of row i with j left out: the second best where the best is j itself
-    best = np.where(first[:, None] == np.arange(m)[None, :], top2[:, None], top1[:, None])
+    if related is None:
+        order = np.argsort(-filled, axis=1)
+        first = order[:, 0] if m else np.zeros(0, int)
+        top1 = filled[np.arange(m), first] if m > 0 else np.zeros(0)
+        top2 = filled[np.arange(m), order[:, 1]] if m > 1 else np.full(m, -np.inf)
+        # best of row i with j left out: the second best where the best is j itself
+        best = np.where(first[:, None] == np.arange(m)[None, :], top2[:, None], top1[:, None])
+    else:
+        rel = np.asarray(related, dtype=bool)
+        if rel.shape != s.shape:
+            raise ValueError(f"related must have the similarity matrix's shape {s.shape}, got {rel.shape}")
+        free = ~(rel | rel.T)
+        np.fill_diagonal(free, False)  # a model is no third model of its own pairs
+        best = np.full((m, m), -np.inf)
+        for i in range(m):
+            # third models k of pair (i, j): k ≠ i, j and unrelated to both
+            allowed = free[i][None, :] & free  # (j, k)
+            best[i] = np.max(np.where(allowed, filled[i][None, :], -np.inf), axis=1, initial=-np.inf)
     oi, oj = best, best.T
     with np.errstate(invalid="ignore"):
         one = t - np.minimum(oi, oj)
@@ -147,6 +173,56 @@ DEFAULT_THRESHOLD = 0.5
 
 #: False-positive budget per feature set on the calibration pairs (see :func:`fit_params`).
 DEFAULT_MAX_FPR = 0.01
+
+
+def related_by_outputs(features: Mapping[str, np.ndarray], params: Mapping[str, Sequence[float]],
+                       threshold: float | None = None) -> np.ndarray:
+    """Which pairs of a run the score's ``io`` set (outputs alone, no zoo features) flags as derived: the
+    *related* models :func:`zoo_margins` leaves out of a pair's third models.
+
+    Args:
+        features: the ``io`` set's features (``io_jsd``, ``io_agreement``, ``ddv_random``, ``io_logprob``),
+            each an (M, M) float matrix of similarities; NaN where a pair is not comparable.
+        params: coefficients holding the ``io`` set.
+        threshold: score at or above which a pair is related (default :data:`DEFAULT_THRESHOLD`).
+
+    Returns:
+        (M, M) bool, False on the diagonal and wherever a feature is NaN.
+
+    Raises:
+        KeyError: ``params`` has no ``io`` set or ``features`` lacks one of its features.
+    """
+    coef = params["io"]
+    names = FEATURE_SETS["io"]
+    mats = [np.asarray(features[f], dtype=np.float64) for f in names]
+    ok = np.all([np.isfinite(m) for m in mats], axis=0)
+    z = np.full(mats[0].shape, float(coef[0]))
+    for c, m in zip(coef[1:], mats):
+        z = z + float(c) * -np.log(np.clip(1.0 - np.nan_to_num(m, nan=0.0), 0.0, None) + 1e-6)
+    th = DEFAULT_THRESHOLD if threshold is None else threshold
+    rel = ok & (z >= math.log(th / (1.0 - th)))
+    np.fill_diagonal(rel, False)
+    return rel
+
+
+def zoo_mode(path: str | Path | None = None) -> str:
+    """How a calibration's zoo sets were fitted: ``"unrelated"`` (margins against third models that the ``io`` set
+    does not flag as derived from either model, :func:`related_by_outputs`) or ``"all"`` (every third model; files
+    without the key, written before it existed).
+
+    Raises:
+        InputError: the file exists but is not JSON, or names another mode.
+    """
+    p = Path(path) if path is not None else CALIBRATION_FILE
+    if not p.exists():
+        return "all"
+    try:
+        mode = json.loads(p.read_text(encoding="utf-8")).get("zoo_margins", "all")
+    except (OSError, ValueError, AttributeError) as exc:
+        raise InputError(f"not a valid reuse calibration ({exc})", p) from exc
+    if mode not in ("all", "unrelated"):
+        raise InputError(f"unknown zoo_margins {mode!r} (expected 'all' or 'unrelated')", p)
+    return str(mode)
 
 
 def load_params(path: str | Path | None = None) -> dict[str, list[float]]:
@@ -218,6 +294,7 @@ def fit_params(
     C: float = 1.0,
     max_fpr: float | None = DEFAULT_MAX_FPR,
     min_positives: int = 3,
+    nonneg: bool = False,
 ) -> dict[str, list[float]]:
     """Fit one logistic regression per feature set on labelled pairs (scikit-learn, L2, ``C``).
 
@@ -239,6 +316,8 @@ def fit_params(
         C: inverse L2 strength.
         max_fpr: false-positive budget per feature set at the default threshold, or None for none.
         min_positives: fewest derived pairs for fitting a set on its own population.
+        nonneg: constrain every coefficient (not the intercept) to be ≥ 0, so that a higher similarity or
+            margin never lowers the score (:func:`_fit_nonneg`; the same objective as scikit-learn's).
 
     Returns:
         ``{feature set: [intercept, coef...]}``; a set without both classes keeps its defaults.
@@ -262,9 +341,12 @@ def fit_params(
             out[name] = list(DEFAULT_PARAMS[name])
             continue
         x = np.array([[_regressor(f, rows[i][f]) for f in names] for i in idx])  # type: ignore[arg-type,misc]
-        clf = LogisticRegression(C=C, max_iter=5000, class_weight="balanced").fit(x, y)
-        b = float(clf.intercept_[0])
-        w = np.asarray(clf.coef_[0], dtype=float)
+        if nonneg:
+            b, w = _fit_nonneg(x, y, C)
+        else:
+            clf = LogisticRegression(C=C, max_iter=5000, class_weight="balanced").fit(x, y)
+            b = float(clf.intercept_[0])
+            w = np.asarray(clf.coef_[0], dtype=float)
         if max_fpr is not None:
             z_neg = x[y == 0] @ w + b
             z_cut = math.log(DEFAULT_THRESHOLD / (1.0 - DEFAULT_THRESHOLD))
@@ -275,3 +357,33 @@ def fit_params(
                 b -= float(top[k] - z_cut) + 1e-6
         out[name] = [b, *map(float, w)]
     return out
+
+
+def _fit_nonneg(x: np.ndarray, y: np.ndarray, C: float) -> tuple[float, np.ndarray]:
+    """Balanced L2 logistic regression with coefficients ≥ 0 (intercept free): scikit-learn's objective
+    ``½‖w‖² + C · Σ_i c_{y_i} · logloss_i`` with ``c_k = n / (2 n_k)``, minimised by L-BFGS-B with bounds.
+
+    Args:
+        x: (n, d) float regressors; y: (n,) labels 0/1 with both present; C: inverse L2 strength.
+
+    Returns:
+        ``(intercept, coefficients (d,))``.
+    """
+    from scipy.optimize import minimize
+
+    n, d = x.shape
+    cw = np.where(y == 1, n / (2.0 * max(int(y.sum()), 1)), n / (2.0 * max(int((y == 0).sum()), 1)))
+    sgn = np.where(y == 1, 1.0, -1.0)
+
+    def loss(v: np.ndarray) -> tuple[float, np.ndarray]:
+        b, w = v[0], v[1:]
+        z = sgn * (x @ w + b)
+        ll = np.logaddexp(0.0, -z)  # log(1 + e^-z)
+        g = -sgn * cw * (1.0 / (1.0 + np.exp(np.clip(z, -500, 500))))  # d loss / d (x·w + b)
+        f = 0.5 * float(w @ w) + C * float(cw @ ll)
+        grad = np.concatenate([[C * g.sum()], w + C * (x.T @ g)])
+        return f, grad
+
+    res = minimize(loss, np.zeros(d + 1), jac=True, method="L-BFGS-B", bounds=[(None, None)] + [(0.0, None)] * d,
+                   options={"maxiter": 5000})
+    return float(res.x[0]), np.asarray(res.x[1:], dtype=float)

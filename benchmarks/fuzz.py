@@ -40,6 +40,8 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=60.0, help="Per-model time limit of a backend, seconds.")
     ap.add_argument("--shared-threshold", action="store_true",
                     help="The first variant calibrates the D_MAD threshold; the others use its value.")
+    ap.add_argument("--threshold", type=float, default=None,
+                    help="D_MAD threshold given to every variant (no calibration run), e.g. an earlier run's value.")
     ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--work", default=None)
     ap.add_argument("--out", default="benchmarks/results")
@@ -67,7 +69,7 @@ def main() -> None:
             p.wait()
         a.summarise_only = True
     rows = {}
-    threshold = None
+    threshold = a.threshold
     for v in a.variants.split(","):
         if a.summarise_only:
             if not (work / v / "state.json").exists():
@@ -77,7 +79,7 @@ def main() -> None:
             cfg = Config(backends=a.backends.split(","), seeds=a.seeds.split(","), variant=v, seed=0,
                          timeout_s=a.timeout, threshold=threshold)
             s = run_campaign(work / v, budget, cfg, verbose=0)
-            if a.shared_threshold and threshold is None:
+            if a.shared_threshold and threshold is None:  # (with --threshold every variant has it already)
                 threshold = float(s["threshold"])
         s["campaign_dir"] = str(work / v)
         rows[v] = s
@@ -85,7 +87,7 @@ def main() -> None:
     out = Path(a.out)
     with atomic_write(out / f"{a.name}.json") as fh:
         json.dump({"provenance": _provenance.info(__file__), "budget_s": budget, "backends": a.backends, "seeds": a.seeds,
-                   "shared_threshold": a.shared_threshold, "runs": rows}, fh, indent=1, default=str)
+                   "shared_threshold": a.shared_threshold, "threshold": a.threshold, "runs": rows}, fh, indent=1, default=str)
     lines = ["| variant | loop s (+ start-up, seeding, findings after) | seed layers in pool | layer type | layer pair | layer param | models generated | valid | tested | tested/h | unique findings |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for v, s in rows.items():

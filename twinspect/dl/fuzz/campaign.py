@@ -454,9 +454,10 @@ class Campaign:
             if r.get("out") and Path(r["out"]).is_file():
                 dest = d / f"{k}-out-{s}.npz"
                 shutil.copyfile(r["out"], dest)
-                r["out"] = str(dest)
+                r["out"] = str(dest.relative_to(self.root))  # paths relative to the campaign: it may move
             rjson[s] = r
-        pend.append({"seen": seen, "finding": f, "op": op, "spec": mutant, "model": str(mp), "inputs": str(ip),
+        pend.append({"seen": seen, "finding": f, "op": op, "spec": mutant, "model": str(mp.relative_to(self.root)),
+                     "inputs": str(ip.relative_to(self.root)),
                      "results": rjson, "duplicates": 0, "found_at_s": round(self.state["elapsed_s"], 1),
                      "index": self.state["models_generated"]})
 
@@ -478,17 +479,20 @@ class Campaign:
             for s, r in p["results"].items():
                 r = dict(r)
                 if r.get("status") == "ok" and r.get("out"):
+                    r["out"] = str(self.root / r["out"])
                     r["outputs"] = _load_outputs(Path(r["out"]))
                 res[s] = r
             # candidates get the weights' and inputs' seed of the mutant, as when minimised inside the loop
             self._model_index = int(p.get("index", self.state["models_generated"]))
             try:
-                self._bundle(p["seen"], p["finding"], p["op"], p["spec"], res, Path(p["model"]), Path(p["inputs"]),
+                self._bundle(p["seen"], p["finding"], p["op"], p["spec"], res, self.root / p["model"], self.root / p["inputs"],
                              systems, 1 + int(p["duplicates"]), p["found_at_s"])
             finally:
                 self._model_index = None
             pend.pop(0)
             self.save()
+            for rel in [p["model"], p["inputs"], *[r["out"] for r in p["results"].values() if r.get("out")]]:
+                (self.root / rel).unlink(missing_ok=True)  # the bundle holds its own copies
         dt = round(time.perf_counter() - t0, 1)
         self.state["findings_after_s"] = round(float(self.state.get("findings_after_s", 0.0)) + dt, 1)
         return dt

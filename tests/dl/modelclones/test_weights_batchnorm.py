@@ -186,3 +186,20 @@ def test_batchnorm_not_after_a_kernel_is_kept_and_unrelated_shapes_stay_differen
     b = {"c": {"weight": rng.normal(size=(4, 1, 5, 5)), "bias": np.zeros(4)}, "fc": {"weight": rng.normal(size=(10, 4))}}
     with pytest.raises(DifferentArchitectures, match="numbers"):
         compare_weights(a, b)
+
+
+def test_models_compare_scores_a_model_and_its_own_int8_export_as_reused(bn_models):
+    """End to end with the shipped calibration: the BN net and its ONNX Runtime int8 copy are compared at the
+    weights level and flagged — in a run of two models (no zoo features) and beside the independent twin."""
+    from twinspect.dl.modelclones import CompareConfig, compare_models
+
+    cfg = CompareConfig(data="mnist", n_inputs=200, cka_inputs=64, modeldiff_pairs=50, seed=0,
+                        levels=("weights", "representation", "io", "reuse"))
+    r = compare_models([bn_models["m0"], bn_models["dyn8"]], config=cfg)
+    assert r.matrix("weights_cosine")[0, 1] > 0.999
+    assert not any(s["measure"] == "weights_cosine" for s in r.skipped)
+    assert r.matrix("reuse")[0, 1] >= 0.5
+    r3 = compare_models([bn_models["m0"], bn_models["qdq8"], bn_models["twin"]], config=cfg)
+    reuse = r3.matrix("reuse")
+    assert reuse[0, 1] >= 0.5
+    assert reuse[0, 2] < 0.5 and reuse[1, 2] < 0.5

@@ -1,10 +1,14 @@
 """The weights level across a BatchNorm-folding export (issue 18 item 1): a torch model with BatchNorm
 and its own ONNX export, ONNX Runtime dynamic int8 and static QDQ int8 copies (all three fold BatchNorm
-into the convolutions) compare at the weights level, near 1, while an independently trained twin does not."""
+into the convolutions), and a Keras model with BatchNormalization and its TFLite conversions, compare at
+the weights level, near 1, while an independently trained twin does not."""
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import textwrap
 
 os.environ.setdefault("KERAS_BACKEND", "torch")
 
@@ -203,3 +207,49 @@ def test_models_compare_scores_a_model_and_its_own_int8_export_as_reused(bn_mode
     reuse = r3.matrix("reuse")
     assert reuse[0, 1] >= 0.5
     assert reuse[0, 2] < 0.5 and reuse[1, 2] < 0.5
+
+
+_KERAS_BN_TFLITE = textwrap.dedent('''
+    import os, sys
+    os.environ["KERAS_BACKEND"] = "tensorflow"
+    import numpy as np, keras, tensorflow as tf
+    out = sys.argv[1]
+    d = np.load(sys.argv[2]); x = d["x"].astype("float32") / 255; y = d["y"]
+    L = keras.layers
+    for seed in (0, 1):
+        keras.utils.set_random_seed(seed)
+        m = keras.Sequential([keras.Input((28, 28, 1)), L.Conv2D(8, 3, use_bias=False), L.BatchNormalization(),
+                              L.Activation("relu"), L.MaxPooling2D(), L.Conv2D(16, 3), L.BatchNormalization(),
+                              L.Activation("relu"), L.Flatten(), L.Dense(10)])
+        m.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        m.fit(x, y, epochs=1, batch_size=64, verbose=0)
+        m.save(f"{out}/k{seed}.keras")
+        c = tf.lite.TFLiteConverter.from_keras_model(m)
+        open(f"{out}/k{seed}.tflite", "wb").write(c.convert())
+        c = tf.lite.TFLiteConverter.from_keras_model(m); c.optimizations = [tf.lite.Optimize.DEFAULT]
+        open(f"{out}/k{seed}-dyn8.tflite", "wb").write(c.convert())
+''')
+
+
+def test_a_keras_bn_model_and_its_tflite_conversions_compare_at_the_weights_level(mnist_train_512, tmp_path):
+    """The TFLite converter folds Keras BatchNormalization (γ/β/moving statistics, ε = 1e-3) into the convolutions:
+    a Keras model against its float and dynamic-range int8 TFLite files is near 1, against its twin's far lower."""
+    x, y = mnist_train_512
+    np.savez(tmp_path / "d.npz", x=x, y=y)
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
+    r = subprocess.run([sys.executable, "-c", _KERAS_BN_TFLITE, str(tmp_path), str(tmp_path / "d.npz")],
+                       capture_output=True, text=True, env=env, timeout=300)
+    if r.returncode != 0:
+        if "No module named 'tensorflow'" in r.stderr:
+            pytest.skip("tensorflow is not installed: no TFLite converter")
+        raise AssertionError(f"TFLite conversion failed:\n{r.stderr[-2000:]}")
+    from twinspect.dl.adapters import load_classifier
+
+    def w(name):
+        return load_classifier(tmp_path / name, input_shape=(28, 28, 1), num_classes=10).loaded.canonical_weights()
+
+    k0 = w("k0.keras")
+    for name, floor in (("k0.tflite", 0.99999), ("k0-dyn8.tflite", 0.999)):
+        c = compare_weights(k0, w(name))
+        assert c.folded == (2, 0) and c.cosine >= floor, name
+    assert compare_weights(w("k1.keras"), w("k0.tflite")).cosine < 0.5

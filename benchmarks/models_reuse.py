@@ -16,8 +16,9 @@ Builds a labelled set of MNIST models with twinspect's own ``train``/``compress`
 All models are compared with :func:`twinspect.dl.modelclones.compare_models` on 500 MNIST test images.
 **Split**: families (a base and its descendants) of seed 0 and LeNet-1 seed 2 form the *calibration*
 split, the others the *test* split; pairs across the splits are not used. The reuse score's logistic
-coefficients are fitted on the calibration split only (and written to
-``twinspect/dl/modelclones/reuse_calibration.json``, the coefficients the CLI ships); every number in the
+coefficients are fitted on the calibration split only (written to the shipped
+``twinspect/dl/modelclones/reuse_calibration.json`` only with ``--write-calibration``: the shipped
+coefficients are the frozen fit of ``models_reuse_holdout3.py``); every number in the
 "test" columns is on the other split. ROC-AUC (scikit-learn) of every measure ("higher is similar"
 measures as they are, distances negated) and of the reuse score; detection rate of every derived kind
 and false-positive rate on independent pairs at the default threshold 0.5.
@@ -420,7 +421,8 @@ def main() -> None:
     ap.add_argument("--inputs", type=int, default=500)
     ap.add_argument("--cka-inputs", type=int, default=256)
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "models_reuse"))
-    ap.add_argument("--no-write-calibration", action="store_true")
+    ap.add_argument("--write-calibration", action="store_true",
+                    help="overwrite the shipped reuse_calibration.json with this script's fit (default: leave it)")
     args = ap.parse_args()
 
     from twinspect.dl.adapters.torch import set_torch_threads
@@ -454,7 +456,7 @@ def main() -> None:
     params = fit_params([p["features"] for p in calib], [p["label"] for p in calib])
     for p in pairs:
         p["reuse_calibrated"] = reuse_score(p["features"], params)
-    if not args.no_write_calibration:
+    if args.write_calibration:
         write_json(CALIBRATION_FILE, {
             "params": params,
             "fitted_on": "benchmarks/models_reuse.py calibration split (families of seed 0 and lenet1-s2)",

@@ -17,7 +17,8 @@ Steps:
    ids ``B000``..., shuffled) and the judge's blind file (``--blind``, default
    ``/tmp/twinspect_bcb_blind.md``): the two methods' code only — no type, label, score or folder.
 2. The judge (someone who did not build the detector) writes
-   ``benchmarks/results/clones_bcb_blind_labels.csv`` (``id,label,reason``).
+   ``benchmarks/results/clones_bcb_blind_labels.csv`` (``id,label,reason``); a second judge, on the same
+   blind file, ``clones_bcb_blind_labels_judge2.csv`` (optional: inter-judge agreement).
 3. ``score``: the share judged ``clone`` / ``weak`` / ``not`` per BigCloneBench type, written to
    ``benchmarks/results/clones_bcb_blind.md``.
 
@@ -44,6 +45,8 @@ DATA = ROOT / ".." / "shared" / "data" / "clones" / "bigclonebench"
 RESULTS = ROOT / "benchmarks" / "results"
 SAMPLE = RESULTS / "clones_bcb_blind_sample.jsonl"
 LABELS = RESULTS / "clones_bcb_blind_labels.csv"
+#: a second blind judge's labels of the same pairs (optional): inter-judge agreement
+LABELS2 = RESULTS / "clones_bcb_blind_labels_judge2.csv"
 REPORT = RESULTS / "clones_bcb_blind.md"
 #: pairs drawn per BigCloneBench type index (2 ST3 incl. VST3, 3 MT3, 4 WT3/T4, 5 non-clone)
 PER_TYPE = {2: 20, 3: 40, 4: 20, 5: 20}
@@ -103,21 +106,39 @@ def verifier_accepts(recs: dict[str, dict]) -> dict[str, bool]:
     return dict(zip(ids, acc.tolist(), strict=True))
 
 
+def read_labels(path: Path) -> dict[str, str]:
+    """``id,label,reason`` CSV → id → label; exits naming the file on a label other than clone/weak/not."""
+    with path.open(encoding="utf-8") as fh:
+        labels = {row["id"].strip(): row["label"].strip() for row in csv.DictReader(fh)}
+    bad = sorted(i for i, lab in labels.items() if lab not in ("clone", "weak", "not"))
+    if bad:
+        sys.exit(f"{path}: labels other than clone/weak/not for {', '.join(bad[:5])}")
+    return labels
+
+
+def agreement(a: dict[str, str], b: dict[str, str]) -> tuple[int, float, float, float]:
+    """(pairs both judged, same label share, same clone/not-clone share, Cohen's κ on clone/not-clone)."""
+    ids = sorted(set(a) & set(b))
+    same = sum(a[i] == b[i] for i in ids) / len(ids)
+    ca = [a[i] == "clone" for i in ids]
+    cb = [b[i] == "clone" for i in ids]
+    po = sum(x == y for x, y in zip(ca, cb, strict=True)) / len(ids)
+    pa, pb = sum(ca) / len(ids), sum(cb) / len(ids)
+    pe = pa * pb + (1 - pa) * (1 - pb)
+    return len(ids), same, po, (po - pe) / (1 - pe) if pe < 1 else 1.0
+
+
 def score(with_verifier: bool) -> None:
     """Per BigCloneBench type: pairs judged clone / weak / not (and, ``with_verifier``, the share of each the
     shipped verifier accepts); written to :data:`REPORT`."""
     from twinspect._io import atomic_write
 
     recs = {json.loads(line)["id"]: json.loads(line) for line in SAMPLE.read_text(encoding="utf-8").splitlines()}
-    with LABELS.open(encoding="utf-8") as fh:
-        labels = {row["id"].strip(): row for row in csv.DictReader(fh)}
-    bad = sorted(i for i, row in labels.items() if row["label"].strip() not in ("clone", "weak", "not"))
-    if bad:
-        sys.exit(f"{LABELS}: labels other than clone/weak/not for {', '.join(bad[:5])}")
+    labels = read_labels(LABELS)
     counts: dict[str, Counter] = defaultdict(Counter)
     for rid, rec in recs.items():
         if rid in labels:
-            counts[rec["type"]][labels[rid]["label"].strip()] += 1
+            counts[rec["type"]][labels[rid]] += 1
     lines = ["| BigCloneBench type | pairs | clone | weak | not | judged clone |", "|---|---|---|---|---|---|"]
     for t in ("ST3", "MT3", "WT3/T4", "non-clone"):
         c = counts.get(t)
@@ -134,9 +155,24 @@ def score(with_verifier: bool) -> None:
             cells = []
             for lab in ("clone", "weak", "not"):
                 got = [acc[i] for i, r in recs.items() if r["type"] == t and i in labels and i in acc
-                       and labels[i]["label"].strip() == lab]
+                       and labels[i] == lab]
                 cells.append(f"{sum(got)} / {len(got)}" if got else "–")
             lines.append(f"| {t} | " + " | ".join(cells) + " |")
+    if LABELS2.exists():
+        second = read_labels(LABELS2)
+        n, same, po, kappa = agreement(labels, second)
+        lines += ["", f"A second blind judge (`{LABELS2.name}`, same blind file, same instructions) on {n} pairs: "
+                  f"same label {100 * same:.1f} %, clone vs not-clone {100 * po:.1f} %, Cohen's κ {kappa:.2f}. "
+                  "Judged clone by the second judge, per type:", "",
+                  "| BigCloneBench type | pairs | clone | weak | not | judged clone | both judges clone |",
+                  "|---|---|---|---|---|---|---|"]
+        for t in ("ST3", "MT3", "WT3/T4", "non-clone"):
+            ids = [i for i, r in recs.items() if r["type"] == t and i in second]
+            if ids:
+                c2 = Counter(second[i] for i in ids)
+                both = sum(second[i] == "clone" and labels.get(i) == "clone" for i in ids)
+                lines.append(f"| {t} | {len(ids)} | {c2['clone']} | {c2['weak']} | {c2['not']} | "
+                             f"{100 * c2['clone'] / len(ids):.1f} % | {both} |")
     missing = sorted(set(recs) - set(labels))
     body = ["# BigCloneBench pairs judged blind by the real-code precision study's standard", "",
             "Sample: `benchmarks/clones_bcb_blind.py sample` (test half of the functionality split, seed 0); the judge "

@@ -25,7 +25,7 @@ Steps:
 Run from the repository root::
 
     .venv/bin/python benchmarks/clones_bcb_blind.py sample
-    .venv/bin/python benchmarks/clones_bcb_blind.py score     # about a minute: the verifier's features
+    .venv/bin/python benchmarks/clones_bcb_blind.py score --detector  # minutes: the verifier, a scan of the half
 """
 
 from __future__ import annotations
@@ -106,6 +106,38 @@ def verifier_accepts(recs: dict[str, dict]) -> dict[str, bool]:
     return dict(zip(ids, acc.tolist(), strict=True))
 
 
+def detector_states(recs: dict[str, dict]) -> dict[str, bool]:
+    """Sample id → does ``twinspect clones`` at its default settings, run on the whole test half (every
+    function a fragment, as ``benchmarks/clones.py`` scans it), state the pair (listed, or inside an
+    identical group)?"""
+    import tempfile
+
+    import numpy as np
+
+    from twinspect.code.clones import DetectConfig, detect
+    from twinspect.code.evaluate.bcb import (
+        FoundPairs,
+        bcb_fragments,
+        bcb_function_id,
+        bcb_split,
+        load_bcb_functions,
+        load_bcb_labels,
+    )
+    from twinspect.code.evaluate.common import config_embedder
+    from twinspect.code.evaluate.matching import report_view
+
+    functions, _ = bcb_split(load_bcb_functions(DATA), load_bcb_labels(DATA), "test", 0)
+    with tempfile.TemporaryDirectory(prefix="twinspect-bcb-") as tmp:
+        frags = bcb_fragments(functions, tmp, 1, True)
+    frags = sorted(frags, key=lambda f: (f.path, f.start_line, f.end_line))
+    cfg = DetectConfig()
+    (vecs,) = config_embedder(cfg)(frags, [frags])
+    vecs = vecs / np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
+    rep = detect(frags, cfg, vectors=vecs, vectors_encoder=cfg.encoder, quiet=True)
+    stated = FoundPairs.from_view(report_view(rep), bcb_function_id).stated()
+    return {i: bool(stated(r["id1"], r["id2"])) for i, r in recs.items()}
+
+
 def read_labels(path: Path) -> dict[str, str]:
     """``id,label,reason`` CSV → id → label; exits naming the file on a label other than clone/weak/not."""
     with path.open(encoding="utf-8") as fh:
@@ -128,9 +160,10 @@ def agreement(a: dict[str, str], b: dict[str, str]) -> tuple[int, float, float, 
     return len(ids), same, po, (po - pe) / (1 - pe) if pe < 1 else 1.0
 
 
-def score(with_verifier: bool) -> None:
+def score(with_verifier: bool, with_detector: bool = False) -> None:
     """Per BigCloneBench type: pairs judged clone / weak / not (and, ``with_verifier``, the share of each the
-    shipped verifier accepts); written to :data:`REPORT`."""
+    shipped verifier accepts; ``with_detector``, the share the default detector states on a scan of the
+    whole test half); written to :data:`REPORT`."""
     from twinspect._io import atomic_write
 
     recs = {json.loads(line)["id"]: json.loads(line) for line in SAMPLE.read_text(encoding="utf-8").splitlines()}
@@ -156,6 +189,18 @@ def score(with_verifier: bool) -> None:
             for lab in ("clone", "weak", "not"):
                 got = [acc[i] for i, r in recs.items() if r["type"] == t and i in labels and i in acc
                        and labels[i] == lab]
+                cells.append(f"{sum(got)} / {len(got)}" if got else "–")
+            lines.append(f"| {t} | " + " | ".join(cells) + " |")
+    if with_detector:
+        st = detector_states(recs)
+        lines += ["", "Stated by `twinspect clones` at its default settings on a scan of the whole test half "
+                  "(listed or inside an identical group), per type and judge's label:", "",
+                  "| BigCloneBench type | judged clone: stated | judged weak: stated | judged not: stated |",
+                  "|---|---|---|---|"]
+        for t in ("ST3", "MT3", "WT3/T4", "non-clone"):
+            cells = []
+            for lab in ("clone", "weak", "not"):
+                got = [st[i] for i, r in recs.items() if r["type"] == t and labels.get(i) == lab]
                 cells.append(f"{sum(got)} / {len(got)}" if got else "–")
             lines.append(f"| {t} | " + " | ".join(cells) + " |")
     if LABELS2.exists():
@@ -189,11 +234,14 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--blind", type=Path, default=Path("/tmp/twinspect_bcb_blind.md"))
     ap.add_argument("--no-verifier", action="store_true", help="score: leave out the shipped verifier's decisions")
+    ap.add_argument("--detector", action="store_true",
+                    help="score: also scan the whole test half with the default detector (minutes) and say which "
+                         "pairs it states")
     args = ap.parse_args()
     if args.command == "sample":
         sample(args.seed, args.blind)
     else:
-        score(not args.no_verifier)
+        score(not args.no_verifier, args.detector)
 
 
 if __name__ == "__main__":

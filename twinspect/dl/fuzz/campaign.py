@@ -466,7 +466,7 @@ class Campaign:
         run's deadline, each finding is bounded by ``minimise_tries`` runs); returns the seconds it took
         (also added to ``state["findings_after_s"]``). Each finding leaves the queue as it is done and the
         state is saved, so an interrupted run resumes with the rest."""
-        from twinspect.dl.fuzz.executors import _load_outputs
+        from twinspect.dl.fuzz.executors import load_outputs
 
         pend = self.state.setdefault("pending_findings", [])
         if not pend:
@@ -480,7 +480,7 @@ class Campaign:
                 r = dict(r)
                 if r.get("status") == "ok" and r.get("out"):
                     r["out"] = str(self.root / r["out"])
-                    r["outputs"] = _load_outputs(Path(r["out"]))
+                    r["outputs"] = load_outputs(Path(r["out"]))
                 res[s] = r
             # candidates get the weights' and inputs' seed of the mutant, as when minimised inside the loop
             self._model_index = int(p.get("index", self.state["models_generated"]))

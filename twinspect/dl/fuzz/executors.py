@@ -56,7 +56,12 @@ class Executor(Protocol):
         """Release workers (and a Ray instance this executor started)."""
 
 
-def _load_outputs(path: Path) -> list[np.ndarray]:
+def load_outputs(path: Path) -> list[np.ndarray]:
+    """A worker's saved outputs (``o0``, ``o1``, ... of an .npz, in output order) as a list of arrays.
+
+    Raises:
+        OSError / ValueError: the file is missing or not an .npz.
+    """
     with np.load(path) as z:
         return [z[f"o{i}"] for i in range(len(z.files))]
 
@@ -88,7 +93,7 @@ class LocalExecutor:
             r = self.workers[s].run(model, inputs, out)
             d = r.to_json()
             if r.status == "ok":
-                d["outputs"] = _load_outputs(out)
+                d["outputs"] = load_outputs(out)
             res[s] = d
         return res
 
@@ -236,7 +241,7 @@ class RayExecutor:
                 with atomic_path(out) as tmp:
                     Path(tmp).write_bytes(data)
                 d["out"] = str(out)
-                d["outputs"] = _load_outputs(out)
+                d["outputs"] = load_outputs(out)
             res[s] = d
         return res
 

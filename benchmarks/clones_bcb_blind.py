@@ -160,6 +160,18 @@ def agreement(a: dict[str, str], b: dict[str, str]) -> tuple[int, float, float, 
     return len(ids), same, po, (po - pe) / (1 - pe) if pe < 1 else 1.0
 
 
+def flag_rows(recs: dict[str, dict], labels: dict[str, str], flag: dict[str, bool]) -> list[str]:
+    """Markdown rows, one per BigCloneBench type: ``flagged / pairs`` for each judge's label."""
+    rows = []
+    for t in ("ST3", "MT3", "WT3/T4", "non-clone"):
+        cells = []
+        for lab in ("clone", "weak", "not"):
+            got = [flag[i] for i, r in recs.items() if r["type"] == t and i in flag and labels.get(i) == lab]
+            cells.append(f"{sum(got)} / {len(got)}" if got else "–")
+        rows.append(f"| {t} | " + " | ".join(cells) + " |")
+    return rows
+
+
 def score(with_verifier: bool, with_detector: bool = False) -> None:
     """Per BigCloneBench type: pairs judged clone / weak / not (and, ``with_verifier``, the share of each the
     shipped verifier accepts; ``with_detector``, the share the default detector states on a scan of the
@@ -184,25 +196,14 @@ def score(with_verifier: bool, with_detector: bool = False) -> None:
                   "features alone, candidate generation not involved), per type and judge's label:", "",
                   "| BigCloneBench type | judged clone: accepted | judged weak: accepted | judged not: accepted |",
                   "|---|---|---|---|"]
-        for t in ("ST3", "MT3", "WT3/T4", "non-clone"):
-            cells = []
-            for lab in ("clone", "weak", "not"):
-                got = [acc[i] for i, r in recs.items() if r["type"] == t and i in labels and i in acc
-                       and labels[i] == lab]
-                cells.append(f"{sum(got)} / {len(got)}" if got else "–")
-            lines.append(f"| {t} | " + " | ".join(cells) + " |")
+        lines += flag_rows(recs, labels, acc)
     if with_detector:
         st = detector_states(recs)
         lines += ["", "Stated by `twinspect clones` at its default settings on a scan of the whole test half "
                   "(listed or inside an identical group), per type and judge's label:", "",
                   "| BigCloneBench type | judged clone: stated | judged weak: stated | judged not: stated |",
                   "|---|---|---|---|"]
-        for t in ("ST3", "MT3", "WT3/T4", "non-clone"):
-            cells = []
-            for lab in ("clone", "weak", "not"):
-                got = [st[i] for i, r in recs.items() if r["type"] == t and labels.get(i) == lab]
-                cells.append(f"{sum(got)} / {len(got)}" if got else "–")
-            lines.append(f"| {t} | " + " | ".join(cells) + " |")
+        lines += flag_rows(recs, labels, st)
     if LABELS2.exists():
         second = read_labels(LABELS2)
         n, same, po, kappa = agreement(labels, second)

@@ -480,6 +480,15 @@ def minimize_trigger(
         spent += 1
         return (cand, pf[0], pg[0]) if ok(pf[0], pg[0]) else None
 
+    def seed_outputs() -> tuple[np.ndarray, np.ndarray]:
+        """Both models' (K,) probabilities on the seed: ``seed_probs``, or one query the first time they are needed."""
+        nonlocal spent, seed_probs
+        if seed_probs is None:
+            pf0, pg0 = query(seed[None])
+            spent += 1
+            seed_probs = (pf0[0], pg0[0])
+        return seed_probs
+
     # 0. look for the preferred kind along the interpolation
     if prefer is not None:
         if prefer(bf, bg):
@@ -512,11 +521,7 @@ def minimize_trigger(
 
     # 1a. L∞ descent: search again inside smaller L∞ balls (a trigger found with a large ε)
     if descent > 0 and method == "boundary" and float(np.abs(best - seed).max()) > linf_ref + 0.5 and room():
-        if seed_probs is None:
-            pf0, pg0 = query(seed[None])
-            spent += 1
-            seed_probs = (pf0[0], pg0[0])
-        c0 = int(np.argmax(seed_probs[0]))
+        c0 = int(np.argmax(seed_outputs()[0]))
         if int(np.argmax(bf)) == c0 and int(np.argmax(bg)) != c0:
             best, bf, bg = _linf_descent(seed, best, bf, bg, c0, attempt, cond, room, target=linf_ref,
                                          factor=descent_factor, rounds=descent, side=block, bisect=bisect,
@@ -543,13 +548,9 @@ def minimize_trigger(
         for _ in range(rounds):
             if not room():
                 break
-            if seed_probs is None:
-                pf0, pg0 = query(seed[None])
-                spent += 1
-                seed_probs = (pf0[0], pg0[0])
             seek = prefer is not None and not preferred and seek_preferred
             want = prefer if seek and prefer is not None else cond
-            got_b = _reweight_round(seed, seed_probs, best, bf, bg, attempt, want, room,
+            got_b = _reweight_round(seed, seed_outputs(), best, bf, bg, attempt, want, room,
                                     block=block, lcap=lcap, linf_ref=linf_ref, ssim_ref=ssim_ref, bisect=bisect,
                                     tries=tries, slack=slack, mover=1 if seek else None)
             if got_b is None:

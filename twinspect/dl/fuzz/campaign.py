@@ -606,7 +606,7 @@ class Campaign:
                 pending[seen]["duplicates"] += 1
                 continue
             self._queue_finding(seen, f, op, mutant, res, mpath, ipath)
-            pending = {p["seen"]: p for p in self.state["pending_findings"]}
+            pending[seen] = self.state["pending_findings"][-1]
 
     def _bundle(self, seen: str, f: dict, op: str, mutant: dict, res: dict[str, dict], mpath: Path, ipath: Path,
                 systems: list[str], count: int, found_at_s: float) -> None:
@@ -744,14 +744,8 @@ def clean_run(res: dict[str, dict]) -> bool:
     """Whether every system ran the model (status ``ok``) and every output is free of NaN and infinity: the
     authors' condition for a coverage-adding mutant to join the pool (``run.py``, ``after_prediction``: only
     when ``status_crash_nan`` is false)."""
-    for r in res.values():
-        if r.get("status") != "ok":
-            return False
-        for o in r.get("outputs") or []:
-            a = np.asarray(o)
-            if a.dtype.kind in "fc" and not np.isfinite(a).all():
-                return False
-    return True
+    return all(r.get("status") == "ok" and not any(oracles.nonfinite([np.asarray(o) for o in r.get("outputs") or []]).values())
+               for r in res.values())
 
 
 def read_model_log(root: str | Path) -> list[dict]:

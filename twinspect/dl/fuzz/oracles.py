@@ -57,9 +57,9 @@ def d_mad(a: list[np.ndarray] | np.ndarray, b: list[np.ndarray] | np.ndarray) ->
 
 
 def nonfinite(outs: list[np.ndarray]) -> dict[str, bool]:
-    """``{"nan": any NaN, "inf": any ±Inf}`` over a system's outputs."""
-    return {"nan": any(bool(np.isnan(o).any()) for o in outs if o.dtype.kind == "f"),
-            "inf": any(bool(np.isinf(o).any()) for o in outs if o.dtype.kind == "f")}
+    """``{"nan": any NaN, "inf": any ±Inf}`` over a system's outputs (float or complex arrays; others have neither)."""
+    return {"nan": any(bool(np.isnan(o).any()) for o in outs if o.dtype.kind in "fc"),
+            "inf": any(bool(np.isinf(o).any()) for o in outs if o.dtype.kind in "fc")}
 
 
 def calibrate_threshold(distances: list[float], factor: float = 10.0, floor: float = 1e-4) -> float:

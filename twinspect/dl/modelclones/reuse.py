@@ -102,6 +102,12 @@ def transform(x: float) -> float:
     return float(-math.log(max(1.0 - float(x), 0.0) + 1e-6))
 
 
+def transform_array(x: np.ndarray) -> np.ndarray:
+    """:func:`transform` of every element: float64 array of ``x``'s shape (NaN stays NaN)."""
+    with np.errstate(invalid="ignore"):
+        return -np.log(np.clip(1.0 - np.asarray(x, dtype=np.float64), 0.0, None) + 1e-6)
+
+
 def _regressor(feature: str, value: float) -> float:
     """A feature's value as the regression takes it: zoo features as they are, similarities transformed."""
     return float(value) if feature in ZOO_FEATURES else transform(value)
@@ -138,8 +144,7 @@ def zoo_margins(sim: np.ndarray, related: np.ndarray | None = None) -> tuple[np.
     if s.ndim != 2 or s.shape[0] != s.shape[1]:
         raise ValueError(f"a similarity matrix must be square, got shape {s.shape}")
     m = len(s)
-    with np.errstate(invalid="ignore"):
-        t = -np.log(np.clip(1.0 - s, 0.0, None) + 1e-6)
+    t = transform_array(s)
     t[~np.isfinite(s)] = np.nan
     np.fill_diagonal(t, np.nan)
     filled = np.where(np.isfinite(t), t, -np.inf)
@@ -201,7 +206,7 @@ def related_by_outputs(features: Mapping[str, np.ndarray], params: Mapping[str, 
     ok = np.all([np.isfinite(m) for m in mats], axis=0)
     z = np.full(mats[0].shape, float(coef[0]))
     for c, m in zip(coef[1:], mats):
-        z = z + float(c) * -np.log(np.clip(1.0 - np.nan_to_num(m, nan=0.0), 0.0, None) + 1e-6)
+        z = z + float(c) * transform_array(np.nan_to_num(m, nan=0.0))
     th = DEFAULT_THRESHOLD if threshold is None else threshold
     rel = ok & (z >= math.log(th / (1.0 - th)))
     np.fill_diagonal(rel, False)

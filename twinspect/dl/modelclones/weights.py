@@ -140,10 +140,10 @@ def fold_batchnorm(w: Weights) -> tuple[Weights, int]:
     """
     out: Weights = {}
     prev: str | None = None  # the last layer kept, when it has a kernel no BatchNorm was folded into yet
+    kern: tuple[str, str | None] | None = None  # that layer's (kernel, bias) names
     folded = 0
     for layer, ps in w.items():
         bn = _batchnorm(ps)
-        kern = _kernel(out[prev]) if prev is not None else None
         if bn is not None and prev is not None and kern is not None:
             gamma, beta, mean, var, eps = bn
             kname, bname = kern
@@ -157,7 +157,8 @@ def fold_batchnorm(w: Weights) -> tuple[Weights, int]:
                 prev = None
                 continue
         out[layer] = dict(ps)
-        prev = layer if _kernel(ps) is not None else None
+        kern = _kernel(ps)
+        prev = layer if kern is not None else None
     return out, folded
 
 

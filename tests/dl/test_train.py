@@ -114,3 +114,22 @@ def test_cli_train_bad_inputs_exit_2_with_one_line(tmp_path, capsys, args, needl
     assert code == 2
     assert needle in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "x.pt").exists()
+
+
+def test_fit_calls_on_epoch_after_every_epoch_with_the_trained_module():
+    from twinspect.dl.adapters.base import PRESETS
+    from twinspect.dl.architectures import build_model
+    from twinspect.dl.train import FitConfig, fit
+
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 256, size=(40, 28, 28, 1)).astype(np.uint8)
+    y = rng.integers(0, 10, size=40)
+    torch.manual_seed(0)
+    m = build_model("lenet1", (28, 28, 1), 10)
+    seen: list[tuple[int, torch.Tensor]] = []
+    fit(m, x, y, PRESETS["unit-nchw"], FitConfig(epochs=3, batch_size=16, lr=1e-2, seed=0),
+        on_epoch=lambda e, mod: seen.append((e, next(mod.parameters()).detach().clone())))
+    assert [e for e, _ in seen] == [1, 2, 3]
+    # each snapshot is the weights after that epoch: they change between epochs, the last is the final model
+    assert not torch.equal(seen[0][1], seen[1][1])
+    assert torch.equal(seen[-1][1], next(m.parameters()).detach())

@@ -181,6 +181,7 @@ def fit(
     alpha: float = 0.9,
     quiet: bool = True,
     description: str = "training",
+    on_epoch: Callable[[int, nn.Module], None] | None = None,
 ) -> FitLog:
     """Train ``module`` in place with cross-entropy, or with the distillation loss when ``teacher`` is given.
 
@@ -197,6 +198,8 @@ def fit(
         alpha: weight of the soft-target term.
         quiet: no progress bar.
         description: label of the progress bar.
+        on_epoch: called as ``on_epoch(epoch, module)`` (epoch counted from 1, module in train
+            mode) after every completed epoch, e.g. to keep weight snapshots; None = no call.
 
     Returns:
         A :class:`FitLog`.
@@ -265,6 +268,8 @@ def fit(
             log.loss.append(loss_sum / max(seen, 1))
             log.train_acc.append(correct / max(seen, 1))
             bar.update(description=f"{description} epoch {epoch + 1}/{cfg.epochs} loss {log.loss[-1]:.3f}")
+            if on_epoch is not None:
+                on_epoch(epoch + 1, module)
     module.eval()
     log.time_s = time.perf_counter() - t0
     log.steps = step

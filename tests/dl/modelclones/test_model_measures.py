@@ -105,6 +105,20 @@ def test_euclidean_distance_is_the_norm_of_the_difference():
     assert c.euclidean == pytest.approx(np.sqrt(8.0)) and c.cosine == pytest.approx(1 / 3)
 
 
+def test_normalised_euclidean_is_the_rms_difference_per_weight():
+    a = {"l1": {"w": np.array([[1.0, 2.0], [2.0, 0.0]]), "b": np.array([0.0, 0.0])}}
+    b = {"l1": {"w": np.array([[1.0, 0.0], [0.0, 0.0]]), "b": np.array([0.0, 2.0])}}
+    c = compare_weights(a, b)
+    assert c.n_weights == 6
+    assert c.euclidean_rms == pytest.approx(np.sqrt(12.0 / 6))
+    # the same per-weight difference on a model 100× larger gives the same normalised distance
+    big_a = {"l": {"w": np.tile(a["l1"]["w"].ravel(), 100)}, "m": {"w": np.tile(a["l1"]["b"], 100)}}
+    big_b = {"l": {"w": np.tile(b["l1"]["w"].ravel(), 100)}, "m": {"w": np.tile(b["l1"]["b"], 100)}}
+    big = compare_weights(big_a, big_b)
+    assert big.euclidean == pytest.approx(10 * c.euclidean)
+    assert big.euclidean_rms == pytest.approx(c.euclidean_rms)
+
+
 def test_different_architectures_are_refused():
     rng = _rng(7)
     with pytest.raises(DifferentArchitectures, match="shape"):

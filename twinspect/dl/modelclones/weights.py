@@ -51,6 +51,7 @@ class WeightComparison:
         folded: BatchNorm layers folded into the layer before them in model a and in model b (0, 0 when
             the arrays lined up as they are; see :func:`fold_batchnorm`).
         reordered: the layers were paired by shape, not in the order the models list them.
+        n_weights: number of weights compared (the length of the flattened vector ``P``).
     """
 
     cosine: float
@@ -58,6 +59,14 @@ class WeightComparison:
     layers: list[dict] = field(default_factory=list)
     folded: tuple[int, int] = (0, 0)
     reordered: bool = False
+    n_weights: int = 0
+
+    @property
+    def euclidean_rms(self) -> float:
+        """Euclidean distance normalised by the number of weights: ``‖a − b‖ / √P``, the root-mean-square
+        difference per weight (in weight units), comparable across architectures of different sizes
+        (the raw distance grows with √P). NaN when no weights were compared."""
+        return self.euclidean / float(np.sqrt(self.n_weights)) if self.n_weights else float("nan")
 
 
 def flat_arrays(w: Weights) -> list[tuple[str, np.ndarray]]:
@@ -195,7 +204,7 @@ def _compare_lined_up(a: Weights, b: Weights) -> WeightComparison:
         layers.append({"a": na, "b": nb, "shape": list(wa.shape), "cosine": _cos(va, vb), "euclidean": float(np.linalg.norm(va - vb))})
     va = np.concatenate([w.ravel() for _, w in fa])
     vb = np.concatenate([w.ravel() for _, w in fb])
-    return WeightComparison(_cos(va, vb), float(np.linalg.norm(va - vb)), layers)
+    return WeightComparison(_cos(va, vb), float(np.linalg.norm(va - vb)), layers, n_weights=int(va.size))
 
 
 def compare_weights(a: Weights, b: Weights) -> WeightComparison:

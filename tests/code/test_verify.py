@@ -81,6 +81,52 @@ def test_verify_pairs_decides_as_full_scoring_on_real_code():
         PairFeatures(frags).compute(a, b, columns=["nope"])
 
 
+def test_bounds_bound_the_alignments_and_spare_most_of_them(monkeypatch):
+    """PairFeatures.bounds (multiset intersections instead of LCS) is at or above every feature on
+    every pair of the example corpus, strictly above where statements were reordered; with the
+    prefilter, verify_pairs aligns only the pairs whose bound reaches the threshold and decides as
+    without it."""
+    from pathlib import Path
+
+    from twinspect.code import verify
+    from twinspect.code.fragments import mine
+
+    root = Path(__file__).resolve().parents[2] / "twinspect" / "examples" / "clones" / "python"
+    frags, _ = mine([root], min_lines=3, quiet=True)
+    frags += [one(BASE, "a.py"), one(BASE.replace("    if tax:\n        total = total * (1 + tax)\n", "")
+                                     .replace("    total = 0\n", "    total = 0\n    if tax:\n"
+                                              "        total = total * (1 + tax)\n"), "r.py")]
+    a, b = (np.asarray(t, dtype=np.int64) for t in zip(*[(i, j) for i in range(len(frags)) for j in range(i + 1, len(frags))]))
+    feats = PairFeatures(frags)
+    ub, exact = feats.bounds(a, b), feats.compute(a, b)
+    col = {name: i for i, name in enumerate(FEATURES)}
+    seq = [col[f] for f in verify.SEQUENCE_FEATURES]
+    assert np.all(ub[:, seq] >= exact[:, seq] - 1e-6)
+    np.testing.assert_array_equal(ub[:, [col[f] for f in verify.SPARSE_FEATURES]], 1.0)
+    np.testing.assert_array_equal(ub[:, [col["size_ratio"], col["length"]]], exact[:, [col["size_ratio"], col["length"]]])
+    # the reordered copy (last pair): same tokens, so the bound is 1, but the LCS is not
+    assert ub[-1, col["lcs_min"]] == pytest.approx(1.0) and exact[-1, col["lcs_min"]] < 0.95
+
+    aligned: list[int] = []
+    compute = PairFeatures.compute
+
+    def counting(self, a, b, columns=None, workers=1):
+        if columns == verify.SEQUENCE_FEATURES:
+            aligned.append(len(a))
+        return compute(self, a, b, columns, workers)
+
+    monkeypatch.setattr(PairFeatures, "compute", counting)
+    verifier = load_verifier()
+    x, scores = verify_pairs(PairFeatures(frags), verifier, a, b)
+    x0, scores0 = verify_pairs(PairFeatures(frags), verifier, a, b, prefilter=False)
+    assert aligned[-1] == len(a) and 0 < aligned[0] < len(a) // 2
+    accepted = scores0 >= verifier.threshold
+    assert accepted.any()
+    assert np.array_equal(scores >= verifier.threshold, accepted)
+    np.testing.assert_array_equal(x[accepted], x0[accepted])
+    np.testing.assert_array_equal(scores[accepted], scores0[accepted])
+
+
 def test_normalized_lines_drop_braces_and_abstract_names():
     (java,) = extract_fragments("class A {\n  int f(int a) {\n    return a + 1;\n  }\n}\n", "A.java", "java",
                                 min_lines=1)

@@ -918,7 +918,7 @@ def _verified_pairs(
     t0 = time.perf_counter()
     with progress("verifying candidates", total=len(pa), quiet=quiet) as bar:
         la, lb = local[pa], local[pb]
-        x, scores = verify_pairs(feats, verifier, la, lb, executor=executor)
+        x, scores = verify_pairs(feats, verifier, la, lb, executor=executor, prefilter=t4_rule is None)
         if base is None:
             from twinspect.code.basecode import MIN_FRAGMENTS, base_lines
 

@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 
 _SEARCH_CHUNK = 1024  # queries per index.search call (progress granularity, bounded memory)
 _PREFIX_CHUNK = 256  # rows of the prefix matrix multiplied at once (bounds the candidate arrays held at once)
-_VERIFY_CHUNK = 1 << 16  # candidate pairs whose overlap is computed at once
+_VERIFY_CHUNK = 1 << 14  # candidate pairs whose overlap is computed at once (1 << 16 held 0.6 GB of rows)
 _RESCORE_CHUNK = 1 << 18  # neighbour pairs of the reduced index re-scored per progress step
 #: k of the extended prefix filter: prefixes k − 1 items longer must share k items.
 PREFIX_SHARED = 32
@@ -346,6 +346,8 @@ def range_pairs(
         # the reduced index holds positions (0..n-1) of the representatives, the others their ids
         index_ids = np.arange(len(reps), dtype=np.int64) if reduced else rep_ids
         idx.add(index_ids, base)
+    if isinstance(idx, ExactIndex):
+        del base  # the exact index holds its own copy; only the HNSW searches below read this one
     if search_threads is not None:
         idx.num_threads = search_threads  # type: ignore[attr-defined]
     # A few extra neighbours stand in for the query itself and overlapping (nested) fragments.

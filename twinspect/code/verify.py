@@ -90,6 +90,7 @@ STRICT_MODEL = Path(__file__).parent / "data" / "t3_verifier_strict.json"
 #: Models shipped in the package, by name.
 MODELS = {"default": DEFAULT_MODEL, "strict": STRICT_MODEL}
 _CHUNK = 1 << 15  # pairs whose sparse features are computed at once (bounded memory)
+_SCORE_CHUNK = 1 << 18  # feature rows scored at once (bounded memory)
 
 
 class PairFeatures:
@@ -475,8 +476,10 @@ class Verifier:
         """
         import numpy as np
 
-        x = np.asarray(x, dtype=np.float64)
-        cols = np.ascontiguousarray(x.T)
+        x = np.asarray(x)
+        if len(x) > _SCORE_CHUNK:  # a float64 column copy of millions of rows would be GBs
+            return np.concatenate([self.score(x[i:i + _SCORE_CHUNK]) for i in range(0, len(x), _SCORE_CHUNK)])
+        cols = np.ascontiguousarray(x.T, dtype=np.float64)
         raw = np.full(len(x), float(self.baseline))
         for t in self.trees:
             feat, thr, left, right, leaf, value = (t["feature"], t["threshold"], t["left"], t["right"],

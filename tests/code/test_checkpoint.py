@@ -13,7 +13,7 @@ from twinspect.code import fragments
 from twinspect.code.checkpoint import ParseCache
 from twinspect.code.clones import DetectConfig, scan
 
-VOLATILE = ("timings", "parse_cache", "executor", "workers")
+VOLATILE = ("timings", "parse_cache", "stage_cache", "executor", "workers")
 
 
 def _view(report) -> dict:

@@ -202,10 +202,13 @@ AddressOpt = Annotated[Optional[str], typer.Option("--address", help="With --exe
 WorkersOpt = Annotated[Optional[int], typer.Option("--workers", help="Processes (local) or Ray CPUs of a local "
                                                    "Ray instance; default 2 here, the cluster's CPUs when joining "
                                                    "one.")]
-CacheOpt = Annotated[Optional[Path], typer.Option("--cache", metavar="DIR", help="Parse checkpoint directory: "
+CacheOpt = Annotated[Optional[Path], typer.Option("--cache", metavar="DIR", help="Checkpoint directory: "
                                                   "each parsed file's fragments are kept there, so an interrupted "
                                                   "run resumes and the next run re-parses only changed files "
-                                                  "(function and file granularity). Same report either way.")]
+                                                  "(function and file granularity); the default detection also "
+                                                  "keeps its candidate search and verification there, read back "
+                                                  "when the fragments and settings are the same. Same report "
+                                                  "either way.")]
 ChangedOpt = Annotated[bool, typer.Option(
     "--changed", help="Check only the files added or changed since the full scan that filled --cache (which saves "
     "its state there): report the clone pairs with a fragment in one of them, found among the unchanged fragments "

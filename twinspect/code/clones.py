@@ -105,6 +105,7 @@ if TYPE_CHECKING:  # numpy is imported lazily so that `twinspect --help` stays f
 
     from twinspect.code.candidates import Candidates
     from twinspect.code.executors import ShardExecutor
+    from twinspect.code.stage_cache import StageCache
     from twinspect.code.vectors import FragmentVectors
 
 ENCODERS = ("lexical", "neural", "semantic")
@@ -814,6 +815,38 @@ def _timed(fn: Any, *args: Any, **kwargs: Any) -> tuple[Any, float]:
     return out, time.perf_counter() - t
 
 
+def _candidate_sources(
+    vecs: FragmentVectors, reps: list[int], frags: Sequence[Fragment], plain: list, config: DetectConfig,
+    threshold: float, params: dict[str, Any], quiet: bool, executor: ShardExecutor | None, seconds: dict[str, float],
+) -> tuple[Candidates, Candidates]:
+    """The embedding range search and the token-overlap index of :func:`_verified_pairs` (their
+    seconds added to ``seconds``), the second in a thread beside the first."""
+    from twinspect.code.candidates import Candidates, overlap_pairs, range_pairs
+
+    # The two candidate sources are independent and spend most of their time in numpy/scipy
+    # kernels that release the GIL, so the token-overlap index runs in a second thread while the
+    # range search runs here (stdlib: 5.0 s -> 3.6 s on 2 cores; same candidates). Only one
+    # progress display can be live at a time: the thread's bar is silent, and a spinner covers
+    # any wait for it after the range search.
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="twinspect-overlap") as pool:
+        tok_future = None
+        if config.token_overlap is not None:
+            tok_future = pool.submit(_timed, overlap_pairs, plain, reps, frags, theta=config.token_overlap,
+                                     cap=config.max_neighbours, quiet=True, executor=executor)
+        t0 = time.perf_counter()
+        emb = range_pairs(vecs, reps, frags, threshold=threshold, cap=config.max_neighbours, index=config.index,
+                          index_params=params, quiet=quiet)
+        seconds["range_search"] = time.perf_counter() - t0
+        if tok_future is None:
+            tok = Candidates.empty()
+        elif tok_future.done():
+            tok, seconds["token_overlap"] = tok_future.result()
+        else:
+            with progress("token-overlap index", total=None, quiet=quiet):
+                tok, seconds["token_overlap"] = tok_future.result()
+    return emb, tok
+
+
 def _verified_pairs(
     vecs: FragmentVectors,
     frags: Sequence[Fragment],
@@ -825,6 +858,7 @@ def _verified_pairs(
     quiet: bool = True,
     executor: ShardExecutor | None = None,
     base: frozenset[str] | None = None,
+    stages: StageCache | None = None,
 ) -> tuple[list[ClonePair], Candidates, dict[str, Any]]:
     """The near-miss pipeline: candidates from two sources, verified, typed, expanded to buckets.
 
@@ -841,7 +875,9 @@ def _verified_pairs(
     representative pair stands for its buckets' member pairs (T2-identical members have the same
     abstracted tokens): all of them when the two buckets have ≤ ``config.max_bucket_pairs`` members
     together, else two stars. ``base``: the base lines of the base-code rule (None: those of the
-    representatives, :func:`twinspect.code.basecode.base_lines`).
+    representatives, :func:`twinspect.code.basecode.base_lines`). ``stages``: the checkpoints of
+    this run (:mod:`twinspect.code.stage_cache`): both candidate sources and the verified candidates
+    are read back from it when present, and written to it when computed.
 
     Returns:
         ``(pairs, edges, counters)``: the clone pairs (exact ones included) sorted by (a, b), the
@@ -858,7 +894,7 @@ def _verified_pairs(
     import numpy as np
 
     from twinspect._arrays import unique_sorted
-    from twinspect.code.candidates import overlap_pairs, range_pairs
+    from twinspect.code.candidates import Candidates
     from twinspect.code.clone_types import MT3_MIN, band_of
     from twinspect.code.normalize import token_views
     from twinspect.code.verify import PairFeatures, load_verifier, verify_pairs
@@ -882,50 +918,54 @@ def _verified_pairs(
     t0 = time.perf_counter()
     plain = [token_views(f)[0] if i in rep_set else () for i, f in enumerate(frags)]  # shared tuples, no copies
     seconds = {"tokens": time.perf_counter() - t0}
-    # The two candidate sources are independent and spend most of their time in numpy/scipy
-    # kernels that release the GIL, so the token-overlap index runs in a second thread while the
-    # range search runs here (stdlib: 5.0 s -> 3.6 s on 2 cores; same candidates). Only one
-    # progress display can be live at a time: the thread's bar is silent, and a spinner covers
-    # any wait for it after the range search.
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="twinspect-overlap") as pool:
-        tok_future = None
-        if config.token_overlap is not None:
-            tok_future = pool.submit(_timed, overlap_pairs, plain, reps, frags, theta=config.token_overlap,
-                                     cap=config.max_neighbours, quiet=True, executor=executor)
-        t0 = time.perf_counter()
-        emb = range_pairs(vecs, reps, frags, threshold=lo_thr, cap=config.max_neighbours, index=config.index,
-                          index_params=params, quiet=quiet)
-        seconds["range_search"] = time.perf_counter() - t0
-        if tok_future is None:
-            from twinspect.code.candidates import Candidates
-
-            tok = Candidates.empty()
-        elif tok_future.done():
-            tok, seconds["token_overlap"] = tok_future.result()
-        else:
-            with progress("token-overlap index", total=None, quiet=quiet):
-                tok, seconds["token_overlap"] = tok_future.result()
+    cached = stages.load("candidates") if stages is not None else None
+    if cached is not None:  # a checkpoint of this run's fragments and settings (twinspect.code.stage_cache)
+        emb, tok = (Candidates(cached[f"{s}_a"], cached[f"{s}_b"], cached[f"{s}_score"], int(cached[f"{s}_capped"]),
+                               str(cached[f"{s}_index"]), None if np.isnan(cached[f"{s}_recall"]) else
+                               float(cached[f"{s}_recall"]), int(cached[f"{s}_recall_queries"])) for s in ("emb", "tok"))
+    else:
+        emb, tok = _candidate_sources(vecs, reps, frags, plain, config, lo_thr, params, quiet, executor, seconds)
+        if stages is not None:
+            stages.save("candidates", {f"{s}_{k}": v for s, c in (("emb", emb), ("tok", tok)) for k, v in (
+                ("a", c.a), ("b", c.b), ("score", c.score), ("capped", c.capped), ("index", c.index),
+                ("recall", np.nan if c.index_recall is None else c.index_recall),
+                ("recall_queries", c.index_recall_queries))})
     # the union of the two sources, sorted by (u, v): pair keys u·n + v of fragment ids u < v
     n_frags = len(frags)
     keys = unique_sorted(np.concatenate([emb.a * n_frags + emb.b, tok.a * n_frags + tok.b]))
     pa, pb = keys // n_frags, keys % n_frags
     del keys
-    # features over the representatives only (members of a bucket share their abstracted tokens)
-    local = np.full(n_frags, -1, dtype=np.int64)
-    local[np.asarray(reps, dtype=np.int64)] = np.arange(len(reps))
-    feats = PairFeatures([frags[r] for r in reps], abstract=[clf.abstract_tokens(r) for r in reps],
-                         plain=[plain[r] for r in reps])
     t0 = time.perf_counter()
-    with progress("verifying candidates", total=len(pa), quiet=quiet) as bar:
-        la, lb = local[pa], local[pb]
-        x, scores = verify_pairs(feats, verifier, la, lb, executor=executor, prefilter=t4_rule is None)
-        if base is None:
-            from twinspect.code.basecode import MIN_FRAGMENTS, base_lines
+    verified = stages.load("verified") if stages is not None else None
+    if verified is not None:
+        look, x, scores = verified["look"], verified["x"], verified["scores"]
+        base_rejected = int(verified["base_rejected"])
+        base = frozenset(str(verified["base"]).split("\0")) if str(verified["base"]) else frozenset()
+    else:
+        # features over the representatives only (members of a bucket share their abstracted tokens)
+        local = np.full(n_frags, -1, dtype=np.int64)
+        local[np.asarray(reps, dtype=np.int64)] = np.arange(len(reps))
+        feats = PairFeatures([frags[r] for r in reps], abstract=[clf.abstract_tokens(r) for r in reps],
+                             plain=[plain[r] for r in reps])
+        with progress("verifying candidates", total=len(pa), quiet=quiet) as bar:
+            la, lb = local[pa], local[pb]
+            x, scores = verify_pairs(feats, verifier, la, lb, executor=executor, prefilter=t4_rule is None)
+            if base is None:
+                from twinspect.code.basecode import MIN_FRAGMENTS, base_lines
 
-            base = frozenset() if config.base_code is None else base_lines(
-                [frags[r] for r in reps], min_fragments=MIN_FRAGMENTS, fraction=config.base_code)
-        base_rejected = _base_code_veto(frags, reps, la, lb, x, scores, verifier, config, base)
-        bar.advance(len(pa))
+                base = frozenset() if config.base_code is None else base_lines(
+                    [frags[r] for r in reps], min_fragments=MIN_FRAGMENTS, fraction=config.base_code)
+            base_rejected = _base_code_veto(frags, reps, la, lb, x, scores, verifier, config, base)
+            bar.advance(len(pa))
+        # only accepted pairs and (with a semantic encoder) T4 candidates need a look in Python
+        keep = scores >= verifier.threshold
+        if t4_rule is not None:
+            keep |= x[:, 0] < MT3_MIN  # the WT3 band
+        look = np.flatnonzero(keep)
+        x, scores = x[look], scores[look]
+        if stages is not None:
+            stages.save("verified", {"look": look, "x": x, "scores": scores, "base_rejected": base_rejected,
+                                     "base": "\0".join(sorted(base))})
     seconds["alignment"] = time.perf_counter() - t0
 
     out: dict[int, ClonePair] = {}  # keyed by a·N + b (smaller than tuple keys, the same order)
@@ -934,12 +974,8 @@ def _verified_pairs(
     accepted = semantic_t4 = structural_vetoed = 0
     group_pairs: list[dict[str, Any]] = []
     fresh: list[ClonePair] = []  # near-miss pairs; their cosine is set in one pass below
-    # only accepted pairs and (with a semantic encoder) T4 candidates need a look in Python
-    look = scores >= verifier.threshold
-    if t4_rule is not None:
-        look |= x[:, 0] < MT3_MIN  # the WT3 band
-    for i in np.flatnonzero(look).tolist():
-        u, v, lcs, score = int(pa[i]), int(pb[i]), float(x[i, 0]), float(scores[i])
+    for j, i in enumerate(look.tolist()):
+        u, v, lcs, score = int(pa[i]), int(pb[i]), float(x[j, 0]), float(scores[j])
         ct = band_of(lcs)
         if score >= verifier.threshold:
             accepted += 1
@@ -1175,6 +1211,7 @@ def detect(
     encoder: Any = None,
     base: frozenset[str] | None = None,
     keep_state: Callable[..., None] | None = None,
+    checkpoint_dir: str | os.PathLike[str] | None = None,
 ) -> CloneReport:
     """Find clone pairs and clone classes among fragments (SSCD-style k-NN over embeddings).
 
@@ -1197,6 +1234,11 @@ def detect(
             ``encoder`` and ``base`` are how a changed-files check
             (:mod:`twinspect.code.incremental`) detects among a few fragments with the statistics
             of a saved full scan.
+        checkpoint_dir: a cache directory for the checkpoints of the candidate search and the
+            verification (:mod:`twinspect.code.stage_cache`; ``decision="verifier"`` embedding the
+            fragments itself, without ``encoder`` or ``base``): a stage saved there for the same
+            fragments and settings is read back instead of computed. Same report either way;
+            ``stats["stage_cache"]`` lists the stages ``loaded`` and ``saved``.
         keep_state: called once, at the end of a ``decision="verifier"`` detection that embedded
             the fragments itself, with keywords ``fragments`` (sorted as in the report), ``clf``
             (the :class:`~twinspect.code.clone_types.TypeClassifier`), ``buckets`` (lists of ids,
@@ -1254,6 +1296,7 @@ def detect(
 
     t = time.perf_counter()
     encoder_name = config.encoder
+    fitted_here = vectors is None and encoder is None  # what a stage checkpoint's key covers
     if n == 0:
         vecs = FragmentVectors(np.zeros((0, 1), dtype=np.float32))
     elif vectors is not None:
@@ -1266,11 +1309,21 @@ def detect(
 
     pair_counts: dict[str, Any]
     group_pairs: list[dict[str, Any]] = []
+    stages: StageCache | None = None
     if config.decision == "verifier":
         t = time.perf_counter()
         semantic = encoder_name not in LEXICAL_ENCODERS
+        if checkpoint_dir is not None and fitted_here and base is None:
+            from twinspect.code.stage_cache import StageCache, stage_key
+            from twinspect.code.verify import verifier_file
+
+            try:
+                model = verifier_file(config.verifier_path).read_bytes()
+            except OSError:  # load_verifier says what is wrong with it
+                model = b""
+            stages = StageCache(checkpoint_dir, stage_key(frags, config, [model]))
         pairs, emb, pair_counts = _verified_pairs(vecs, frags, buckets, bucket_of, clf, config, semantic, quiet,
-                                                  executor, base)
+                                                  executor, base, stages)
         base = pair_counts.pop("base_lines")
         n_edges = len(emb)
         edges = emb.pairs if config.linkage != "pairs" else {}  # a dict only where a clustering needs it
@@ -1338,6 +1391,8 @@ def detect(
     groups = identical_groups(buckets, clf, config.max_bucket_pairs)
     stats["identical_groups"] = len(groups)
     stats["group_pairs"] = len(group_pairs)
+    if stages is not None:
+        stats["stage_cache"] = stages.counters()
     if keep_state is not None and config.decision == "verifier" and vectors is None and n:
         keep_state(fragments=frags, clf=clf, buckets=buckets, vectors=vecs, encoder=encoder, base=base)
     return CloneReport(root="", fragments=frags, pairs=pairs, classes=classes, stats=stats, config=config.to_dict(),
@@ -1395,7 +1450,8 @@ def scan(
         cache_dir: a parse checkpoint directory (:mod:`twinspect.code.checkpoint`): unchanged files
             are read back instead of parsed, so an interrupted run resumes and a re-run after an edit
             parses only the changed files; ``stats["parse_cache"]`` counts ``hits`` and ``parsed``.
-            Same report either way. With the default detection (verifier, function granularity,
+            The candidate search and the verification are checkpointed there too
+            (:mod:`twinspect.code.stage_cache`, ``stats["stage_cache"]``). Same report either way. With the default detection (verifier, function granularity,
             lexical encoder) the scan's state is also saved there for later changed-files checks
             (:mod:`twinspect.code.incremental`).
 
@@ -1459,7 +1515,7 @@ def scan(
                 saved_in.append(time.perf_counter() - t0)
 
             keep_state = save
-    report = detect(fragments, config, quiet=quiet, executor=executor, keep_state=keep_state)
+    report = detect(fragments, config, quiet=quiet, executor=executor, keep_state=keep_state, checkpoint_dir=cache_dir)
     if config.subfunction and config.granularity == "function":  # copied regions inside functions
         from twinspect.code.subfunction import add_subfunction_pairs
 

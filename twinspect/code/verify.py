@@ -504,6 +504,12 @@ class Verifier:
                 "baseline": self.baseline, "threshold": self.threshold, "info": self.info, "trees": self.trees}
 
 
+def verifier_file(path: str | Path | None = None) -> Path:
+    """The model file ``path`` names: a shipped model's name (:data:`MODELS`), a file, or None for
+    :data:`DEFAULT_MODEL` (not checked to exist)."""
+    return MODELS.get(str(path), Path(path)) if path is not None else DEFAULT_MODEL
+
+
 def load_verifier(path: str | Path | None = None) -> Verifier:
     """Read a verifier model file (default: the one shipped in the package).
 
@@ -517,7 +523,7 @@ def load_verifier(path: str | Path | None = None) -> Verifier:
     Raises:
         InputError: the file is missing, not JSON, or of another feature version / feature list.
     """
-    p = MODELS.get(str(path), Path(path)) if path is not None else DEFAULT_MODEL
+    p = verifier_file(path)
     try:
         data = json.loads(p.read_text(encoding="utf-8"))
     except FileNotFoundError:

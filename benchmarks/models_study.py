@@ -1,6 +1,11 @@
 """Reduced CPU-scale reproduction of Wu et al., "How are Deep Learning Models Similar? An Empirical
 Study on Clone Analysis of Deep Learning Software" (ICPC 2020) with ``twinspect models compare``.
 
+**Superseded by** ``benchmarks/models_study_v2.py`` (issue 18 item 3): the models here are far too weak
+(CIFAR-10 18–32 %), distillation goes into one common student without accuracies, random inputs are
+drawn once, the Euclidean distance is not normalised and Table 3 compares each snapshot with the last
+only. Kept for the committed v1 results.
+
 What is reproduced, and how it is scaled down (2 shared CPU cores):
 
 * **Models** — the paper's seven families (LeNet-5, ResNet-18, ResNet-34, DenseNet-121, DenseNet-161,

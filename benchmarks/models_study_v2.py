@@ -317,7 +317,7 @@ def study_dataset(dataset: str, code_labels: list[str], code: dict[str, np.ndarr
                      100 * a, info["epochs"], info["train_time_s"]])
     md += [f"### {dataset}: models (accuracy on all {len(yt):,} test images)", "",
            markdown_table(rows, ["model", "kind", "framework", "teacher", "width", "params", "test acc %", "epochs",
-                                 "train CPU-thread s"], floatfmt=".2f"), ""]
+                                 "train wall s (1 thread, shared machine)"], floatfmt=".2f"), ""]
 
     # code level per model pair: the structure's program (students share it); DFlare: unknown
     code_idx = {lab: k for k, lab in enumerate(code_labels)}

@@ -249,6 +249,17 @@ def spearman_table(series: dict[str, np.ndarray]) -> tuple[list[str], list[list[
     return names, cells
 
 
+def json_safe(obj):
+    """``obj`` with every non-finite float replaced by None (strict JSON has no NaN)."""
+    if isinstance(obj, float):
+        return obj if np.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_safe(v) for v in obj]
+    return obj
+
+
 def fmt_matrix(m: np.ndarray, labels: list[str], fmt: str = ".2f") -> str:
     rows = [[lab, *[None if not np.isfinite(v) else float(v) for v in row]] for lab, row in zip(labels, m)]
     return markdown_table(rows, ["", *labels], floatfmt=fmt)
@@ -542,7 +553,7 @@ def main() -> None:
     md += [f"Analysis (training excluded): {time.perf_counter() - t_all:.0f} s on {os.cpu_count()} shared cores, 1 torch thread.", ""]
     with atomic_write(out.with_suffix(".md")) as fh:
         fh.write(_provenance.md_header(__file__) + "\n".join(md))
-    write_json(out.with_suffix(".json"), {"provenance": _provenance.info(__file__), **result})
+    write_json(out.with_suffix(".json"), json_safe({"provenance": _provenance.info(__file__), **result}))
     print("\n".join(md))
 
 

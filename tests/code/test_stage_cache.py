@@ -100,3 +100,25 @@ def test_stage_cache_keys_and_names(tmp_path: Path):
     assert mine.counters() == {"loaded": ["candidates"], "saved": ["candidates"]}
     with pytest.raises(ValueError, match="unknown stage"):
         mine.path("report")
+
+
+def test_the_base_lines_come_back_with_the_verified_stage(tmp_path: Path):
+    """The base-code rule's lines (pasted into ≥ 10 functions here) are part of the verified checkpoint:
+    a scan that reads it back hands the same base lines to the saved scan state."""
+    from twinspect.code.clones import detect
+    from twinspect.code.fragments import mine
+
+    root = tmp_path / "tree"
+    root.mkdir()
+    for i in range(12):  # the same three injected lines in every function, different code around them
+        body = "\n".join(f"    v{k} = a * {i + k} + b" for k in range(i + 3))  # 12 T2 shapes: 12 representatives
+        (root / f"m{i}.py").write_text(f"def f{i}(a, b):\n    tmp_x = [0, 1, 2]\n    tmp_y = ('hello', 'world')\n    tmp_x = tmp_x + [len(tmp_y)]\n{body}\n"
+                                       f"    return a + {i}\n")
+    frags, _ = mine([root], min_lines=3)
+    seen: list[frozenset] = []
+    config = DetectConfig(min_lines=3)
+    for _ in range(2):
+        report = detect(frags, config, checkpoint_dir=tmp_path / "cache", keep_state=lambda **kw: seen.append(kw["base"]))
+    assert report.stats["stage_cache"]["loaded"] == ["candidates", "verified"]
+    assert seen[0] and seen[0] == seen[1]
+    assert "tmp_y = ('hello', 'world')" in seen[0]

@@ -940,7 +940,7 @@ def _verified_pairs(
     if verified is not None:
         look, x, scores = verified["look"], verified["x"], verified["scores"]
         base_rejected = int(verified["base_rejected"])
-        base = frozenset(str(verified["base"]).split("\0")) if str(verified["base"]) else frozenset()
+        base = frozenset(verified["base"].tolist())
     else:
         # features over the representatives only (members of a bucket share their abstracted tokens)
         local = np.full(n_frags, -1, dtype=np.int64)
@@ -965,7 +965,7 @@ def _verified_pairs(
         x, scores = x[look], scores[look]
         if stages is not None:
             stages.save("verified", {"look": look, "x": x, "scores": scores, "base_rejected": base_rejected,
-                                     "base": "\0".join(sorted(base))})
+                                     "base": np.array(sorted(base), dtype=str)})
     seconds["alignment"] = time.perf_counter() - t0
 
     out: dict[int, ClonePair] = {}  # keyed by a·N + b (smaller than tuple keys, the same order)

@@ -346,16 +346,18 @@ def verify_pairs(features: PairFeatures, verifier: Verifier, a: np.ndarray, b: n
 
     a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
     cols = np.asarray([FEATURES.index(f) for f in SPARSE_FEATURES], dtype=np.int64)
-    if prefilter and len(a):
+    if not len(a):
+        return np.zeros((0, len(FEATURES)), dtype=np.float32), np.zeros(0)
+    align = None  # every pair is aligned
+    pa, pb = a, b
+    if prefilter:
         x = features.bounds(a, b)
         scores = verifier.score(x)
         x[:, cols] = 0.0
         align = np.flatnonzero(scores >= verifier.threshold)
-    else:
-        x, scores, align = np.zeros((len(a), len(FEATURES)), dtype=np.float32), np.zeros(len(a)), np.arange(len(a))
-    if not len(align):
-        return x, scores
-    pa, pb = a[align], b[align]
+        if not len(align):
+            return x, scores
+        pa, pb = a[align], b[align]
     if executor is None or len(pa) <= SEQUENCE_SHARD:  # nothing else runs now: the alignments use every core
         seq = features.compute(pa, pb, columns=SEQUENCE_FEATURES, workers=-1)
     else:
@@ -369,6 +371,8 @@ def verify_pairs(features: PairFeatures, verifier: Verifier, a: np.ndarray, b: n
     if len(keep):
         seq[np.ix_(keep, cols)] = features.compute(pa[keep], pb[keep], columns=SPARSE_FEATURES)[:, cols]
         seq_scores[keep] = verifier.score(seq[keep])
+    if align is None:
+        return seq, seq_scores
     x[align] = seq
     scores[align] = seq_scores
     return x, scores

@@ -194,10 +194,12 @@ def _keep_neighbours(
     ok = (neighbour >= 0) & (neighbour != query) & (sims >= threshold)
     idx = np.flatnonzero(ok)
     ok[idx[spans.overlapping(query[idx], neighbour[idx])]] = False
-    seen = np.cumsum(ok)  # eligible entries up to and including each one
-    group = np.repeat(np.arange(len(starts) - 1), np.diff(starts))
-    before = np.concatenate([[0], seen])[starts[:-1]][group]  # eligible entries of earlier groups
-    rank = seen - before - 1
+    del idx
+    count = np.dtype(np.int32 if len(ok) < 2**31 - 1 else np.int64)  # 4 bytes an entry where they suffice
+    seen: np.ndarray = np.cumsum(ok, dtype=count)  # eligible entries up to and including each one
+    # minus the eligible entries of earlier groups, minus one: the rank within the group
+    rank = seen - np.repeat(np.concatenate([[0], seen])[starts[:-1]].astype(count) + 1, np.diff(starts))
+    del seen
     keep = ok & (rank < cap)
     capped = int(np.count_nonzero(ok & (rank == cap)))
     return query[keep], neighbour[keep], sims[keep], capped
@@ -410,7 +412,10 @@ def range_pairs(
     # Reduced index: collect every (query, neighbour) the reduced space puts within the margin, re-score
     # each distinct pair once with the full cosine (a pair usually turns up from both ends), then let
     # each query keep its best neighbours as above.
-    found_a, found_b = [], []
+    # Positions of representatives are held as int32 (n < 2**31): tens of millions of neighbour
+    # entries on a 10-MLOC tree, and these arrays are most of the scan's peak memory.
+    n = len(reps)
+    found_keys = []
     with progress("neighbour search", total=len(reps), quiet=quiet) as bar:
         for lo in range(0, len(reps), _SEARCH_CHUNK):
             hi = min(len(reps), lo + _SEARCH_CHUNK)
@@ -419,28 +424,31 @@ def range_pairs(
             qi, qj = np.nonzero((ids >= 0) & (sims >= threshold - RERANK_MARGIN))
             a, b = rows[qi], ids[qi, qj]
             keep = a != b
-            found_a.append(np.minimum(a[keep], b[keep]))
-            found_b.append(np.maximum(a[keep], b[keep]))
+            # each chunk's pairs as sorted distinct keys min·n + max (a pair often turns up from both ends)
+            found_keys.append(unique_sorted(np.minimum(a[keep], b[keep]) * n + np.maximum(a[keep], b[keep])))
             bar.advance(hi - lo)
-    n = len(reps)
-    pair_key = unique_sorted(np.concatenate(found_a) * n + np.concatenate(found_b)) if found_a else np.zeros(0, np.int64)
-    del found_a, found_b
-    pa, pb = pair_key // n, pair_key % n
-    cos = np.empty(len(pair_key), dtype=np.float32)
-    with progress("re-scoring neighbours", total=len(pair_key), quiet=quiet) as bar:
-        for lo in range(0, len(pair_key), _RESCORE_CHUNK):
-            hi = min(len(pair_key), lo + _RESCORE_CHUNK)
+    pair_key = unique_sorted(np.concatenate(found_keys)) if found_keys else np.zeros(0, np.int64)
+    del found_keys
+    pa, pb = (pair_key // n).astype(np.int32), (pair_key % n).astype(np.int32)
+    del pair_key
+    cos = np.empty(len(pa), dtype=np.float32)
+    with progress("re-scoring neighbours", total=len(pa), quiet=quiet) as bar:
+        for lo in range(0, len(pa), _RESCORE_CHUNK):
+            hi = min(len(pa), lo + _RESCORE_CHUNK)
             cos[lo:hi] = rep_fv.pair_cosines(pa[lo:hi], pb[lo:hi])
             bar.advance(hi - lo)
     ok = cos >= threshold
     q = np.concatenate([pa[ok], pb[ok]])
     v = np.concatenate([pb[ok], pa[ok]])
     c = np.concatenate([cos[ok], cos[ok]])
+    del pa, pb, cos, ok
     order = np.lexsort((v, -c, q))  # per query, by descending cosine, ties by position
     q, v, c = q[order], v[order], c[order]
-    a, b, c, capped = _keep_neighbours(rep_ids[q], rep_ids[v], c, np.searchsorted(q, np.arange(n + 1)), spans,
+    del order
+    # positions throughout (spans taken by position), fragment ids for the kept entries only
+    a, b, c, capped = _keep_neighbours(q, v, c, np.searchsorted(q, np.arange(n + 1)), spans.take(rep_ids),
                                        threshold, cap)
-    a, b, c = _best_per_pair(a, b, c)
+    a, b, c = _best_per_pair(rep_ids[a], rep_ids[b], c)
     recall, queries = measure_recall(search, rep_fv, np.arange(n, dtype=np.int64), k, threshold, seed=seed)
     return Candidates(a, b, c, capped, index=used, index_recall=recall, index_recall_queries=queries)
 
@@ -619,19 +627,22 @@ def overlap_pairs(
             bar.advance(hi - lo)
     if not found_a:
         return Candidates.empty()
-    fa, fb, fs = np.concatenate(found_a), np.concatenate(found_b), np.concatenate(found_s)
+    # positions as int32 (n < 2**31): the found pairs, doubled below, are this index's peak memory
+    fa, fb = np.concatenate(found_a).astype(np.int32), np.concatenate(found_b).astype(np.int32)
+    fs = np.concatenate(found_s)
+    del found_a, found_b, found_s
     # the cap: a pair stays when it is among the `cap` most overlapping partners of either side
     ends = np.concatenate([fa, fb])
-    partners = np.concatenate([fb, fa])
-    sims = np.concatenate([fs, fs])
-    order = np.lexsort((partners, -sims, ends))  # ties broken by partner id: independent of search order
+    order = np.lexsort((np.concatenate([fb, fa]), -np.concatenate([fs, fs]), ends))  # ties by partner id
     sorted_ends = ends[order]
-    group_start = np.searchsorted(sorted_ends, sorted_ends, side="left")
-    rank = np.empty(len(ends), dtype=np.int64)
-    rank[order] = np.arange(len(ends)) - group_start
+    del ends
     m = len(fa)
+    rank = np.empty(2 * m, dtype=np.int32 if 2 * m < 2**31 - 1 else np.int64)
+    rank[order] = np.arange(2 * m) - np.searchsorted(sorted_ends, sorted_ends, side="left")
+    del order, sorted_ends
     kept = (rank[:m] < cap) | (rank[m:] < cap)
-    counts = np.bincount(ends, minlength=n)
+    del rank
+    counts = np.bincount(fa, minlength=n) + np.bincount(fb, minlength=n)
     capped = int((counts > cap).sum())
     a, b, score = _best_per_pair(rep_arr[fa[kept]], rep_arr[fb[kept]], fs[kept])
     return Candidates(a, b, score, capped)

@@ -404,8 +404,10 @@ class ExactIndex(Index):
         k = _check_k(k)
         n = len(self)
         vecs = self._vecs
+        # hit rows and columns are int32 (positions < n): 12 bytes a hit instead of 20, and the hits
+        # (mirrored, merged, sorted) are what this search holds most of
         kept: tuple[np.ndarray, np.ndarray, np.ndarray] = (
-            np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float32))
+            np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0, np.float32))
         parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         pending = 0
         budget = max(2 * n * k, 1 << 20) if max_hits is None else int(max_hits)
@@ -421,15 +423,16 @@ class ExactIndex(Index):
             if lo >= whole_rows_from:  # search()'s way: every column, the k best of each row
                 cols, sims = topk_rows(vecs[lo:hi] @ vecs.T, k)
                 hit = sims >= threshold
-                r = np.repeat(np.arange(lo, hi), hit.sum(axis=1))
-                parts.append((r, cols[hit], sims[hit]))
+                r = np.repeat(np.arange(lo, hi, dtype=np.int32), hit.sum(axis=1))
+                parts.append((r, cols[hit].astype(np.int32), sims[hit]))
                 pending += len(r)
             else:
                 sims = vecs[lo:hi] @ vecs[lo:].T
-                r, c = np.nonzero(sims >= threshold)
-                v = sims[r, c]
-                r += lo
-                c += lo
+                r64, c64 = np.nonzero(sims >= threshold)
+                v = sims[r64, c64]
+                r = r64.astype(np.int32) + np.int32(lo)
+                c = c64.astype(np.int32) + np.int32(lo)
+                del r64, c64
                 upper = c > r  # the lower triangle of the diagonal block comes from the mirror below
                 mine = upper | (c == r)
                 parts += [(r[mine], c[mine], v[mine]), (c[upper], r[upper], v[upper])]

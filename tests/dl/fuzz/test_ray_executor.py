@@ -112,15 +112,52 @@ def test_ray_actor_survives_a_worker_segfault_and_restarts_it(tmp_path, monkeypa
     assert not ray.is_initialized()  # the instance this executor started is shut down
 
 
+
+@pytest.mark.slow
+@pytest.mark.ci
+def test_ray_actors_start_together_with_their_workers_and_close_at_once(tmp_path, monkeypatch):
+    ray = pytest.importorskip("ray", reason="Ray is the optional 'ray' extra")
+    (tmp_path / "crashy_worker.py").write_text(CRASHY)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    x = np.arange(3, dtype=np.float32)
+    np.savez(tmp_path / "inputs.npz", x=x)
+    (tmp_path / "ok.keras").write_bytes(b"fine")
+    systems = ["a", "b", "c"]
+    ex = executors.RayExecutor(timeout_s=30, argv={s: ["crashy_worker"] for s in systems})
+    try:
+        assert ex.timings["init_s"] > 0 and ex.timings["first_run_s"] is None
+        ex.start(systems)
+        st = ex.stats
+        # every actor was created before any of them answered: they start concurrently, not one by one
+        assert max(st[s]["created_s"] for s in systems) <= min(st[s]["ready_s"] for s in systems)
+        # each actor's worker process exists before its first request (library imports already under way)
+        workers = {s: ex.where(s)["worker_pid"] for s in systems}
+        assert all(pid is not None for pid in workers.values()) and len(set(workers.values())) == 3
+        assert ex.timings["actors_s"] > 0 and all(st[s]["runs"] == 0 for s in systems)
+        ex.start(systems)  # idempotent: no new actors
+        assert {s: ex.where(s)["worker_pid"] for s in systems} == workers
+        res = ex.run(systems, tmp_path / "ok.keras", tmp_path / "inputs.npz")
+        assert all(res[s]["status"] == "ok" and np.array_equal(res[s]["outputs"][0], x * 2) for s in systems)
+        assert ex.timings["first_run_s"] >= max(st[s]["ready_s"] for s in systems)
+        assert all(ex.where(s)["worker_pid"] == workers[s] and ex.where(s)["worker_restarts"] == 0 for s in systems)
+    finally:
+        ex.close()
+    assert not ray.is_initialized() and ex.timings["close_s"] > 0 and ex.actors == {}
+    for pid in workers.values():  # the workers are gone with their actors
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
 #: run-timing fields of ``last_run`` (wall times, which differ from run to run), and which executor ran it
 #: (run_campaign records the name; Campaign.run with an executor object does not)
-_LAST_RUN_TIMING = ("loop_s", "wall_s", "executor_start_s", "seeding_s", "overhead_s", "executor")
+_LAST_RUN_TIMING = ("loop_s", "wall_s", "executor_start_s", "startup_s", "seeding_s", "findings_after_s", "overhead_s",
+                    "executor_close_s", "overhead_other_s", "executor")
 
 
 def _comparable(state: dict) -> dict:
     """A campaign state without wall-clock fields (everything else is kept and compared)."""
     st = json.loads(json.dumps(state))
-    for k in ("elapsed_s", "seeding_s", "minimise_s", "seed_distances", "phase_s"):
+    for k in ("elapsed_s", "seeding_s", "startup_s", "findings_after_s", "minimise_s", "seed_distances", "phase_s"):
         st.pop(k, None)
     for k in _LAST_RUN_TIMING:
         (st.get("last_run") or {}).pop(k, None)

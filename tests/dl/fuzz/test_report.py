@@ -79,12 +79,28 @@ def test_run_campaign_records_wall_time_and_overhead(tmp_path, monkeypatch):
     monkeypatch.setattr(Campaign, "_warm_up", lambda self, systems: 0.2)  # stands in for backend start-up
     monkeypatch.setattr(Campaign, "_step", lambda self, systems: self.state.__setitem__(
         "models_generated", self.state["models_generated"] + 1))
+    from twinspect.dl.fuzz.executors import LocalExecutor
+
+    class SlowWorker:  # stands in for a backend worker that takes a while to exit
+        def close(self):
+            time.sleep(0.4)
+
+    real_init = LocalExecutor.__init__
+
+    def init(self, *a, **k):
+        real_init(self, *a, **k)
+        self.workers.update(a=SlowWorker(), b=SlowWorker())
+
+    monkeypatch.setattr(LocalExecutor, "__init__", init)
     s = run_campaign(tmp_path / "c", 600.0, Config(), max_models=3)
     last = s["last_run"]
     assert last["executor"] == "local" and last["models"] == 3 and last["complete"]
     assert last["seeding_s"] >= 0.3 and last["wall_s"] >= last["loop_s"] + 0.3
     assert abs(last["overhead_s"] - (last["wall_s"] - last["loop_s"])) < 0.11
     assert last["startup_s"] == 0.2 and last["findings_after_s"] == 0.0
+    # both workers were closed at once, and that time is reported as the executor's, not as "other"
+    assert last["executor_start_s"] == 0.0 and 0.4 <= last["executor_close_s"] < 0.75
+    assert last["overhead_other_s"] < 0.1  # 0.2 without the close: the fake start-up of 0.2 s took no time
     assert report.run_cost_line(s).startswith("last run (local executor): wall ")
     assert "backend start-up 0 s" in report.run_cost_line(s)
     assert "last run" in report.table(s) and "last run" in report.to_html(s)

@@ -266,9 +266,16 @@ class Campaign:
         return self.executor
 
     def _systems(self) -> list[str]:
+        """The configured systems that can run on the executor (the others go to ``skipped_backends``).
+        The executor first gets all of them ready at once (:meth:`Executor.start`: Ray actors created
+        together, their workers' library imports under way)."""
         out = []
+        ex = self._exec()
+        start = getattr(ex, "start", None)  # an executor written before start() existed has none
+        if start is not None:
+            start(list(self.state["config"]["backends"]))
         for name in self.state["config"]["backends"]:
-            why = self._exec().unavailable(name)
+            why = ex.unavailable(name)
             if why:
                 self.state["skipped_backends"][name] = why
             else:
@@ -775,6 +782,15 @@ def run_campaign(root: str | Path, budget_s: float, config: Config | None = None
         executor: ``"local"`` (worker processes, the default) or ``"ray"``.
         address: Ray cluster to join (``executor="ray"`` only); None starts a local Ray instance.
 
+    The run record (``last_run`` of the state and summary) gets where this run's wall time went, in
+    seconds: ``wall_s`` = ``loop_s`` (the search loop) + ``overhead_s``, and the overhead split into
+    ``executor_start_s`` (starting or joining Ray and creating its actors, all at once; 0 for local
+    workers), ``startup_s`` (every backend worker started and run on one tiny model: process start,
+    library imports, first-run set-up), ``seeding_s`` (0 when a resumed campaign was already seeded),
+    ``findings_after_s`` (minimising and bundling the findings queued in the loop), ``executor_close_s``
+    (stopping workers, actors and a Ray instance the run started) and ``overhead_other_s`` (the rest:
+    opening or creating the campaign directory, state writes around the loop).
+
     Raises:
         InputError: a bad campaign directory or config (:meth:`Config.validate`), ``max_models < 1``,
             ``budget_s <= 0``, an unknown executor, Ray missing or unreachable.
@@ -806,9 +822,16 @@ def run_campaign(root: str | Path, budget_s: float, config: Config | None = None
     last = camp.state.get("last_run")
     if last is not None:  # the cost around the search loop, for this run (issue 20: Ray's start-up tax)
         wall = time.perf_counter() - t0
-        last.update(executor=executor, executor_start_s=round(executor_start_s, 1), wall_s=round(wall, 1),
-                    seeding_s=camp.state.get("seeding_s") if seeding_before is None else 0.0,
-                    overhead_s=round(wall - float(last["loop_s"]), 1))
+        timings = getattr(ex, "timings", {})
+        # Ray's actors are created when the run asks for its systems, after make_executor returned
+        start_s = executor_start_s + float(timings.get("actors_s", 0.0))
+        close_s = float(timings.get("close_s", 0.0))
+        seeding_s = float(camp.state.get("seeding_s") or 0.0) if seeding_before is None else 0.0
+        overhead = wall - float(last["loop_s"])
+        known = start_s + float(last.get("startup_s") or 0.0) + seeding_s + float(last.get("findings_after_s") or 0.0) + close_s
+        last.update(executor=executor, executor_start_s=round(start_s, 1), wall_s=round(wall, 1),
+                    seeding_s=seeding_s, executor_close_s=round(close_s, 1), overhead_s=round(overhead, 1),
+                    overhead_other_s=round(overhead - known, 1))
         camp.save()
         summary["last_run"] = last  # the summary's other fields did not change since camp.run made it
     return summary

@@ -21,12 +21,27 @@ executor.
   started (``num_cpus`` logical CPUs, no dashboard, Ray's logs not forwarded) and shut down by
   :meth:`RayExecutor.close`; with an address (``"auto"``, ``"HOST:6379"`` or ``"ray://HOST:10001"``) the
   existing cluster is joined and left running. Ray is the optional ``ray`` extra.
+
+Start-up and shutdown (issue 20: Ray's start-up tax). :meth:`Executor.start` is called with all systems
+before the first model. :class:`RayExecutor` then creates every actor at once and waits for all of them
+together, and each actor starts its worker process in its constructor, so the libraries' imports (Keras,
+TensorFlow, JAX, torch, ONNX Runtime) run in parallel in the workers while the driver goes on (importing
+Keras, building the warm-up model); the campaign's warm-up request then finds them imported or nearly so.
+The workers stay up for the whole run, so a library is imported once per actor and run, never per model.
+:meth:`Executor.close` stops all workers at once (Ray: every actor's ``close`` is sent before any answer is
+awaited; the workers are killed, not asked to exit, as they hold no state). Both executors record where
+their own time went in ``timings`` (seconds): ``init_s`` (Ray: starting or joining the cluster),
+``actors_s`` (Ray: creating the actors until all answered), ``close_s`` (stopping workers, actors and a Ray
+instance this executor started); :func:`twinspect.dl.fuzz.campaign.run_campaign` copies them into the run
+record as ``executor_start_s`` (``init_s + actors_s``) and ``executor_close_s``.
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -45,6 +60,9 @@ class Executor(Protocol):
     """What a campaign needs from an executor."""
 
     name: str
+
+    def start(self, systems: list[str]) -> None:
+        """Get ``systems`` ready before the first model (see the module docstring); idempotent."""
 
     def unavailable(self, system: str) -> str | None:
         """None when ``system`` can run on this executor, else the reason."""
@@ -78,6 +96,11 @@ class LocalExecutor:
     def __init__(self, timeout_s: float = 60.0):
         self.timeout_s = timeout_s
         self.workers: dict[str, bk.Worker] = {}
+        #: seconds spent by this executor itself: ``close_s`` (see the module docstring)
+        self.timings: dict[str, float] = {"init_s": 0.0, "actors_s": 0.0, "close_s": 0.0}
+
+    def start(self, systems: list[str]) -> None:
+        """Nothing: a local worker starts on its system's first model (the campaign's warm-up request)."""
 
     def unavailable(self, system: str) -> str | None:
         """None when ``system``'s modules are importable here, else the missing module."""
@@ -98,16 +121,22 @@ class LocalExecutor:
         return res
 
     def close(self) -> None:
-        """Stop all worker processes."""
-        for w in self.workers.values():
-            w.close()
+        """Stop all worker processes (all at once: each may take seconds to exit); adds the seconds to
+        ``timings["close_s"]``."""
+        t0 = time.perf_counter()
+        if self.workers:
+            with ThreadPoolExecutor(len(self.workers)) as pool:
+                list(pool.map(lambda w: w.close(), self.workers.values()))
         self.workers.clear()
+        self.timings["close_s"] = round(self.timings["close_s"] + time.perf_counter() - t0, 2)
 
 
 class BackendActor:
     """Body of the Ray actor of one system: owns a local worker process and a scratch directory on its node.
 
-    Not used directly; :class:`RayExecutor` wraps it with ``ray.remote``.
+    Not used directly; :class:`RayExecutor` wraps it with ``ray.remote``. The worker process is started
+    here (when the system's modules are importable on this node), so its library imports begin as soon as
+    the actor exists instead of on the first request; a worker that dies later restarts on the next request.
 
     Args:
         system: full system name.
@@ -120,6 +149,8 @@ class BackendActor:
         self.custom = argv is not None
         self.dir = Path(tempfile.mkdtemp(prefix=f"twinspect-ray-{system}-"))
         self.worker = bk.Worker(system, argv, timeout_s=timeout_s) if argv else bk.make_backend(system, timeout_s=timeout_s)
+        if self.unavailable() is None:
+            self.worker._start()  # imports begin now; the first request still gets the worker's startup_s
 
     def unavailable(self) -> str | None:
         """None when the system's modules are importable on this actor's node (or a custom worker), else the reason."""
@@ -127,7 +158,7 @@ class BackendActor:
 
     def where(self) -> dict:
         """``{"node": Ray node id, "pid": actor process id, "host": hostname, "worker_pid": worker process id
-        or None before the first request, "worker_restarts": worker restarts so far}``."""
+        (None when the system cannot run on this node), "worker_restarts": worker restarts so far}``."""
         import socket
 
         import ray
@@ -152,9 +183,11 @@ class BackendActor:
         return r.to_json(), data
 
     def close(self) -> None:
-        """Stop the worker and remove the scratch directory."""
+        """Kill the worker (it holds no state; a graceful exit of TensorFlow or torch takes seconds) and remove
+        its stderr file and the scratch directory."""
         import shutil
 
+        self.worker.kill()
         self.worker.close()
         shutil.rmtree(self.dir, ignore_errors=True)
 
@@ -171,6 +204,13 @@ class RayExecutor:
         argv: per-system worker command (``python -m`` module and arguments) replacing the backend
             factory's, e.g. a deliberately crashing test worker; systems not in it use the factory.
 
+    Attributes:
+        stats: system -> ``{"runs", "actor_deaths", "node", "pid", "host", "worker_pid", "worker_restarts",
+            "created_s", "ready_s"}``: where the system's actor ran, and when (seconds since this executor
+            was made) its current actor was created and first answered.
+        timings: ``init_s``, ``actors_s``, ``close_s`` (see the module docstring) and ``first_run_s`` (seconds
+            since this executor was made at which :meth:`run` was first called; None before).
+
     Raises:
         InputError: Ray is not installed, or the cluster cannot be started or joined.
     """
@@ -181,23 +221,56 @@ class RayExecutor:
                  startup_s: float = 120.0, argv: dict[str, list[str]] | None = None):
         from twinspect import ray_cluster
 
+        self._t0 = time.perf_counter()
         self._ray = ray_cluster.require_ray()
         self.timeout_s = timeout_s
         self.startup_s = startup_s
         self.address = address
         self.argv = dict(argv or {})
         self.actors: dict[str, Any] = {}
-        #: system -> {"runs", "actor_deaths", "node", "pid", "host"} (where each system's actor ran)
         self.stats: dict[str, dict] = {}
+        self.timings: dict[str, Any] = {"init_s": 0.0, "actors_s": 0.0, "close_s": 0.0, "first_run_s": None}
         self._owns = ray_cluster.connect(address, num_cpus=num_cpus or len(bk.SYSTEMS),
                                          object_store_memory=200 * 2**20)
+        self.timings["init_s"] = round(time.perf_counter() - self._t0, 2)
+
+    def _since(self) -> float:
+        return round(time.perf_counter() - self._t0, 2)
+
+    def start(self, systems: list[str]) -> None:
+        """Create the actors of ``systems`` that do not exist yet, all at once, and wait until every one has
+        answered (its worker process is then starting: see :class:`BackendActor`); adds the seconds to
+        ``timings["actors_s"]``.
+
+        Raises:
+            ray.exceptions.GetTimeoutError: an actor did not answer within ``startup_s + 60`` seconds.
+            ray.exceptions.RayError: an actor could not be created.
+        """
+        ray = self._ray
+        new = [s for s in dict.fromkeys(systems) if s not in self.actors]
+        if not new:
+            return
+        t0 = time.perf_counter()
+        cls = ray.remote(BackendActor).options(num_cpus=1, scheduling_strategy="SPREAD", max_restarts=0)
+        for s in new:
+            self.actors[s] = cls.remote(s, self.timeout_s, self.argv.get(s))
+            self.stats.setdefault(s, {"runs": 0, "actor_deaths": 0})["created_s"] = self._since()
+        pending = {self.actors[s].where.remote(): s for s in new}
+        deadline = time.perf_counter() + self.startup_s + 60
+        while pending:
+            done, _ = ray.wait(list(pending), num_returns=1, timeout=max(0.0, deadline - time.perf_counter()))
+            if not done:
+                raise ray.exceptions.GetTimeoutError(f"Ray actors of {', '.join(pending.values())} did not "
+                                                     f"answer within {self.startup_s + 60:.0f} s")
+            for ref in done:
+                st = self.stats[pending.pop(ref)]
+                st.update(ray.get(ref))
+                st["ready_s"] = self._since()
+        self.timings["actors_s"] = round(self.timings["actors_s"] + time.perf_counter() - t0, 2)
 
     def _actor(self, system: str) -> Any:
         if system not in self.actors:
-            cls = self._ray.remote(BackendActor).options(num_cpus=1, scheduling_strategy="SPREAD", max_restarts=0)
-            self.actors[system] = cls.remote(system, self.timeout_s, self.argv.get(system))
-            st = self.stats.setdefault(system, {"runs": 0, "actor_deaths": 0})
-            st.update(self._ray.get(self.actors[system].where.remote(), timeout=self.startup_s + 60))
+            self.start([system])
         return self.actors[system]
 
     def where(self, system: str) -> dict:
@@ -216,9 +289,12 @@ class RayExecutor:
     def run(self, systems: list[str], model: Path, inputs: Path) -> dict[str, dict]:
         """Run ``model`` on ``inputs`` on all systems concurrently (result dicts: see the module docstring)."""
         ray = self._ray
+        if self.timings["first_run_s"] is None:
+            self.timings["first_run_s"] = self._since()
         model, inputs = Path(model), Path(inputs)
         mref, iref = ray.put(model.read_bytes()), ray.put(inputs.read_bytes())
-        refs = {s: self._actor(s).run.remote(model.name, mref, iref) for s in systems}
+        self.start(systems)  # replaces actors dropped after a death or timeout, all at once
+        refs = {s: self.actors[s].run.remote(model.name, mref, iref) for s in systems}
         limit = self.timeout_s + self.startup_s + 60.0
         res: dict[str, dict] = {}
         for s, ref in refs.items():
@@ -246,17 +322,27 @@ class RayExecutor:
         return res
 
     def close(self) -> None:
-        """Stop the actors' workers and the actors; shut Ray down when this executor started it."""
+        """Stop the actors' workers and the actors, all at once; shut Ray down when this executor started it.
+        Adds the seconds to ``timings["close_s"]``."""
         ray = self._ray
-        for s in list(self.actors):
+        t0 = time.perf_counter()
+        refs = []
+        for actor in self.actors.values():
             try:
-                ray.get(self.actors[s].close.remote(), timeout=30)
+                refs.append(actor.close.remote())
             except Exception:  # noqa: BLE001 - a dead actor has nothing left to close
                 pass
+        if refs:
+            try:
+                ray.wait(refs, num_returns=len(refs), timeout=30)
+            except Exception:  # noqa: BLE001 - as above
+                pass
+        for s in list(self.actors):
             self._drop(s)
         if self._owns and ray.is_initialized():
             ray.shutdown()
             self._owns = False
+        self.timings["close_s"] = round(self.timings["close_s"] + time.perf_counter() - t0, 2)
 
 
 def check(name: str, address: str | None = None) -> None:

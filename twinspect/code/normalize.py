@@ -392,7 +392,9 @@ def prime_tokens(fragment: Fragment, t1: Sequence[str], lines: Sequence[str] | N
     key = (strip_comments(fragment), language)
     _primed[key] = (t1, tuple(map(_ABSTRACT[language].__getitem__, t1)))
     if lines is not None:
-        _primed_lines[key] = tuple(lines)
+        # interned: abstracted lines repeat across a tree (2.4 MLOC of Python and C: 1.33 M lines,
+        # 166 k distinct; 91 MiB of strings as received, 14 MiB interned)
+        _primed_lines[key] = tuple(map(sys.intern, lines))
 
 
 # Normalised lines computed in the mining worker processes (see prime_tokens); bounded by PRIMED_CACHE_SIZE.

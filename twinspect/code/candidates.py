@@ -612,6 +612,9 @@ def overlap_pairs(
     prefix, bags = prefix[srt], bags[srt]
     s_sizes, s_need, s_rest, s_last = sizes[srt], need[srt], (sizes - plen)[srt], last[srt]
     prefix_t = prefix.T.tocsc()  # (items, n): column slices are cheap
+    # the per-token arrays (one entry for every token of every representative: 67 M on a 13-MLOC
+    # tree) are done with; freed before the chunk loop, which takes most of this function's time
+    del flat, rows, take, df, rank, width, offset
     rep_arr = np.asarray(reps, dtype=np.int64)
     found_a, found_b, found_s = [], [], []
     shared = (theta, prefix, prefix_t, bags, s_sizes, s_need, s_rest, s_last,

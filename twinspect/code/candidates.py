@@ -176,11 +176,12 @@ def _keep_neighbours(
     """Each query's neighbours under the cap, vectorised.
 
     Args:
-        query, neighbour: int64 (E,) fragment ids of (query, neighbour) entries, grouped by query,
-            each group by descending cosine (a neighbour id < 0 is padding).
+        query, neighbour: int (E,) ids of (query, neighbour) entries — fragment ids, or positions
+            when ``spans`` is indexed by position — grouped by query, each group by descending
+            cosine (a neighbour id < 0 is padding).
         sims: (E,) cosines.
         starts: int64 (Q + 1,) offsets of the query groups in the entries.
-        spans: where the fragments lie (overlapping fragments never pair).
+        spans: where the fragments lie, indexed like ``query`` (overlapping fragments never pair).
         threshold: minimum cosine.
         cap: most neighbours kept per query.
 

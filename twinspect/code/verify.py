@@ -148,19 +148,33 @@ class PairFeatures:
         abs_ids, abs_len, abs_vocab = token_ids(self._abstract)
         enc = LexicalEncoder(dim=1 << 20, ngram_range=(1, 3), identifier_weight=0.0)
         self._tfidf = enc.encode_sparse(self.fragments).tocsr()
+        # Per-token arrays below hold one entry for every token of every fragment (tens of millions
+        # on a 10-MLOC tree, this stage's peak): rows are int32, each array is freed once used, and
+        # the trigram codes are built in place on the valid positions only.
         plain_ids, plain_len, plain_vocab = token_ids(self._plain)
-        rows = np.repeat(np.arange(n), plain_len)
+        rows = np.repeat(np.arange(n, dtype=np.int32), plain_len)
         self._bags = _counts(rows, plain_ids, n, len(plain_vocab))
         ident = np.fromiter(map(_is_identifier, plain_vocab), dtype=bool, count=len(plain_vocab))
         keep = ident[plain_ids] if len(plain_ids) else np.zeros(0, dtype=bool)
         self._idents = _tfidf_rows(_counts(rows[keep], plain_ids[keep], n, len(plain_vocab)))
+        del plain_ids, rows, keep
         # abstracted token trigrams, coded as base-V integers (V = abstract vocabulary size)
-        arows = np.repeat(np.arange(n), abs_len)
+        arows = np.repeat(np.arange(n, dtype=np.int32), abs_len)
         v = max(1, len(abs_vocab))
-        valid = arows[:-2] == arows[2:] if len(abs_ids) > 2 else np.zeros(0, dtype=bool)
-        code = (abs_ids[:-2] * v + abs_ids[1:-1]) * v + abs_ids[2:] if len(abs_ids) > 2 else np.zeros(0, np.int64)
-        tri, col = np.unique(code[valid], return_inverse=True)
-        self._trigrams = _counts(arows[:-2][valid] if len(abs_ids) > 2 else arows[:0], col.ravel(), n, len(tri))
+        if len(abs_ids) > 2:
+            valid = arows[:-2] == arows[2:]
+            tri_rows = arows[:-2][valid]
+            del arows
+            code = abs_ids[:-2][valid] * v
+            code += abs_ids[1:-1][valid]
+            code *= v
+            code += abs_ids[2:][valid]
+            del valid, abs_ids
+        else:
+            tri_rows, code = arows[:0], np.zeros(0, np.int64)
+        tri, col = np.unique(code, return_inverse=True)
+        del code
+        self._trigrams = _counts(tri_rows, col.ravel(), n, len(tri))
 
     def sequences(self) -> tuple[list[str], list[str], np.ndarray]:
         """The per-fragment sequences the alignment features read.

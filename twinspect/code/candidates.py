@@ -129,6 +129,31 @@ class Candidates:
 
         return cls(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64), capped)
 
+    def to_arrays(self, prefix: str) -> dict[str, np.ndarray]:
+        """The candidates as named numpy arrays (``{prefix}_a``, ``_b``, ``_score``, ``_capped``,
+        ``_index``, ``_recall`` — NaN for None —, ``_recall_queries``), for an ``.npz`` checkpoint
+        read without pickles (:mod:`twinspect.code.stage_cache`); :meth:`from_arrays` inverts it."""
+        import numpy as np
+
+        return {f"{prefix}_a": self.a, f"{prefix}_b": self.b, f"{prefix}_score": self.score,
+                f"{prefix}_capped": np.asarray(self.capped), f"{prefix}_index": np.asarray(self.index),
+                f"{prefix}_recall": np.asarray(np.nan if self.index_recall is None else self.index_recall),
+                f"{prefix}_recall_queries": np.asarray(self.index_recall_queries)}
+
+    @classmethod
+    def from_arrays(cls, arrays: Any, prefix: str) -> Candidates:
+        """The candidates :meth:`to_arrays` wrote under ``prefix`` into ``arrays`` (a mapping of name to array).
+
+        Raises:
+            KeyError: an array is missing.
+        """
+        import numpy as np
+
+        recall = float(arrays[f"{prefix}_recall"])
+        return cls(arrays[f"{prefix}_a"], arrays[f"{prefix}_b"], arrays[f"{prefix}_score"],
+                   int(arrays[f"{prefix}_capped"]), str(arrays[f"{prefix}_index"]),
+                   None if np.isnan(recall) else recall, int(arrays[f"{prefix}_recall_queries"]))
+
 
 def _best_per_pair(a: np.ndarray, b: np.ndarray, score: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Undirected pairs ``(min, max)`` of ``a``/``b`` (int64 ids), each once with its highest score,

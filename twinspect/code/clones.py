@@ -920,16 +920,11 @@ def _verified_pairs(
     seconds = {"tokens": time.perf_counter() - t0}
     cached = stages.load("candidates") if stages is not None else None
     if cached is not None:  # a checkpoint of this run's fragments and settings (twinspect.code.stage_cache)
-        emb, tok = (Candidates(cached[f"{s}_a"], cached[f"{s}_b"], cached[f"{s}_score"], int(cached[f"{s}_capped"]),
-                               str(cached[f"{s}_index"]), None if np.isnan(cached[f"{s}_recall"]) else
-                               float(cached[f"{s}_recall"]), int(cached[f"{s}_recall_queries"])) for s in ("emb", "tok"))
+        emb, tok = Candidates.from_arrays(cached, "emb"), Candidates.from_arrays(cached, "tok")
     else:
         emb, tok = _candidate_sources(vecs, reps, frags, plain, config, lo_thr, params, quiet, executor, seconds)
         if stages is not None:
-            stages.save("candidates", {f"{s}_{k}": v for s, c in (("emb", emb), ("tok", tok)) for k, v in (
-                ("a", c.a), ("b", c.b), ("score", c.score), ("capped", c.capped), ("index", c.index),
-                ("recall", np.nan if c.index_recall is None else c.index_recall),
-                ("recall_queries", c.index_recall_queries))})
+            stages.save("candidates", {**emb.to_arrays("emb"), **tok.to_arrays("tok")})
     # the union of the two sources, sorted by (u, v): pair keys u·n + v of fragment ids u < v
     n_frags = len(frags)
     keys = unique_sorted(np.concatenate([emb.a * n_frags + emb.b, tok.a * n_frags + tok.b]))

@@ -81,6 +81,55 @@ def test_verify_pairs_decides_as_full_scoring_on_real_code():
         PairFeatures(frags).compute(a, b, columns=["nope"])
 
 
+def test_trigram_counts_match_a_plain_count_whatever_the_chunk():
+    """The chunked trigram matrix holds, per fragment, each abstracted-token trigram's count in the
+    column of its rank among all distinct trigrams, however the fragments are cut into chunks."""
+    from collections import Counter
+    from pathlib import Path
+
+    from twinspect.code.fragments import mine
+    from twinspect.code.normalize import abstract_tokens, token_ids
+    from twinspect.code.verify import _trigram_counts
+
+    root = Path(__file__).resolve().parents[2] / "twinspect" / "examples" / "clones"
+    frags, _ = mine([root], min_lines=3, quiet=True)
+    ids, lengths, vocab = token_ids([abstract_tokens(f) for f in frags])
+    v = len(vocab)
+    per_frag, start = [], 0
+    for n in lengths.tolist():
+        t = ids[start:start + n].tolist()
+        per_frag.append(Counter((t[i] * v + t[i + 1]) * v + t[i + 2] for i in range(n - 2)))
+        start += n
+    vocab3 = sorted(set().union(*per_frag))
+    col = {c: j for j, c in enumerate(vocab3)}
+    want = np.zeros((len(frags), len(vocab3)), dtype=np.float32)
+    for r, counts in enumerate(per_frag):
+        for c, k in counts.items():
+            want[r, col[c]] = k
+    assert want.sum() > 100 and (want > 1).any()
+    for chunk in (1, 37, 1 << 22):  # every fragment its own chunk, fragments cut mid-list, one chunk
+        got = _trigram_counts(ids, lengths, v, chunk_tokens=chunk)
+        assert got.has_sorted_indices
+        np.testing.assert_array_equal(got.toarray(), want)
+
+
+def test_detect_verifies_in_chunks_with_the_same_result(monkeypatch):
+    """Verifying the candidates in chunks (a memory bound) reports exactly what one pass reports."""
+    from pathlib import Path
+
+    import twinspect.code.clones as clones
+    from twinspect.code.fragments import mine
+
+    root = Path(__file__).resolve().parents[2] / "twinspect" / "examples" / "clones"
+    frags, _ = mine([root], min_lines=3, quiet=True)
+    whole = detect(frags, DetectConfig())
+    monkeypatch.setattr(clones, "VERIFY_CHUNK", 3)
+    chunked = detect(frags, DetectConfig())
+    assert whole.pairs and chunked.pairs == whole.pairs
+    assert chunked.classes == whole.classes
+    assert chunked.stats["candidate_pairs"] == whole.stats["candidate_pairs"] > 3 * 3
+
+
 def test_bounds_bound_the_alignments_and_spare_most_of_them(monkeypatch):
     """PairFeatures.bounds (multiset intersections instead of LCS) is at or above every feature on
     every pair of the example corpus, strictly above where statements were reordered; with the

@@ -133,6 +133,9 @@ DECISIONS = ("verifier", "cosine", "tiling")
 #: Values of :attr:`DetectConfig.stock_t4`.
 STOCK_T4 = ("drop", "keep")
 _SEARCH_CHUNK = 1024  # queries per index.search call (progress granularity, bounded memory)
+#: Candidate pairs verified at once (:func:`twinspect.code.verify.verify_pairs`); only the rows that
+#: need a look are kept between chunks. A memory bound, not a result parameter.
+VERIFY_CHUNK = 1 << 21
 
 
 @dataclass
@@ -897,7 +900,7 @@ def _verified_pairs(
     from twinspect.code.candidates import Candidates
     from twinspect.code.clone_types import MT3_MIN, band_of
     from twinspect.code.normalize import token_views
-    from twinspect.code.verify import PairFeatures, load_verifier, verify_pairs
+    from twinspect.code.verify import FEATURES, PairFeatures, load_verifier, verify_pairs
 
     verifier = load_verifier(config.verifier_path)
     t4_rule = t4_semantic = structural = None
@@ -928,7 +931,8 @@ def _verified_pairs(
     # the union of the two sources, sorted by (u, v): pair keys u·n + v of fragment ids u < v
     n_frags = len(frags)
     keys = unique_sorted(np.concatenate([emb.a * n_frags + emb.b, tok.a * n_frags + tok.b]))
-    pa, pb = keys // n_frags, keys % n_frags
+    pos_dtype = np.int32 if n_frags < 2**31 else np.int64
+    pa, pb = (keys // n_frags).astype(pos_dtype), (keys % n_frags).astype(pos_dtype)
     del keys
     t0 = time.perf_counter()
     verified = stages.load("verified") if stages is not None else None
@@ -942,22 +946,40 @@ def _verified_pairs(
         local[np.asarray(reps, dtype=np.int64)] = np.arange(len(reps))
         feats = PairFeatures([frags[r] for r in reps], abstract=[clf.abstract_tokens(r) for r in reps],
                              plain=[plain[r] for r in reps])
-        with progress("verifying candidates", total=len(pa), quiet=quiet) as bar:
-            la, lb = local[pa], local[pb]
-            x, scores = verify_pairs(feats, verifier, la, lb, executor=executor, prefilter=t4_rule is None)
-            if base is None:
-                from twinspect.code.basecode import MIN_FRAGMENTS, base_lines
+        def wanted(x: np.ndarray, scores: np.ndarray) -> np.ndarray:
+            # only accepted pairs and (with a semantic encoder) T4 candidates need a look in Python
+            keep = scores >= verifier.threshold
+            if t4_rule is not None:
+                keep |= x[:, 0] < MT3_MIN  # the WT3 band
+            return np.flatnonzero(keep)
 
-                base = frozenset() if config.base_code is None else base_lines(
-                    [frags[r] for r in reps], min_fragments=MIN_FRAGMENTS, fraction=config.base_code)
-            base_rejected = _base_code_veto(frags, reps, la, lb, x, scores, verifier, config, base)
-            bar.advance(len(pa))
-        # only accepted pairs and (with a semantic encoder) T4 candidates need a look in Python
-        keep = scores >= verifier.threshold
-        if t4_rule is not None:
-            keep |= x[:, 0] < MT3_MIN  # the WT3 band
-        look = np.flatnonzero(keep)
-        x, scores = x[look], scores[look]
+        # In chunks of candidates, keeping only the rows that need a look: the features and scores
+        # of every candidate at once were a large part of the memory peak on a 13-MLOC tree.
+        looks, xs, ss = [], [], []
+        with progress("verifying candidates", total=len(pa), quiet=quiet) as bar:
+            for lo in range(0, len(pa), VERIFY_CHUNK):
+                la, lb = local[pa[lo:lo + VERIFY_CHUNK]], local[pb[lo:lo + VERIFY_CHUNK]]
+                cx, cs = verify_pairs(feats, verifier, la, lb, executor=executor, prefilter=t4_rule is None)
+                sel = wanted(cx, cs)
+                looks.append(sel + lo)
+                xs.append(cx[sel])
+                ss.append(cs[sel])
+                del cx, cs, la, lb
+                bar.advance(min(VERIFY_CHUNK, len(pa) - lo))
+        look = np.concatenate(looks) if looks else np.zeros(0, dtype=np.int64)
+        x = np.concatenate(xs) if xs else np.zeros((0, len(FEATURES)), dtype=np.float32)
+        scores = np.concatenate(ss) if ss else np.zeros(0)
+        del looks, xs, ss
+        if base is None:
+            from twinspect.code.basecode import MIN_FRAGMENTS, base_lines
+
+            base = frozenset() if config.base_code is None else base_lines(
+                [frags[r] for r in reps], min_fragments=MIN_FRAGMENTS, fraction=config.base_code)
+        # the rule reads and lowers accepted candidates only, all of them among the looked-at rows
+        base_rejected = _base_code_veto(frags, reps, local[pa[look]], local[pb[look]], x, scores, verifier,
+                                        config, base)
+        sel = wanted(x, scores)
+        look, x, scores = look[sel], x[sel], scores[sel]
         if stages is not None:
             stages.save("verified", {"look": look, "x": x, "scores": scores, "base_rejected": base_rejected,
                                      "base": np.array(sorted(base), dtype=str)})

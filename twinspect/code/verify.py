@@ -145,12 +145,12 @@ class PairFeatures:
         if not sparse or self._tfidf is not None:
             return
         n = len(self.fragments)
-        abs_ids, abs_len, abs_vocab = token_ids(self._abstract)
         enc = LexicalEncoder(dim=1 << 20, ngram_range=(1, 3), identifier_weight=0.0)
         self._tfidf = enc.encode_sparse(self.fragments).tocsr()
         # Per-token arrays below hold one entry for every token of every fragment (tens of millions
-        # on a 10-MLOC tree, this stage's peak): rows are int32, each array is freed once used, and
-        # the trigram codes are built in place on the valid positions only.
+        # on a 10-MLOC tree, this stage's peak): made after the TF-IDF encoding (itself a peak of
+        # this stage), rows are int32, each array is freed once used, and the trigram codes are
+        # counted in chunks (_trigram_counts).
         plain_ids, plain_len, plain_vocab = token_ids(self._plain)
         rows = np.repeat(np.arange(n, dtype=np.int32), plain_len)
         self._bags = _counts(rows, plain_ids, n, len(plain_vocab))
@@ -158,6 +158,7 @@ class PairFeatures:
         keep = ident[plain_ids] if len(plain_ids) else np.zeros(0, dtype=bool)
         self._idents = _tfidf_rows(_counts(rows[keep], plain_ids[keep], n, len(plain_vocab)))
         del plain_ids, rows, keep
+        abs_ids, abs_len, abs_vocab = token_ids(self._abstract)
         self._trigrams = _trigram_counts(abs_ids, abs_len, max(1, len(abs_vocab)))
 
     def sequences(self) -> tuple[list[str], list[str], np.ndarray]:

@@ -103,6 +103,7 @@ def test_run_campaign_records_wall_time_and_overhead(tmp_path, monkeypatch):
     assert last["overhead_other_s"] < 0.1  # 0.2 without the close: the fake start-up of 0.2 s took no time
     assert report.run_cost_line(s).startswith("last run (local executor): wall ")
     assert "backend start-up 0 s" in report.run_cost_line(s)
+    assert report.run_cost_line(s).endswith(f", shutdown {last['executor_close_s']:.0f} s)")
     assert "last run" in report.table(s) and "last run" in report.to_html(s)
     s2 = run_campaign(tmp_path / "c", 600.0, max_models=2)  # resumed: already seeded, no seeding cost
     assert s2["last_run"]["seeding_s"] == 0.0 and s2["last_run"]["models"] == 2

@@ -119,7 +119,9 @@ def run_cost_line(s: dict) -> str | None:
             f"{last['loop_s']:.0f} s + overhead {last['overhead_s']:.0f} s (executor start "
             f"{last['executor_start_s']:.0f} s, backend start-up {float(last.get('startup_s') or 0):.0f} s, "
             f"seeding {float(last.get('seeding_s') or 0):.0f} s, findings after the budget "
-            f"{float(last.get('findings_after_s') or 0):.0f} s)")
+            f"{float(last.get('findings_after_s') or 0):.0f} s"
+            + (f", shutdown {float(last['executor_close_s']):.0f} s" if "executor_close_s" in last else "")
+            + ")")
 
 
 def to_html(s: dict) -> str:

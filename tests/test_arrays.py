@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from twinspect._arrays import unique_sorted
+from twinspect._arrays import index_dtype, unique_sorted
 
 
 @pytest.mark.parametrize("n", [0, 1, 2, 7, 1000])
@@ -20,3 +20,12 @@ def test_unique_sorted_leaves_input_alone():
     values = np.array([3, 1, 3, 2])
     unique_sorted(values)
     np.testing.assert_array_equal(values, [3, 1, 3, 2])
+
+
+def test_index_dtype_is_int32_exactly_while_int32_holds_the_largest_value():
+    top = np.iinfo(np.int32).max
+    assert index_dtype(0) == index_dtype(top) == np.int32
+    assert index_dtype(top + 1) == index_dtype(2**40) == np.int64
+    # the largest value and -1 (a padding or "before the first" rank) survive the cast
+    values = np.array([-1, top], dtype=np.int64).astype(index_dtype(top))
+    np.testing.assert_array_equal(values, [-1, top])

@@ -11,6 +11,21 @@ from __future__ import annotations
 import numpy as np
 
 
+def index_dtype(largest: int) -> np.dtype:
+    """The smaller signed integer dtype that holds every value in ``[-1, largest]``: int32 up to
+    ``2**31 - 1``, else int64. For positions, counts and ranks held by the million (4 bytes an
+    entry where they suffice, 8 where they do not).
+
+    Args:
+        largest: the largest value the array will hold (e.g. ``n`` for counts of ``n`` items,
+            ``n - 1`` or ``n`` for positions into ``n`` items).
+
+    Returns:
+        ``np.dtype('int32')`` or ``np.dtype('int64')``.
+    """
+    return np.dtype(np.int32 if largest <= np.iinfo(np.int32).max else np.int64)
+
+
 def unique_sorted(values: np.ndarray) -> np.ndarray:
     """The distinct values of a 1-D array in ascending order (``np.unique`` without its hash table).
 

@@ -217,11 +217,13 @@ def _keep_neighbours(
     """
     import numpy as np
 
+    from twinspect._arrays import index_dtype
+
     ok = (neighbour >= 0) & (neighbour != query) & (sims >= threshold)
     idx = np.flatnonzero(ok)
     ok[idx[spans.overlapping(query[idx], neighbour[idx])]] = False
     del idx
-    count = np.dtype(np.int32 if len(ok) < 2**31 - 1 else np.int64)  # 4 bytes an entry where they suffice
+    count = index_dtype(len(ok))
     seen: np.ndarray = np.cumsum(ok, dtype=count)  # eligible entries up to and including each one
     # minus the eligible entries of earlier groups, minus one: the rank within the group
     rank = seen - np.repeat(np.concatenate([[0], seen])[starts[:-1]].astype(count) + 1, np.diff(starts))
@@ -346,7 +348,7 @@ def range_pairs(
     """
     import numpy as np
 
-    from twinspect._arrays import unique_sorted
+    from twinspect._arrays import index_dtype, unique_sorted
     from twinspect.code.index import ExactIndex, make_index
     from twinspect.code.vectors import as_vectors, reduce_dim
 
@@ -438,7 +440,7 @@ def range_pairs(
     # Reduced index: collect every (query, neighbour) the reduced space puts within the margin, re-score
     # each distinct pair once with the full cosine (a pair usually turns up from both ends), then let
     # each query keep its best neighbours as above.
-    # Positions of representatives are held as int32 (n < 2**31): tens of millions of neighbour
+    # Positions of representatives are held as int32 (index_dtype): tens of millions of neighbour
     # entries on a 10-MLOC tree, and these arrays are most of the scan's peak memory.
     n = len(reps)
     found_keys = []
@@ -455,7 +457,7 @@ def range_pairs(
             bar.advance(hi - lo)
     pair_key = unique_sorted(np.concatenate(found_keys)) if found_keys else np.zeros(0, np.int64)
     del found_keys
-    pa, pb = (pair_key // n).astype(np.int32), (pair_key % n).astype(np.int32)
+    pa, pb = (pair_key // n).astype(index_dtype(n)), (pair_key % n).astype(index_dtype(n))
     del pair_key
     cos = np.empty(len(pa), dtype=np.float32)
     with progress("re-scoring neighbours", total=len(pa), quiet=quiet) as bar:
@@ -583,6 +585,7 @@ def overlap_pairs(
     import numpy as np
     import scipy.sparse as sp
 
+    from twinspect._arrays import index_dtype
     from twinspect.code.normalize import token_ids
 
     if not 0.0 < theta <= 1.0:
@@ -656,8 +659,8 @@ def overlap_pairs(
             bar.advance(hi - lo)
     if not found_a:
         return Candidates.empty()
-    # positions as int32 (n < 2**31): the found pairs, doubled below, are this index's peak memory
-    fa, fb = np.concatenate(found_a).astype(np.int32), np.concatenate(found_b).astype(np.int32)
+    # positions as int32 (index_dtype): the found pairs, doubled below, are this index's peak memory
+    fa, fb = np.concatenate(found_a).astype(index_dtype(n)), np.concatenate(found_b).astype(index_dtype(n))
     fs = np.concatenate(found_s)
     del found_a, found_b, found_s
     # the cap: a pair stays when it is among the `cap` most overlapping partners of either side
@@ -666,7 +669,7 @@ def overlap_pairs(
     sorted_ends = ends[order]
     del ends
     m = len(fa)
-    rank = np.empty(2 * m, dtype=np.int32 if 2 * m < 2**31 - 1 else np.int64)
+    rank = np.empty(2 * m, dtype=index_dtype(2 * m))
     rank[order] = np.arange(2 * m) - np.searchsorted(sorted_ends, sorted_ends, side="left")
     del order, sorted_ends
     kept = (rank[:m] < cap) | (rank[m:] < cap)

@@ -896,7 +896,7 @@ def _verified_pairs(
     """
     import numpy as np
 
-    from twinspect._arrays import unique_sorted
+    from twinspect._arrays import index_dtype, unique_sorted
     from twinspect.code.candidates import Candidates
     from twinspect.code.clone_types import MT3_MIN, band_of
     from twinspect.code.normalize import token_views
@@ -931,8 +931,7 @@ def _verified_pairs(
     # the union of the two sources, sorted by (u, v): pair keys u·n + v of fragment ids u < v
     n_frags = len(frags)
     keys = unique_sorted(np.concatenate([emb.a * n_frags + emb.b, tok.a * n_frags + tok.b]))
-    pos_dtype = np.int32 if n_frags < 2**31 else np.int64
-    pa, pb = (keys // n_frags).astype(pos_dtype), (keys % n_frags).astype(pos_dtype)
+    pa, pb = (keys // n_frags).astype(index_dtype(n_frags)), (keys % n_frags).astype(index_dtype(n_frags))
     del keys
     t0 = time.perf_counter()
     verified = stages.load("verified") if stages is not None else None

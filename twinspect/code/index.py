@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from twinspect._arrays import index_dtype
 from twinspect._io import atomic_path, read_json, write_json
 from twinspect.errors import IndexFormatError, InputError, TwinspectError
 
@@ -404,10 +405,11 @@ class ExactIndex(Index):
         k = _check_k(k)
         n = len(self)
         vecs = self._vecs
-        # hit rows and columns are int32 (positions < n): 12 bytes a hit instead of 20, and the hits
-        # (mirrored, merged, sorted) are what this search holds most of
+        # hit rows and columns are int32 (positions < n, index_dtype): 12 bytes a hit instead of 20, and
+        # the hits (mirrored, merged, sorted) are what this search holds most of
+        pos = index_dtype(n)
         kept: tuple[np.ndarray, np.ndarray, np.ndarray] = (
-            np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0, np.float32))
+            np.zeros(0, pos), np.zeros(0, pos), np.zeros(0, np.float32))
         parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         pending = 0
         budget = max(2 * n * k, 1 << 20) if max_hits is None else int(max_hits)
@@ -423,15 +425,15 @@ class ExactIndex(Index):
             if lo >= whole_rows_from:  # search()'s way: every column, the k best of each row
                 cols, sims = topk_rows(vecs[lo:hi] @ vecs.T, k)
                 hit = sims >= threshold
-                r = np.repeat(np.arange(lo, hi, dtype=np.int32), hit.sum(axis=1))
-                parts.append((r, cols[hit].astype(np.int32), sims[hit]))
+                r = np.repeat(np.arange(lo, hi, dtype=pos), hit.sum(axis=1))
+                parts.append((r, cols[hit].astype(pos), sims[hit]))
                 pending += len(r)
             else:
                 sims = vecs[lo:hi] @ vecs[lo:].T
                 r64, c64 = np.nonzero(sims >= threshold)
                 v = sims[r64, c64]
-                r = r64.astype(np.int32) + np.int32(lo)
-                c = c64.astype(np.int32) + np.int32(lo)
+                r = r64.astype(pos) + pos.type(lo)
+                c = c64.astype(pos) + pos.type(lo)
                 del r64, c64
                 upper = c > r  # the lower triangle of the diagonal block comes from the mirror below
                 mine = upper | (c == r)

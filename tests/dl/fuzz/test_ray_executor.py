@@ -35,6 +35,18 @@ CRASHY = textwrap.dedent('''
 ''')
 
 
+def _crashy_setup(tmp_path, monkeypatch, n: int) -> np.ndarray:
+    """The CRASHY worker module importable by Ray workers, ``inputs.npz`` with ``x`` = arange(n) and a
+    model file ``ok.keras`` the worker runs normally; returns ``x``."""
+    (tmp_path / "crashy_worker.py").write_text(CRASHY)
+    # a local Ray instance started now inherits this environment, so its workers can import crashy_worker
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    x = np.arange(n, dtype=np.float32)
+    np.savez(tmp_path / "inputs.npz", x=x)
+    (tmp_path / "ok.keras").write_bytes(b"fine")
+    return x
+
+
 def run(argv, capsys):
     with pytest.raises(SystemExit) as exc:
         main(argv)
@@ -80,12 +92,7 @@ def test_unreachable_or_bad_ray_address_exits_2_without_creating_the_campaign(tm
 @pytest.mark.ci
 def test_ray_actor_survives_a_worker_segfault_and_restarts_it(tmp_path, monkeypatch):
     ray = pytest.importorskip("ray", reason="Ray is the optional 'ray' extra")
-    (tmp_path / "crashy_worker.py").write_text(CRASHY)
-    # a local Ray instance started now inherits this environment, so its workers can import crashy_worker
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
-    x = np.arange(5, dtype=np.float32)
-    np.savez(tmp_path / "inputs.npz", x=x)
-    (tmp_path / "ok.keras").write_bytes(b"fine")
+    x = _crashy_setup(tmp_path, monkeypatch, 5)
     (tmp_path / "bad.keras").write_bytes(b"segv")
     ex = executors.RayExecutor(timeout_s=30, argv={"a": ["crashy_worker"], "b": ["crashy_worker"]})
     try:
@@ -112,16 +119,11 @@ def test_ray_actor_survives_a_worker_segfault_and_restarts_it(tmp_path, monkeypa
     assert not ray.is_initialized()  # the instance this executor started is shut down
 
 
-
 @pytest.mark.slow
 @pytest.mark.ci
 def test_ray_actors_start_together_with_their_workers_and_close_at_once(tmp_path, monkeypatch):
     ray = pytest.importorskip("ray", reason="Ray is the optional 'ray' extra")
-    (tmp_path / "crashy_worker.py").write_text(CRASHY)
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
-    x = np.arange(3, dtype=np.float32)
-    np.savez(tmp_path / "inputs.npz", x=x)
-    (tmp_path / "ok.keras").write_bytes(b"fine")
+    x = _crashy_setup(tmp_path, monkeypatch, 3)
     systems = ["a", "b", "c"]
     ex = executors.RayExecutor(timeout_s=30, argv={s: ["crashy_worker"] for s in systems})
     try:

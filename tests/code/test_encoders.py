@@ -405,3 +405,23 @@ def test_lexical_literal_mode_keep():
     assert LexicalEncoder.from_state(dict(old, config=json.dumps(cfg))).literal_mode == "abstract"
     with pytest.raises(InputError, match="literal_mode"):
         LexicalEncoder(literal_mode="drop")
+
+
+@pytest.mark.parametrize("identifier_weight", [0.0, 0.3])
+def test_lexical_chunked_fit_and_encode_match_one_pass(frags, monkeypatch, identifier_weight):
+    """A corpus of several chunks is fitted and encoded chunk by chunk: same IDF, same vectors."""
+    import twinspect.code.encoders.lexical as lexical
+
+    whole = LexicalEncoder(dim=1 << 12, identifier_weight=identifier_weight)
+    want = whole.encode_sparse(frags)
+    monkeypatch.setattr(lexical, "_CHUNK", 2)  # 7 fragments: chunks of 2, 2, 2, 1
+    chunked = LexicalEncoder(dim=1 << 12, identifier_weight=identifier_weight).fit(frags)
+    assert chunked._cache is None  # nothing held for encode: it extracts again, chunk by chunk
+    np.testing.assert_array_equal(chunked._features, whole._features)
+    np.testing.assert_array_equal(chunked._df, whole._df)
+    assert chunked._df.max() > 1  # features shared across chunks were merged, not overwritten
+    got = chunked.encode_sparse(frags)
+    assert got.shape == want.shape and got.dtype == np.float32
+    np.testing.assert_array_equal(got.indptr, want.indptr)
+    np.testing.assert_array_equal(got.indices, want.indices)
+    np.testing.assert_array_equal(got.data, want.data)

@@ -302,6 +302,12 @@ class LexicalEncoder(Encoder):
     def fit(self, fragments: Sequence[Fragment]) -> LexicalEncoder:
         """Fit document frequencies (IDF) on a corpus of fragments.
 
+        Features are extracted in chunks of :data:`_CHUNK` fragments and the document frequencies
+        merged chunk by chunk, so memory holds one chunk's (fragment, feature) entries at a time
+        (about 40 M entries, 1 GB, on a 10-MLOC tree when held at once). A corpus of one chunk keeps
+        its features for the :meth:`encode` that usually follows; a larger one is extracted again
+        there, chunk by chunk (same vectors either way).
+
         Args:
             fragments: the corpus (typically every fragment of the scanned codebase).
 
@@ -309,13 +315,17 @@ class LexicalEncoder(Encoder):
             ``self``.
         """
         fragments = list(fragments)
-        blocks = self._blocks(fragments)
-        # fit() then encode() on the same corpus (the usual pipeline) extracts features only once
-        self._cache = (fragments, blocks)
-        feats = [f for _, f, _ in blocks]
-        all_feats = np.concatenate(feats) if feats else np.zeros(0, _U64)
-        self._features, df = np.unique(all_feats, return_counts=True)
-        self._df = df.astype(np.int64)
+        features, df = np.zeros(0, _U64), np.zeros(0, np.int64)
+        for lo in range(0, max(len(fragments), 1), _CHUNK):
+            chunk = fragments[lo : lo + _CHUNK]
+            blocks = self._blocks(chunk)
+            if len(fragments) <= _CHUNK:  # fit() then encode() on the same small corpus: extract once
+                self._cache = (fragments, blocks)
+            # each (fragment, feature) entry of a block is distinct: a feature's entries count its documents
+            chunk_feats, chunk_df = np.unique(np.concatenate([f for _, f, _ in blocks]), return_counts=True)
+            features, df = _merge_counts(features, df, chunk_feats, chunk_df)
+            del blocks
+        self._features, self._df = features, df
         self.n_docs = len(fragments)
         self.fitted = True
         return self
@@ -356,8 +366,16 @@ class LexicalEncoder(Encoder):
         fragments = list(fragments)
         if not self.fitted:
             self.fit(fragments)
+        if len(fragments) <= _CHUNK:
+            return self._encode_chunk(fragments, self._blocks_cached(fragments))
+        self._cache = None
+        rows = [self._encode_chunk(chunk, self._blocks(chunk))
+                for chunk in (fragments[lo : lo + _CHUNK] for lo in range(0, len(fragments), _CHUNK))]
+        return sp.vstack(rows, format="csr", dtype=np.float32)
+
+    def _encode_chunk(self, fragments: Sequence[Fragment], blocks: list) -> sp.csr_matrix:
+        """Rows of ``fragments`` from their feature ``blocks`` (:meth:`_blocks` of the same fragments)."""
         n = len(fragments)
-        blocks = self._blocks_cached(fragments)
         parts = [self._weighted(n, *b) for b in blocks]
         if len(parts) == 1:
             return parts[0]
@@ -426,6 +444,16 @@ class LexicalEncoder(Encoder):
         except (KeyError, ValueError, TypeError) as exc:
             raise InputError(f"malformed lexical encoder state: {exc}") from exc
         return enc
+
+
+def _merge_counts(a: np.ndarray, ca: np.ndarray, b: np.ndarray, cb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Union of two sorted distinct uint64 key arrays, the int64 counts of a key present in both summed."""
+    if not a.size:
+        return b, cb.astype(np.int64)
+    keys, inverse = np.unique(np.concatenate([a, b]), return_inverse=True)
+    counts = np.zeros(keys.size, np.int64)
+    np.add.at(counts, inverse, np.concatenate([ca, cb]).astype(np.int64))
+    return keys, counts
 
 
 def _normalize_rows(m: sp.csr_matrix) -> sp.csr_matrix:

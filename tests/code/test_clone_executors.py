@@ -51,6 +51,25 @@ def test_in_process_and_local_pool_give_the_report_of_the_default_run(small_shar
         assert got.stats["executor"] == "local" and got.stats["workers"] == ex.workers
 
 
+def test_local_pool_holds_no_result_it_has_yielded():
+    """Parse results (fragments and their token lists) are large: once the caller has taken one and let
+    it go, the pool must not keep it until the last shard is done."""
+    import gc
+    import weakref
+
+    import numpy as np
+
+    results = LocalPool(2).map(np.full, [1.0, 2.0, 3.0], shared=(50_000,))  # np.full((50_000,), shard)
+    first = next(results)
+    assert float(first[0]) == 1.0
+    gone = weakref.ref(first)
+    del first
+    second = next(results)
+    gc.collect()
+    assert gone() is None
+    assert float(second[0]) == 2.0 and [float(r[0]) for r in results] == [3.0]
+
+
 def test_ray_with_one_worker_gives_the_local_report(small_shards):
     pytest.importorskip("ray")
     reference = _view(_scan(None))

@@ -96,6 +96,7 @@ class LocalPool:
 
     def map(self, fn: Callable[[Any, S], R], shards: Sequence[S], shared: Any = None) -> Iterator[R]:
         """``fn(shared, shard)`` for every shard in worker processes, yielded in shard order."""
+        from collections import deque
         from concurrent.futures import ProcessPoolExecutor
 
         from twinspect._mp import guarded_initializer, mp_context
@@ -105,9 +106,9 @@ class LocalPool:
         init, initargs = guarded_initializer(_set_shared, (shared,))  # workers exit if this process is killed
         with ProcessPoolExecutor(max_workers=min(self.workers, len(shards)), mp_context=mp_context(),
                                  initializer=init, initargs=initargs) as pool:
-            futures = [pool.submit(_call_with_shared, fn, shard) for shard in shards]
-            for fut in futures:
-                yield fut.result()
+            futures = deque(pool.submit(_call_with_shared, fn, shard) for shard in shards)
+            while futures:  # a result is dropped here once yielded (a list of futures would hold them all)
+                yield futures.popleft().result()
 
     def close(self) -> None:
         """Nothing to release (each map call closes its pool)."""

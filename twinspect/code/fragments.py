@@ -984,18 +984,28 @@ def _mine_cached(files: Sequence[SourceFile], stats: ScanStats, cache: ParseCach
     runs = [todo[i:i + _FILES_PER_TASK] for i in range(0, len(todo), _FILES_PER_TASK)]
     if executor is None:
         executor = LocalPool(workers) if workers > 1 and len(todo) >= PARALLEL_MIN_FILES else InProcess()
+    fragments: list[Fragment] = []
+    absorbed = 0  # per_file[:absorbed] are in fragments (and released: their token lists are large)
+
+    def absorb_ready() -> None:
+        nonlocal absorbed
+        while absorbed < len(per_file) and (entry := per_file[absorbed]) is not None:
+            _absorb(stats, fragments, *entry)
+            per_file[absorbed] = None
+            absorbed += 1
+
     with progress("parsing", total=len(files), quiet=quiet) as bar:
         bar.advance(len(files) - len(todo))
         shards = [[files[i] for i in run] for run in runs]
+        absorb_ready()
         for run, shard, results in zip(runs, shards, executor.map(_mine_run_each, shards, shared=options)):
             for i, r in zip(run, results):
                 per_file[i] = r
             cache.store(list(zip(shard, results)))
+            del results
+            absorb_ready()
             bar.advance(len(run))
-    fragments: list[Fragment] = []
-    for entry in per_file:
-        assert entry is not None
-        _absorb(stats, fragments, *entry)
+    assert absorbed == len(per_file)
     return fragments
 
 

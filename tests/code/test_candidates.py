@@ -112,9 +112,13 @@ def _loop_keep(query_rows, neighbours, sims, frags, threshold, cap):
     return out, capped
 
 
+@pytest.mark.parametrize("span_chunk", [1 << 22, 7])  # one chunk / the span checks in chunks of 7 entries
 @pytest.mark.parametrize("cap", [1, 3, 50])
-def test_keep_neighbours_equals_the_per_query_loop(cap):
+def test_keep_neighbours_equals_the_per_query_loop(cap, span_chunk, monkeypatch):
+    from twinspect.code import candidates
     from twinspect.code.candidates import FragmentSpans, _best_per_pair, _keep_neighbours
+
+    monkeypatch.setattr(candidates, "_SPAN_CHUNK", span_chunk)
 
     rng = np.random.default_rng(cap)
     n, k = 60, 12

@@ -51,6 +51,7 @@ _SEARCH_CHUNK = 1024  # queries per index.search call (progress granularity, bou
 _PREFIX_CHUNK = 256  # rows of the prefix matrix multiplied at once (bounds the candidate arrays held at once)
 _VERIFY_CHUNK = 1 << 14  # candidate pairs whose overlap is computed at once (1 << 16 held 0.6 GB of rows)
 _RESCORE_CHUNK = 1 << 18  # neighbour pairs of the reduced index re-scored per progress step
+_SPAN_CHUNK = 1 << 22  # neighbour entries checked for overlapping spans at once (bounded memory)
 #: k of the extended prefix filter: prefixes k − 1 items longer must share k items.
 PREFIX_SHARED = 32
 
@@ -220,14 +221,13 @@ def _keep_neighbours(
     from twinspect._arrays import index_dtype
 
     ok = (neighbour >= 0) & (neighbour != query) & (sims >= threshold)
-    idx = np.flatnonzero(ok)
-    ok[idx[spans.overlapping(query[idx], neighbour[idx])]] = False
-    del idx
+    for lo in range(0, len(ok), _SPAN_CHUNK):  # in chunks: the span look-ups are int64 per entry
+        idx = lo + np.flatnonzero(ok[lo:lo + _SPAN_CHUNK])
+        ok[idx[spans.overlapping(query[idx], neighbour[idx])]] = False
     count = index_dtype(len(ok))
-    seen: np.ndarray = np.cumsum(ok, dtype=count)  # eligible entries up to and including each one
-    # minus the eligible entries of earlier groups, minus one: the rank within the group
-    rank = seen - np.repeat(np.concatenate([[0], seen])[starts[:-1]].astype(count) + 1, np.diff(starts))
-    del seen
+    rank: np.ndarray = np.cumsum(ok, dtype=count)  # eligible entries up to and including each one
+    # minus the eligible entries of earlier groups, minus one: the rank within the group (in place)
+    rank -= np.repeat(np.concatenate([[0], rank])[starts[:-1]].astype(count) + 1, np.diff(starts))
     keep = ok & (rank < cap)
     capped = int(np.count_nonzero(ok & (rank == cap)))
     return query[keep], neighbour[keep], sims[keep], capped
@@ -653,14 +653,14 @@ def overlap_pairs(
                else (_overlap_chunk(shared, c) for c in chunks))
     with progress("token-overlap index", total=n, quiet=quiet) as bar:
         for (lo, hi), (pa, pb, sim) in zip(chunks, results):
-            found_a.append(srt[pa])
-            found_b.append(srt[pb])
+            # positions as int32 (index_dtype) as they arrive: the found pairs are this index's peak memory
+            found_a.append(srt[pa].astype(index_dtype(n), copy=False))
+            found_b.append(srt[pb].astype(index_dtype(n), copy=False))
             found_s.append(sim)
             bar.advance(hi - lo)
     if not found_a:
         return Candidates.empty()
-    # positions as int32 (index_dtype): the found pairs, doubled below, are this index's peak memory
-    fa, fb = np.concatenate(found_a).astype(index_dtype(n)), np.concatenate(found_b).astype(index_dtype(n))
+    fa, fb = np.concatenate(found_a), np.concatenate(found_b)
     fs = np.concatenate(found_s)
     del found_a, found_b, found_s
     # the cap: a pair stays when it is among the `cap` most overlapping partners of either side

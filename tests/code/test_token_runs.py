@@ -375,3 +375,19 @@ def test_back_to_back_copies_sharing_their_boundary_line_are_paired(tmp_path):
     # lines 9-17 (from `do` to the next `it`) are a copy of lines 17-25: both keep line 17
     assert ((9, 17), (17, 25)) in spans
     assert report.stats["token_run_pairs"] >= 1
+
+
+def test_runs_taken_in_chunks_give_the_same_pairs(monkeypatch):
+    """The diagonal runs (and their files) become Python ints a chunk at a time: chunks of 3 runs give
+    the pairs of one chunk, on real code (the stdlib's email package: copies within and across files)."""
+    import sysconfig
+    from pathlib import Path
+
+    from twinspect.code import token_runs
+
+    email = Path(sysconfig.get_paths()["stdlib"]) / "email"
+    streams = [token_stream(p.read_text(encoding="utf-8"), "python") for p in sorted(email.glob("*.py"))]
+    want = match_token_runs(streams, min_lines=4, min_tokens=30)
+    assert len(want[0]) >= 5 and any(a.file != b.file for a, b in want[0])
+    monkeypatch.setattr(token_runs, "_RUN_CHUNK", 3)
+    assert match_token_runs(streams, min_lines=4, min_tokens=30) == want

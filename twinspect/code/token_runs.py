@@ -243,15 +243,17 @@ def match_token_runs(
     code_lines = np.r_[0, np.cumsum(np.diff(lines) != 0, dtype=np.int32)]  # distinct-line counter
     t2 = np.r_[0, np.cumsum(~in_string, dtype=np.int32)]
     found: list[tuple[int, int, int]] = []
-    file_end = (offset + sizes).tolist()
-    starts_at, fids = offset.tolist(), fid.tolist()
-    # diagonal runs as Python ints a chunk at a time (tens of millions on a 13-MLOC tree: as one list
-    # each, about 1 GB of int objects at the scan's memory peak)
-    for x, y, m in (run for lo in range(0, len(a0), _RUN_CHUNK) for run in zip(
-            a0[lo:lo + _RUN_CHUNK].tolist(), b0[lo:lo + _RUN_CHUNK].tolist(), length[lo:lo + _RUN_CHUNK].tolist())):
+    file_end, starts_at = (offset + sizes).tolist(), offset.tolist()
+    fa0, fb0 = fid[a0], fid[b0]  # each run's two files
+    # diagonal runs (and their files) as Python ints a chunk at a time: tens of millions on a 13-MLOC
+    # tree, about 1 GB of int objects at the scan's memory peak as one list each; so was the file id of
+    # every token as a list
+    for x, y, m, fx, fy in (run for lo in range(0, len(a0), _RUN_CHUNK) for run in zip(
+            a0[lo:lo + _RUN_CHUNK].tolist(), b0[lo:lo + _RUN_CHUNK].tolist(), length[lo:lo + _RUN_CHUNK].tolist(),
+            fa0[lo:lo + _RUN_CHUNK].tolist(), fb0[lo:lo + _RUN_CHUNK].tolist())):
         if m < min_tokens:
             continue
-        x, y, m = _extend(h, x, y, m, starts_at[fids[x]], starts_at[fids[y]], file_end[fids[x]], file_end[fids[y]])
+        x, y, m = _extend(h, x, y, m, starts_at[fx], starts_at[fy], file_end[fx], file_end[fy])
         if code_lines[x + m - 1] - code_lines[x] + 1 < min_lines or code_lines[y + m - 1] - code_lines[y] + 1 < min_lines:
             continue
         if t2[x + m] - t2[x] < min_t2 or t2[y + m] - t2[y] < min_t2:

@@ -36,6 +36,19 @@ def test_sparse_and_dense_rows_agree(lexical):
     assert sparse.cosine(3, 3) == pytest.approx(1.0, abs=1e-6)
 
 
+def test_pair_cosines_in_chunks_equal_one_pass(lexical, monkeypatch):
+    """Pairs are scored a chunk at a time (bounded memory): chunks of 7 give the one-pass values bit for bit."""
+    from twinspect.code import vectors
+
+    fv = FragmentVectors(lexical)
+    rng = np.random.default_rng(1)
+    a, b = rng.integers(0, len(fv), 100), rng.integers(0, len(fv), 100)
+    want = fv.pair_cosines(a, b)
+    monkeypatch.setattr(vectors, "_PAIR_CHUNK", 7)
+    np.testing.assert_array_equal(fv.pair_cosines(a, b), want)
+    assert want[0] == pytest.approx(fv.cosine(int(a[0]), int(b[0])), abs=1e-6)
+
+
 def test_subset_is_a_view_by_position(lexical):
     full = FragmentVectors(lexical)
     ids = np.array([40, 3, 17, 99], dtype=np.int64)

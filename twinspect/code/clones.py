@@ -862,7 +862,7 @@ def _verified_pairs(
     executor: ShardExecutor | None = None,
     base: frozenset[str] | None = None,
     stages: StageCache | None = None,
-) -> tuple[list[ClonePair], Candidates, dict[str, Any]]:
+) -> tuple[list[ClonePair], Candidates | None, dict[str, Any]]:
     """The near-miss pipeline: candidates from two sources, verified, typed, expanded to buckets.
 
     Candidates are pairs of bucket representatives (first members) from
@@ -884,8 +884,9 @@ def _verified_pairs(
 
     Returns:
         ``(pairs, edges, counters)``: the clone pairs (exact ones included) sorted by (a, b), the
-        embedding candidates (:class:`twinspect.code.candidates.Candidates`, cosine scores; for the
-        clustering linkages), and counters
+        embedding candidates (:class:`twinspect.code.candidates.Candidates`, cosine scores) for the
+        clustering linkages (None with ``linkage="pairs"``: their arrays are freed before
+        verification), and counters
         ``candidate_pairs``, ``candidates_embedding``, ``candidates_token_overlap``,
         ``capped`` (per source), ``verified``, ``accepted``, ``semantic_t4``,
         ``t4_structural_vetoed`` (semantic T4 candidates without structural agreement), ``t4_rule``
@@ -933,6 +934,19 @@ def _verified_pairs(
     keys = unique_sorted(np.concatenate([emb.a * n_frags + emb.b, tok.a * n_frags + tok.b]))
     pa, pb = (keys // n_frags).astype(index_dtype(n_frags)), (keys % n_frags).astype(index_dtype(n_frags))
     del keys
+    # what is reported of the two sources; their arrays (hundreds of MB on a 13-MLOC tree) are freed
+    # before verification unless a clustering linkage reads the embedding candidates
+    source_counters = {
+        "candidates_embedding": len(emb),
+        "candidates_token_overlap": len(tok),
+        "capped": {"embedding": emb.capped, "token_overlap": tok.capped},
+        "index_used": emb.index,
+        "index_recall": emb.index_recall,
+        "index_recall_queries": emb.index_recall_queries,
+    }
+    del tok
+    edges_out = emb if config.linkage != "pairs" else None
+    del emb
     t0 = time.perf_counter()
     verified = stages.load("verified") if stages is not None else None
     if verified is not None:
@@ -1022,12 +1036,7 @@ def _verified_pairs(
     _set_similarities(vecs, fresh)
     counters: dict[str, Any] = {
         "candidate_pairs": len(pa),
-        "candidates_embedding": len(emb),
-        "candidates_token_overlap": len(tok),
-        "capped": {"embedding": emb.capped, "token_overlap": tok.capped},
-        "index_used": emb.index,
-        "index_recall": emb.index_recall,
-        "index_recall_queries": emb.index_recall_queries,
+        **source_counters,
         "verified": len(pa),
         "accepted": accepted,
         "semantic_t4": semantic_t4,
@@ -1040,7 +1049,7 @@ def _verified_pairs(
         "stage_seconds": {k: round(v, 4) for k, v in seconds.items()},
         "base_lines": base,
     }
-    return [out[k] for k in sorted(out)], emb, counters
+    return [out[k] for k in sorted(out)], edges_out, counters
 
 
 def pair_classes(
@@ -1341,8 +1350,8 @@ def detect(
         pairs, emb, pair_counts = _verified_pairs(vecs, frags, buckets, bucket_of, clf, config, semantic, quiet,
                                                   executor, base, stages)
         base = pair_counts.pop("base_lines")
-        n_edges = len(emb)
-        edges = emb.pairs if config.linkage != "pairs" else {}  # a dict only where a clustering needs it
+        n_edges = pair_counts["candidates_embedding"]
+        edges = emb.pairs if emb is not None else {}  # a dict only where a clustering needs it
         timings["verify"] = time.perf_counter() - t
         group_pairs = pair_counts.pop("group_pairs")
         timings.update(pair_counts.pop("stage_seconds"))

@@ -316,7 +316,7 @@ class LexicalEncoder(Encoder):
         """
         fragments = list(fragments)
         features, df = np.zeros(0, _U64), np.zeros(0, np.int64)
-        for lo in range(0, max(len(fragments), 1), _CHUNK):
+        for lo in range(0, len(fragments), _CHUNK):
             chunk = fragments[lo : lo + _CHUNK]
             blocks = self._blocks(chunk)
             if len(fragments) <= _CHUNK:  # fit() then encode() on the same small corpus: extract once

@@ -13,7 +13,9 @@ Configurations (``--configs``): ``default`` (the margin search with default sett
 (``-a dflare``), ``reference`` (``-a dflare --preset reference``), ``diffchaser`` (population 1,000),
 ``margin-v1`` (the margin search with the constants tuned on the LeNets before issue 19: fixed ε 48
 doubling after 50 stalled queries, no boundary refinement), ``minimize-v1`` (the default search with
-the minimisation before the boundary-following one: restoring patches and pixels, ``minimize_method="restore"``).
+the minimisation before the boundary-following one: restoring patches and pixels, ``minimize_method="restore"``),
+``guided`` (``-a guided``: the margin search started on the original's gradient; for an ONNX original the
+torch model it was exported from, the ``.pt`` of the same name, is the surrogate).
 
 Run from the repository root after ``benchmarks/deviate_suite.py build``::
 
@@ -54,6 +56,7 @@ CONFIGS: dict[str, tuple[str, dict]] = {
     "dflare": ("dflare", {}),
     "reference": ("dflare", {"preset": "reference"}),
     "diffchaser": ("diffchaser", {"pop_size": 1000}),
+    "guided": ("guided", {}),
 }
 #: configuration name → its place in the tables (overrides ``name+key=value`` sort after their base)
 CONFIG_ORDER = {c: i for i, c in enumerate(CONFIGS)}
@@ -292,6 +295,10 @@ def main() -> None:
         models = fresh = None
         for config in args.configs.split(","):
             algorithm, extra = parse_config(config)
+            if algorithm == "guided" and orig_p.suffix == ".onnx":
+                # an ONNX original gives no gradient: the torch model it was exported from is the surrogate
+                extra["surrogate"] = {"path": str(orig_p.with_suffix(".pt")),
+                                      **({"preprocess": pair.preprocess} if pair.preprocess else {})}
             out = args.work_dir / pair.name / config
             wall = None
             if not args.report_only:

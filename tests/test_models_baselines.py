@@ -12,10 +12,10 @@ import pytest  # noqa: E402
 
 torch = pytest.importorskip("torch")
 
+from twinspect.dl.adapters.differentiable import logit_fn  # noqa: E402
 from twinspect.dl.adapters.torch import TorchClassifier  # noqa: E402
 from twinspect.dl.data import load_images  # noqa: E402
 from twinspect.dl.modelclones import CompareConfig, compare_models, deepjudge, measures, modeldiff  # noqa: E402
-from twinspect.dl.modelclones.differentiable import logit_fn  # noqa: E402
 from twinspect.errors import InputError  # noqa: E402
 
 

@@ -177,3 +177,28 @@ def keras_file(mnist_train_512, model_dir):
     path = model_dir / "tiny.keras"
     model.save(str(path))
     return path
+
+
+@pytest.fixture(scope="session")
+def tiny_twins(tiny_torch, tiny_meta, tmp_path_factory):
+    """The TinyCNN above and a copy with every weight tensor rounded to 8 bits (per-tensor,
+    symmetric), both saved as TorchScript with metadata and loaded through twinspect's adapter."""
+    import copy
+
+    import torch
+
+    from twinspect.dl.adapters import load_classifier
+    from twinspect.dl.adapters.metadata import extra_files
+
+    rounded = copy.deepcopy(tiny_torch)
+    with torch.no_grad():
+        for p in rounded.parameters():
+            step = p.abs().max() / 127
+            p.copy_(torch.round(p / step) * step)
+    d = tmp_path_factory.mktemp("twins")
+    out = []
+    for name, model in (("orig.pt", tiny_torch), ("w8.pt", rounded)):
+        scripted = torch.jit.trace(model.eval(), torch.zeros(1, 1, 28, 28))
+        torch.jit.save(scripted, str(d / name), _extra_files=extra_files(tiny_meta))
+        out.append(load_classifier(d / name))
+    return out[0], out[1]

@@ -245,3 +245,27 @@ def test_seeds_below_1_fail_before_the_data_is_loaded(tmp_path, capsys, monkeypa
     code, _, err = run(["deviate", orig, comp, "--data", data, "--seeds", "0", "-o", str(out), "--quiet"], capsys)
     assert_user_error(code, err, "--seeds must be >= 1, got 0")
     assert not out.exists()
+
+
+def test_guided_search_from_the_cli(tmp_path, capsys):
+    """``-a guided`` on the shared LeNet-1 pair (a Keras original on the torch backend gives the
+    gradient): a real run whose records carry the approach's gradient count; a TFLite original
+    without --surrogate, and --surrogate with another algorithm, are one-line errors with nothing
+    written."""
+    need_shared()
+    out = tmp_path / "run"
+    code, stdout, err = run(["deviate", "--pair", "lenet1", "-a", "guided", "--seeds", "2", "--max-queries", "500",
+                             "--timeout", "120", "-o", str(out), "--quiet", "--format", "json"], capsys)
+    assert code == 0, err
+    assert json.loads(stdout)["algorithm"] == "guided"
+    recs = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert len(recs) == 2 and all(r["gradient_evaluations"] > 0 for r in recs if r["status"] != "disagree_at_seed")
+    bad = tmp_path / "bad"
+    code, _, err = run(["deviate", str(MODELS / "lenet1-quan.lite"), str(MODELS / "lenet1.h5"), "--preprocess", "unit",
+                        "--data", "mnist", "--seeds", "1", "-a", "guided", "-o", str(bad), "--quiet"], capsys)
+    assert_user_error(code, err, "surrogate")
+    assert not bad.exists()
+    code, _, err = run(["deviate", "--pair", "lenet1", "--seeds", "1", "--surrogate", str(MODELS / "lenet1.h5"),
+                        "-o", str(bad), "--quiet"], capsys)
+    assert_user_error(code, err, "--surrogate applies to --algorithm guided")
+    assert not bad.exists()

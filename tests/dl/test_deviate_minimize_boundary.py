@@ -63,31 +63,6 @@ def test_boundary_following_drops_a_block_that_pushes_away_where_restoring_canno
     assert out["boundary"]["ssim"] > out["restore"]["ssim"]
 
 
-@pytest.fixture(scope="module")
-def tiny_twins(tiny_torch, tiny_meta, tmp_path_factory):
-    """The conftest's TinyCNN and a copy with every weight tensor rounded to 8 bits (per-tensor,
-    symmetric), both saved as TorchScript with metadata and loaded through twinspect's adapter."""
-    import copy
-
-    import torch
-
-    from twinspect.dl.adapters import load_classifier
-    from twinspect.dl.adapters.metadata import extra_files
-
-    rounded = copy.deepcopy(tiny_torch)
-    with torch.no_grad():
-        for p in rounded.parameters():
-            step = p.abs().max() / 127
-            p.copy_(torch.round(p / step) * step)
-    d = tmp_path_factory.mktemp("twins")
-    out = []
-    for name, model in (("orig.pt", tiny_torch), ("w8.pt", rounded)):
-        scripted = torch.jit.trace(model.eval(), torch.zeros(1, 1, 28, 28))
-        torch.jit.save(scripted, str(d / name), _extra_files=extra_files(tiny_meta))
-        out.append(load_classifier(d / name))
-    return out[0], out[1]
-
-
 def test_boundary_minimisation_on_a_real_small_pair(tiny_twins, mnist_test):
     """On a real pair (a small CNN and its 8-bit-weight copy): every minimised trigger still triggers,
     its L∞ and L0 never exceed the unminimised trigger's, a compressed-model error stays one, the

@@ -1,7 +1,9 @@
-"""Deviated-behaviour search for compressed models: margin search, DFlare, DiffChaser, repair (Drepair).
+"""Deviated-behaviour search for compressed models: margin and guided search, DFlare, DiffChaser, repair (Drepair).
 
 * :class:`MarginSearch` — the default search: the compressed model's margin near the seed, the
   original kept right (our own, after Square Attack);
+* :class:`GuidedSearch` — the margin search started where the original's (or a surrogate's)
+  input gradient meets its decision boundary (white-box on the original only);
 * :class:`DFlare` — Tian et al., "Finding Deviated Behaviors of the Compressed DNN Models for
   Image Classifications", ACM TOSEM 2023;
 * :class:`DiffChaser` — Xie, Ma, Wang, Li, Liu, Li, "DiffChaser: Detecting Disagreements for Deep
@@ -21,6 +23,7 @@ _LAZY: dict[str, str] = {
     "PairSearch": "twinspect.dl.deviate.pair_search",
     "DFlare": "twinspect.dl.deviate.dflare",
     "MarginSearch": "twinspect.dl.deviate.margin",
+    "GuidedSearch": "twinspect.dl.deviate.guided",
     "DiffChaser": "twinspect.dl.deviate.diffchaser",
     "SearchResult": "twinspect.dl.deviate.results",
     "summarize": "twinspect.dl.deviate.results",

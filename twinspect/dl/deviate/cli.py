@@ -34,7 +34,8 @@ def deviate(
     pair: Annotated[Optional[str], typer.Option("--pair", help="Use a shared DFlare pair instead of two paths: lenet1, lenet5 or resnet.")] = None,
     seeds: Annotated[int, typer.Option("--seeds", help="Number of seed images (a seeded random sample of the dataset).")] = 500,
     seed: Annotated[int, typer.Option("--seed", help="Random seed of the run (seed sample and every search).")] = 0,
-    algorithm: Annotated[str, typer.Option("--algorithm", "-a", help="margin (default: the compressed model's margin on the seed's label, square-window changes near the seed, the original kept right), dflare (the DFlare paper), dflare-r (uniform operator choice), dflare-d (distance-only fitness) or diffchaser.")] = "margin",
+    algorithm: Annotated[str, typer.Option("--algorithm", "-a", help="margin (default: the compressed model's margin on the seed's label, square-window changes near the seed, the original kept right), guided (the margin search started where the original's input gradient meets its decision boundary; needs a float torch or Keras original, or --surrogate), dflare (the DFlare paper), dflare-r (uniform operator choice), dflare-d (distance-only fitness) or diffchaser.")] = "margin",
+    surrogate: Annotated[Optional[Path], typer.Option("--surrogate", help="-a guided: a float torch or Keras model of the original's function whose input gradient guides the first steps (e.g. the .pt an ONNX original was exported from); default: the original itself.")] = None,
     max_queries: Annotated[Optional[int], typer.Option("--max-queries", help="Budget per seed: generated inputs, each sent once to both models (default: none).")] = None,
     timeout: Annotated[float, typer.Option("--timeout", help="Budget per seed in seconds (0 = none).")] = 180.0,
     pop_size: Annotated[int, typer.Option("--pop-size", help="DiffChaser: population size.")] = 1000,
@@ -54,7 +55,7 @@ def deviate(
 ) -> None:
     """Find inputs on which a compressed model's top-1 label deviates from its original model's.
 
-    Runs the margin search (default), DFlare (Tian et al., TOSEM 2023) or the DiffChaser baseline from seed images (seeds where the models already disagree are counted apart). Writes one line per seed to RUN_DIR/results.jsonl, triggering inputs to RUN_DIR/triggers/ and the success rate, query statistics and trigger distances to RUN_DIR/summary.json.
+    Runs the margin search (default), the guided search (the margin search started on the original's input gradient), DFlare (Tian et al., TOSEM 2023) or the DiffChaser baseline from seed images (seeds where the models already disagree are counted apart). Writes one line per seed to RUN_DIR/results.jsonl, triggering inputs to RUN_DIR/triggers/ and the success rate, query statistics and trigger distances to RUN_DIR/summary.json.
 
     `twinspect deviate PAIR-OPTIONS` is `twinspect deviate search PAIR-OPTIONS`; `twinspect deviate report RUN_DIR` prints or writes a finished run's report.
     """
@@ -109,8 +110,8 @@ def deviate(
         raise InputError(f"unknown --preset {preset!r}; choose one of {', '.join(PRESETS)}")
     if preset != "default" and not algorithm.startswith("dflare"):
         raise InputError(f"--preset {preset} applies to DFlare, not to --algorithm {algorithm}")
-    if pixels is not None and algorithm == "margin":
-        raise InputError("--pixels applies to DFlare and DiffChaser, not to --algorithm margin (float pixels)")
+    if pixels is not None and algorithm in ("margin", "guided"):
+        raise InputError(f"--pixels applies to DFlare and DiffChaser, not to --algorithm {algorithm} (float pixels)")
     params: dict = {"max_queries": max_queries, "timeout": None if timeout == 0 else timeout,
                     "max_linf": max_linf, "min_ssim": min_ssim, "minimize": minimize, "require": require}
     if pixels is not None:
@@ -119,6 +120,8 @@ def deviate(
         params["preset"] = preset
     if algorithm == "diffchaser":
         params.update(pop_size=pop_size, crossover_rate=crossover_rate, mutation_rate=mutation_rate)
+    if surrogate is not None and algorithm != "guided":
+        raise InputError(f"--surrogate applies to --algorithm guided, not to {algorithm}")
 
     # -- inputs (all validated before anything is written; cheap checks first) ----------------
     from twinspect._io import require_readable
@@ -126,6 +129,9 @@ def deviate(
 
     require_readable(original, "model file")
     require_readable(compressed, "model file")
+    if surrogate is not None:
+        require_readable(surrogate, "model file")
+        params["surrogate"] = {"path": str(surrogate), "preprocess": preprocess}
     check_run_dir(output, resume)
     x, y = load_images(data, split=split)
     if require is not None and y is None:

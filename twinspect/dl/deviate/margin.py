@@ -47,6 +47,7 @@ alone, fixed patience, no refinement) is ``adaptive=False, refine=False, orig_we
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -78,6 +79,29 @@ PLATEAU = 1e-9
 DEFAULT_REFINE_STEPS = 12
 #: Minimisation step 1a (L∞ descent): estimation rounds per L∞ level (0: off).
 DEFAULT_DESCENT = 0
+
+
+@dataclass
+class WarmStart:
+    """A starting point of the margin search's loop other than the seed (see :meth:`MarginSearch._start`).
+
+    Attributes:
+        delta: float32 (H, W, C) change to the seed in pixel levels; both models still give the
+            seed's label on ``seed + delta``.
+        eps: the square strength ε the loop starts with (pixel levels).
+        queries: queries already spent (counted in the seed's total).
+        probs: both models' (K,) probabilities on ``seed + delta``.
+        aside: a trigger in which the original changed, kept aside (queries at the time, x, pf, pg),
+            or None.
+        info: entries added to the result's ``extra``.
+    """
+
+    delta: np.ndarray
+    eps: float
+    queries: int
+    probs: tuple[np.ndarray, np.ndarray]
+    aside: tuple[int, np.ndarray, np.ndarray, np.ndarray] | None = None
+    info: dict = field(default_factory=dict)
 
 
 def margin(p: np.ndarray, label: int) -> float:
@@ -264,6 +288,12 @@ class MarginSearch(PairSearch):
                 hi = mid
         return spent, None
 
+    def _start(self, x0: np.ndarray, c: int, pf0: np.ndarray, pg0: np.ndarray, t0: float, cap: float,
+               seek_ce: bool) -> WarmStart | SearchResult | None:
+        """Where the loop starts: None (at the seed, with ε = ``eps``), a :class:`WarmStart`, or a
+        finished result. Subclasses override it (:class:`~twinspect.dl.deviate.guided.GuidedSearch`)."""
+        return None
+
     def _search(self, x_seed: np.ndarray, *, seed: SeedLike = None) -> SearchResult:
         """The margin search's loop for one seed (called by :meth:`PairSearch.search`)."""
         rng = self._rng(seed)
@@ -279,21 +309,31 @@ class MarginSearch(PairSearch):
         # a trigger in which the original changed is kept aside only when a compressed-model error is possible
         seek_ce = self.patience > 0 and self._label is not None and c == self._label
 
+        start = self._start(x0, c, pf0, pg0, t0, cap, seek_ce)
+        if isinstance(start, SearchResult):
+            return start
         rel = self._local_sd(x0) if self.texture < 1 else None
         tex = self.texture
         soft = min(cap, self.soft_eps)
-        delta = np.zeros_like(x0)
+        delta = np.zeros_like(x0) if start is None else start.delta
+        if start is not None:
+            eps = start.eps
+            pf0, pg0 = start.probs
         p_cur, m_cur, mf_cur = (pf0, pg0), margin(pg0, c), margin(pf0, c)
         j_cur = m_cur - self.orig_weight * mf_cur
-        it = rejected = improvements = last_gain = escalations = refinements = 0
-        last_check, m_check, crossings = 0, (m_cur + mf_cur) / 2, 0
-        aside: tuple[int, np.ndarray, np.ndarray, np.ndarray] | None = None
+        it = 0 if start is None else start.queries
+        rejected = improvements = last_gain = escalations = refinements = 0
+        last_check, m_check, crossings = it, (m_cur + mf_cur) / 2, 0
+        aside: tuple[int, np.ndarray, np.ndarray, np.ndarray] | None = None if start is None else start.aside
         patience = self.patience
+        if aside is not None and self.adaptive:
+            patience = min(self.patience, max(25, aside[0]))
         status = "max_queries"
+        start_info = {} if start is None else start.info
 
         def info() -> dict:
             return {"improvements": improvements, "escalations": escalations, "final_eps": eps, "final_texture": tex,
-                    "refinements": refinements}
+                    "refinements": refinements, **start_info}
 
         while self.max_queries is None or it < self.max_queries:
             if self._out_of_time(t0):

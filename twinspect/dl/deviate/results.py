@@ -95,6 +95,7 @@ class SearchResult:
             **({"generation_queries": int(self.extra["generation_queries"])}
                if "generation_queries" in self.extra else {}),
             **({"minimize_queries": int(self.extra["minimize_queries"])} if "minimize_queries" in self.extra else {}),
+            **({"gradient_evaluations": int(self.extra["guide_gradients"])} if "guide_gradients" in self.extra else {}),
             **({k: self.extra[k] for k in ("distances", "distances_before") if k in self.extra}),
             **({"compressed_error": bool(self.extra["compressed_error"])} if "compressed_error" in self.extra else {}),
         }
@@ -124,7 +125,9 @@ def summarize(records: Iterable[dict]) -> dict:
         counted with the queries it spent (its budget), so that a low success rate cannot hide
         behind a low average; and ``avg_generation_queries`` (DiffChaser: whole generations
         evaluated, successful seeds) when the records carry it; ``avg_minimize_queries`` (trigger
-        minimisation, apart from the search's), ``median_l0``/``median_l2``/``median_linf``/
+        minimisation, apart from the search's), ``avg_gradient_evaluations`` (the guided search's
+        back-propagations through the original or its surrogate, successful seeds; not queries of
+        the pair) when the records carry it, ``median_l0``/``median_l2``/``median_linf``/
         ``median_ssim`` of the triggers to their seeds, and ``compressed_error_share`` (fraction of
         triggers on which the original keeps the seed's true label; None without labels).
     """
@@ -139,6 +142,7 @@ def summarize(records: Iterable[dict]) -> dict:
     q_all = np.array([r["queries"] for r in searched], dtype=np.float64)
     q_gen = np.array([r["generation_queries"] for r in ok if "generation_queries" in r], dtype=np.float64)
     q_min = np.array([r["minimize_queries"] for r in ok if "minimize_queries" in r], dtype=np.float64)
+    grads = np.array([r["gradient_evaluations"] for r in ok if "gradient_evaluations" in r], dtype=np.float64)
     dist = {m: np.array([r["distances"][m] for r in ok if "distances" in r], dtype=np.float64)
             for m in ("l0", "l2", "linf", "ssim")}
     ce = [r["compressed_error"] for r in ok if "compressed_error" in r]
@@ -160,6 +164,7 @@ def summarize(records: Iterable[dict]) -> dict:
         "median_queries_all": stat(np.median, q_all),
         **({"avg_generation_queries": stat(np.mean, q_gen)} if q_gen.size else {}),
         "avg_minimize_queries": stat(np.mean, q_min),
+        **({"avg_gradient_evaluations": stat(np.mean, grads)} if grads.size else {}),
         **{f"median_{m}": stat(np.median, v) for m, v in dist.items()},
         "compressed_error_share": (sum(ce) / len(ce)) if ce else None,
         "avg_time_s": stat(np.mean, t),
@@ -189,6 +194,8 @@ def summary_rows(summary: dict) -> list[tuple[str, Any]]:
         *([("avg queries incl. whole generations (successful)", summary["avg_generation_queries"])]
           if "avg_generation_queries" in summary else []),
         ("avg minimisation queries (successful)", summary.get("avg_minimize_queries")),
+        *([("avg gradient evaluations of the original (successful; not queries)", summary["avg_gradient_evaluations"])]
+          if "avg_gradient_evaluations" in summary else []),
         ("median L0 / L2 / Linf to seed", _triple(summary)),
         ("median SSIM to seed", summary.get("median_ssim")),
         ("compressed-model errors (original right)",

@@ -49,6 +49,8 @@ ALGORITHMS: dict[str, str] = {
     "dflare-r": "DFlare_R: uniform random operator choice, fitness D/δ + O",
     "dflare-d": "DFlare_D: Metropolis–Hastings operator choice, fitness D only",
     "diffchaser": "DiffChaser: genetic algorithm, k-uncertainty fitness",
+    "guided": "guided search: the margin search started where the original's (or a surrogate's) gradient meets "
+              "its decision boundary (white-box on the original, black-box on the compressed model)",
 }
 
 ModelSpec = Classifier | Mapping[str, Any]
@@ -63,8 +65,10 @@ def build_searcher(
         algorithm: one of :data:`ALGORITHMS`.
         orig: original model.
         comp: compressed model.
-        params: keyword arguments of :class:`DFlare` / :class:`DiffChaser` (e.g. max_queries,
-            timeout, delta, pop_size); ``selection``/``fitness`` are implied by the DFlare variants.
+        params: keyword arguments of :class:`DFlare` / :class:`DiffChaser` / :class:`MarginSearch` /
+            :class:`~twinspect.dl.deviate.guided.GuidedSearch` (e.g. max_queries, timeout, delta,
+            pop_size); ``selection``/``fitness`` are implied by the DFlare variants; the guided
+            search's ``surrogate`` is a model spec (see :func:`load_model`).
         seed: default random seed of the searcher.
 
     Raises:
@@ -82,6 +86,11 @@ def build_searcher(
             return DiffChaser(orig, comp, seed=seed, **params)
         if algorithm == "margin":
             return MarginSearch(orig, comp, seed=seed, **params)
+        if algorithm == "guided":
+            from twinspect.dl.deviate.guided import GuidedSearch  # noqa: PLC0415 - imports torch
+
+            sur = params.pop("surrogate", None)
+            return GuidedSearch(orig, comp, seed=seed, surrogate=None if sur is None else load_model(sur), **params)
     except TypeError as exc:
         raise InputError(f"bad parameter for {algorithm}: {exc}") from exc
     raise InputError(f"unknown algorithm {algorithm!r}; choose one of {', '.join(ALGORITHMS)}")

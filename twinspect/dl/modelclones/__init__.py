@@ -3,7 +3,8 @@ linear CKA, a calibrated reuse score, and the ModelDiff and DeepJudge baselines 
 
 Entry point: :func:`compare_models` (``twinspect models compare``); the measures live one per module
 (:mod:`.weights`, :mod:`.cka`, :mod:`.outputs`, :mod:`.modeldiff`, :mod:`.deepjudge`, :mod:`.source`,
-:mod:`.reuse`; gradient access for the baselines in :mod:`.differentiable`), and
+:mod:`.reuse`; gradient access for the baselines in
+:mod:`twinspect.dl.adapters.differentiable`), and
 :mod:`.measures` is the one table of their names, levels, directions and reuse-score features.
 Importing this package does not import torch or any model framework.
 """

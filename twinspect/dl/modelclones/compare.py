@@ -655,7 +655,7 @@ def _prepare_victim(st: _ModelState, cfg: CompareConfig) -> None:
     if st.x is None or st.probs is None:
         st.baseline_reason = st.probs_reason or "no comparison inputs fit the model"
         return
-    from twinspect.dl.modelclones.differentiable import logit_fn
+    from twinspect.dl.adapters.differentiable import logit_fn
 
     f, why = logit_fn(st.clf)
     if f is None:

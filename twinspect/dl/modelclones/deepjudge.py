@@ -48,7 +48,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from twinspect.dl.adapters.base import Classifier
-from twinspect.dl.modelclones.differentiable import LogitFn
+from twinspect.dl.adapters.differentiable import LogitFn
 from twinspect.errors import InputError
 
 #: ``seed_selection.py --num`` default.
@@ -107,7 +107,7 @@ def generate(clf: Classifier, f: LogitFn, x: np.ndarray, num: int = N_SEEDS, *, 
 
     Args:
         clf: the victim model.
-        f: its differentiable forward pass (:func:`twinspect.dl.modelclones.differentiable.logit_fn`).
+        f: its differentiable forward pass (:func:`twinspect.dl.adapters.differentiable.logit_fn`).
         x: (N, H, W, C) candidate inputs, 0–255 pixel scale.
         num: number of seeds.
         method: ``"pgd"`` (default of ``blackbox_generation.py``) or ``"fgsm"`` (one step of size ``eps``).

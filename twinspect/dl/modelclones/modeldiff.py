@@ -47,7 +47,7 @@ import numpy as np
 from scipy.spatial.distance import cosine
 
 from twinspect.dl.adapters.base import Classifier
-from twinspect.dl.modelclones.differentiable import LogitFn
+from twinspect.dl.adapters.differentiable import LogitFn
 from twinspect.errors import InputError
 
 #: The ISSTA artifact's defaults (``compare.py``: ``seed_batch_size=50``; ``gen_adv_inputs``:
@@ -79,7 +79,7 @@ def search_pairs(clf: Classifier, f: LogitFn, x: np.ndarray, n_pairs: int = N_PA
 
     Args:
         clf: the source model (queried for the DDV).
-        f: its differentiable forward pass (:func:`twinspect.dl.modelclones.differentiable.logit_fn`).
+        f: its differentiable forward pass (:func:`twinspect.dl.adapters.differentiable.logit_fn`).
         x: (N, H, W, C) candidate seed inputs, 0–255 pixel scale; ``min(n_pairs, N)`` are drawn, seeded.
         n_pairs: number of input pairs.
         eps: L∞ bound of the perturbation, unit pixel scale ([0, 1]).

@@ -1,11 +1,14 @@
-"""Gradient access to a classifier, for the baselines that generate inputs on the first model of a
-pair (ModelDiff's input-pair search, DeepJudge's adversarial test cases).
+"""Gradient access to a classifier: for the model-reuse baselines that generate inputs on the first
+model of a pair (ModelDiff's input-pair search, DeepJudge's adversarial test cases), and for the
+guided deviation search (:mod:`twinspect.dl.deviate.guided`), which takes its first steps on the
+original model's (or a surrogate's) gradient.
 
-Both baselines are *white-box on the victim* (the model whose reuse is in question, which its owner
-has) and black-box on the suspect: only the first model of a pair needs gradients. Here a model has
+All of them are *white-box on one model* (the one its owner has: the victim, the original) and
+black-box on the other: only that model needs gradients. Here a model has
 gradients when it is a float ``torch`` module (:class:`~twinspect.dl.adapters.torch.TorchClassifier`)
-whose output can be back-propagated to the input; every other format (ONNX, TFLite, Keras loaded
-without its graph, quantised TorchScript) answers None with the reason.
+or a Keras 3 model on the torch backend (:class:`~twinspect.dl.adapters.keras.KerasClassifier`, called
+eagerly) whose output can be back-propagated to the input; every other format (ONNX, TFLite,
+quantised TorchScript) answers None with the reason.
 
 Inputs of the returned function are in the **unit pixel scale**: float32 torch tensors (N, H, W, C)
 with values in [0, 1] (the 0–255 pixels divided by 255), the scale both papers' attacks bound their
@@ -33,13 +36,20 @@ def logit_fn(clf: Classifier) -> tuple[LogitFn | None, str | None]:
 
     Returns:
         ``(f, None)`` with ``f`` as in :data:`LogitFn`, or ``(None, reason)`` (one line) when the model
-        is not a torch module or its output cannot be back-propagated to the input (a probe batch of
-        one zero image is tried once here).
+        is neither a torch module nor a Keras model on the torch backend, or its output cannot be
+        back-propagated to the input (a probe batch of one zero image is tried once here).
     """
     module = getattr(clf, "module", None)
-    if getattr(clf, "framework", None) != "torch" or module is None:
+    framework = getattr(clf, "framework", None)
+    keras_model = getattr(clf, "model", None) if framework == "keras" else None
+    if keras_model is not None and clf.describe().get("backend") == "torch":
+        # Keras 3 on the torch backend: the model's call is a torch computation, eager and differentiable
+        def module(z: Any) -> Any:
+            return keras_model(z, training=False)
+    elif framework != "torch" or module is None:
         fmt = clf.describe().get("format") or type(clf).__name__
-        return None, f"needs input gradients of the first model; a {fmt} model gives none (a float torch model does)"
+        return None, (f"needs input gradients of the first model; a {fmt} model gives none (a float torch model, "
+                      "or a Keras model on the torch backend, does)")
     import torch
 
     pre = clf.preprocess

@@ -1,0 +1,115 @@
+"""The guided deviation search (``-a guided``): the margin search started on the original's input gradient."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.dl.affine_twins import Affine
+from twinspect.errors import IncompatibleModelsError, InputError
+
+pytest.importorskip("skimage")
+torch = pytest.importorskip("torch")
+
+
+def affine_surrogate(w, b, shape=(8, 8, 1)):
+    """A torch classifier computing :class:`Affine`'s logits ``(0, w·x/255 − b)`` (differentiable)."""
+    from twinspect.dl.adapters.torch import TorchClassifier
+
+    class Lin(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.tensor(np.asarray(w, np.float32)), requires_grad=False)
+
+        def forward(self, x):  # (N, H, W, C) in [0, 1]
+            z = x.reshape(len(x), -1) @ self.w - float(b)
+            return torch.stack([torch.zeros_like(z), z], dim=1)
+
+    return TorchClassifier.from_module(Lin(), shape, 2, preprocess={"scale": 255.0, "layout": "NHWC"},
+                                       output="logits", name="surrogate")
+
+
+def test_first_crossing_on_the_gradient_path_is_a_compressed_model_error():
+    """Twins with the same weights whose thresholds differ by one level: g crosses at +20.5 levels on
+    every pixel, f at +21.5. The approach's radii 4, 6, …, 20 keep both at class 0, radius 24 takes
+    both across, and the bisection between them finds the band (20.5, 21.5) where only g has
+    crossed — found before any random step, in a handful of queries."""
+    from twinspect.dl.deviate.guided import GuidedSearch
+
+    w = np.full(64, 1 / 64)
+    f, g = Affine(w, 21.5 / 255, "f"), Affine(w, 20.5 / 255, "g")
+    search = GuidedSearch(f, g, surrogate=affine_surrogate(w, 21.5 / 255), max_queries=500, timeout=None,
+                          minimize=False)
+    res = search.search(np.zeros((8, 8)), label=0)
+    assert res.status == "found" and res.extra["guided"] is True and res.extra["set_aside"] is False
+    assert res.orig_label == 0 and res.comp_label == 1 and res.extra["compressed_error"] is True
+    linf = float(np.abs(res.trigger - 0).max())
+    assert 20.5 - 1e-4 <= linf < 21.5  # at or just past g's boundary, short of f's
+    assert res.extra["guide_eps"] == 24 and res.extra["guide_gradients"] >= 1
+    assert res.queries <= 8 + search.refine_steps  # 8 radii, then one bisection
+
+
+def test_when_the_original_always_crosses_first_its_trigger_is_kept_aside():
+    """Mirror twins (f crosses at +20.5, g at +21.5): no compressed-model error exists on any path, so
+    the trigger found is one in which the original changed, returned as set aside."""
+    from twinspect.dl.deviate.guided import GuidedSearch
+
+    w = np.full(64, 1 / 64)
+    f, g = Affine(w, 20.5 / 255, "f"), Affine(w, 21.5 / 255, "g")
+    search = GuidedSearch(f, g, surrogate=affine_surrogate(w, 20.5 / 255), max_queries=300, timeout=None,
+                          minimize=False)
+    res = search.search(np.zeros((8, 8)), label=0)
+    assert res.status == "found" and res.extra["set_aside"] is True
+    assert res.orig_label == 1 and res.comp_label == 0 and res.extra["compressed_error"] is False
+    assert res.extra["guided"] is False  # the margin search's loop ran after the approach
+    # without the seed's label any trigger ends the search at once, in the approach
+    res = search.search(np.zeros((8, 8)))
+    assert res.status == "found" and res.extra["guided"] is True and res.orig_label == 1
+
+
+def test_guided_search_needs_a_gradient_and_a_compatible_surrogate():
+    from twinspect.dl.deviate.guided import GuidedSearch
+
+    w = np.full(64, 1 / 64)
+    f, g = Affine(w, 0.2, "f"), Affine(w, 0.1, "g")
+    with pytest.raises(InputError, match="surrogate"):
+        GuidedSearch(f, g, timeout=1)  # an Affine original has no gradient
+    with pytest.raises(IncompatibleModelsError):
+        GuidedSearch(f, g, timeout=1, surrogate=affine_surrogate(np.full(16, 1 / 16), 0.2, shape=(4, 4, 1)))
+    sur = affine_surrogate(w, 0.2)
+    for bad in ({"levels": ()}, {"levels": (8, 4)}, {"levels": (0, 4)}, {"steps": 0}, {"targets": -1}, {"top": 0},
+                {"top": 1.5}):
+        with pytest.raises(InputError):
+            GuidedSearch(f, g, timeout=1, surrogate=sur, **bad)
+
+
+def test_guided_search_on_a_real_small_pair_is_closer_and_cheaper_than_the_margin_search(tiny_twins, mnist_test):
+    """A small CNN and its 8-bit-weight copy, on the first seeds both get right: every guided
+    trigger is verified through both models (labels differ, a compressed-model error keeps the
+    original right), and against the margin search on the same seeds it succeeds as often, with a
+    lower median L∞ and fewer search queries (its gradient evaluations are counted apart)."""
+    from twinspect.dl.deviate.guided import GuidedSearch
+    from twinspect.dl.deviate.margin import MarginSearch
+
+    f, g = tiny_twins
+    x, y = mnist_test
+    searches = {"margin": MarginSearch(f, g, max_queries=3000, timeout=None),
+                "guided": GuidedSearch(f, g, max_queries=3000, timeout=None)}
+    seeds = [i for i in range(40) if f.predict(x[i])[0] == y[i] == g.predict(x[i])[0]][:10]
+    out: dict[str, list] = {k: [] for k in searches}
+    for i in seeds:
+        for name, s in searches.items():
+            res = s.search(x[i], seed=[0, i], label=int(y[i]))
+            if res.status != "found":
+                out[name].append(None)
+                continue
+            lf, lg = f.predict(res.trigger)[0], g.predict(res.trigger)[0]
+            assert lf != lg
+            assert res.extra["compressed_error"] == (lf == y[i])
+            if name == "guided":
+                assert res.extra["guide_gradients"] > 0
+            out[name].append((res.queries, res.extra["distances"]["linf"]))
+    ok = {k: [r for r in v if r is not None] for k, v in out.items()}
+    assert len(ok["guided"]) >= len(ok["margin"]) >= 8
+    assert np.median([r[1] for r in ok["guided"]]) < np.median([r[1] for r in ok["margin"]])
+    assert np.mean([r[0] for r in ok["guided"]]) < np.mean([r[0] for r in ok["margin"]])

@@ -1,0 +1,264 @@
+"""Guided search: the margin search started where a white-box model's gradient meets the original's boundary.
+
+A user who ships a compressed model nearly always has the original in the framework it was trained
+in. Its input gradient says at once which way the original's decision boundary is, which the
+black-box margin search (:mod:`.margin`) must discover by random square changes (and for which it
+often has to raise ε well past the smallest change that reaches the boundary). This search uses
+that gradient for its first steps only and stays black-box on the compressed model g:
+
+1. **Boundary approach on the surrogate.** ``s`` is the original itself when it is a float torch
+   model, else a surrogate the user names (the torch model an ONNX file was exported from, say;
+   :func:`twinspect.dl.adapters.differentiable.logit_fn`). For growing radii ε (``levels``, pixel
+   levels), projected gradient descent (Madry et al., "Towards deep learning models resistant to
+   adversarial attacks", ICLR 2018: sign steps of 2.5·ε/``steps``, projection on the L∞ ball and on
+   [0, 255]) lowers s's logit margin of the seed's label ``c``, warm-started from the previous
+   radius and stopped as soon as s leaves ``c``. After each radius, one query sends the point to
+   both models; the first radius at which either leaves ``c`` ends the approach.
+2. **Which model crosses first.** Along the segment from the last point where both models gave ``c``
+   to the first where one did not, the two models' boundaries are crossed at nearby but different
+   places (a close twin's boundary is the original's, displaced by the compression's error). A
+   bisection on "has either model left ``c``" (``refine_steps`` queries) finds the first crossing:
+   when it is g's alone, that point is a compressed-model error (the original still right) and
+   the search ends there.
+3. **Other directions.** When the original crosses first, the same is tried toward each of the
+   ``targets`` next most likely classes (targeted PGD on s's margin ``z_c − z_j``; one query and a
+   bisection each); a trigger in which the original changed is kept aside as the margin search
+   keeps it.
+4. **The margin search from there.** If no direction gave a compressed-model error, the margin
+   search's loop (:class:`~twinspect.dl.deviate.margin.MarginSearch`, all its rules and budgets)
+   starts from the last point where both models gave ``c`` with ε the radius reached, instead of
+   from the seed with ε = 32.
+
+Queries are counted as in the margin search (one query: one input to both models, bisection
+included); the surrogate's gradient evaluations are not queries of the pair and are reported apart
+(``extra["guide_gradients"]``). The search is deterministic up to step 4 (which draws its windows
+from the seed's random generator).
+
+The levels, steps and targets were chosen on the tuning pairs of ``benchmarks/deviate_suite.py``
+(issue 19); ``benchmarks/deviate_generalisation.py`` reports on the held-out pairs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from twinspect.dl.adapters.base import Classifier, check_compatible
+from twinspect.dl.adapters.differentiable import LogitFn, logit_fn
+from twinspect.dl.deviate.margin import MarginSearch, WarmStart
+from twinspect.dl.deviate.results import SearchResult
+from twinspect.errors import InputError
+
+#: Radii of the boundary approach, in pixel levels (each costs one query and at most ``steps`` gradients).
+DEFAULT_LEVELS: tuple[float, ...] = (4, 6, 8, 10, 12, 16, 20, 24, 28, 32, 40, 48, 56, 64, 80, 96, 128, 160, 192, 255)
+#: PGD steps per radius (the approach stops early once the surrogate leaves the seed's label).
+DEFAULT_STEPS = 10
+#: Targeted directions tried when the original crosses first on the untargeted one.
+DEFAULT_TARGETS = 3
+
+
+class GuidedSearch(MarginSearch):
+    """The guided search (see the module docstring): the margin search warm-started on a gradient.
+
+    Args:
+        orig: original model f.
+        comp: compressed model g.
+        surrogate: the white-box model whose input gradient guides the first steps: None (the
+            original, which must then be a float torch model) or a classifier of the same input
+            shape and classes (e.g. the torch model an ONNX original was exported from).
+        levels: increasing radii of the boundary approach in pixel levels (each in 1–255).
+        steps: PGD steps per radius (≥ 1).
+        targets: targeted directions tried when the original crosses first (≥ 0).
+        top: share of the pixels a PGD step moves, in (0, 1]: those of the largest gradient
+            magnitude (1: every pixel, plain sign steps; smaller: sparser changes, less visible on a
+            flat background, at a larger L∞).
+        **kwargs: the options of :class:`~twinspect.dl.deviate.margin.MarginSearch` (its ``eps`` is
+            only used when the approach is skipped, never here).
+
+    Raises:
+        InputError: no gradient (the original is not a float torch model and no surrogate is
+            given, or back-propagation fails; the message says why), or bad option values.
+        IncompatibleModelsError: the surrogate does not take the models' inputs / classes.
+    """
+
+    algorithm = "guided"
+
+    def __init__(
+        self,
+        orig: Classifier,
+        comp: Classifier,
+        *,
+        surrogate: Classifier | None = None,
+        levels: Sequence[float] = DEFAULT_LEVELS,
+        steps: int = DEFAULT_STEPS,
+        targets: int = DEFAULT_TARGETS,
+        top: float = 1.0,
+        **kwargs: Any,
+    ):
+        super().__init__(orig, comp, **kwargs)
+        levels = tuple(float(v) for v in levels)
+        if not levels or any(not 1 <= v <= 255 for v in levels) or any(b <= a for a, b in zip(levels, levels[1:])):
+            raise InputError(f"levels must be increasing pixel levels in 1..255, got {list(levels)}")
+        if steps < 1:
+            raise InputError(f"steps must be >= 1, got {steps}")
+        if targets < 0:
+            raise InputError(f"targets must be >= 0, got {targets}")
+        if not 0 < top <= 1:
+            raise InputError(f"top must be in (0, 1], got {top}")
+        model = orig if surrogate is None else surrogate
+        if surrogate is not None:
+            check_compatible(orig, surrogate)
+        fn, why = logit_fn(model)
+        if fn is None:
+            hint = "" if surrogate is not None else "; give a surrogate (the float torch model it was made from)"
+            raise InputError(f"the guided search {why}{hint}")
+        self._logits: LogitFn = fn
+        self.surrogate = surrogate
+        self.levels = levels
+        self.steps = int(steps)
+        self.targets = int(targets)
+        self.top = float(top)
+
+    def params(self) -> dict:
+        """The search parameters (for run.json)."""
+        sur = None if self.surrogate is None else self.surrogate.describe()
+        return {**super().params(), "levels": list(self.levels), "steps": self.steps, "targets": self.targets,
+                "surrogate": sur}
+
+    # -- the surrogate's side ------------------------------------------------------------------------
+    def _pgd(self, x0u: Any, d: Any, eps: float, c: int, target: int | None) -> tuple[Any, int]:
+        """PGD on the surrogate's margin inside the L∞ ball of ``eps`` (unit scale) from change ``d``.
+
+        Returns (the new change, gradient evaluations); stops once the surrogate leaves ``c``."""
+        import torch
+
+        alpha = 2.5 * eps / self.steps
+        d = (x0u + d.clamp(-eps, eps)).clamp(0.0, 1.0) - x0u
+        grads = 0
+        for _ in range(self.steps):
+            d = d.detach().requires_grad_(True)
+            z = self._logits(x0u + d)[0]
+            if target is None:
+                others = torch.cat([z[:c], z[c + 1:]])
+                loss = z[c] - others.max()
+            else:
+                loss = z[c] - z[target]
+            if float(loss.detach()) < 0:  # the surrogate has left c: no further step is needed at this radius
+                break
+            (g,) = torch.autograd.grad(loss, d)
+            grads += 1
+            with torch.no_grad():
+                step = g.sign()
+                if self.top < 1:  # only the pixels of the largest gradients move (a sparse step)
+                    k = max(1, int(round(self.top * g.numel())))
+                    cut = g.abs().flatten().kthvalue(g.numel() - k + 1).values
+                    step = step * (g.abs() >= cut)
+                d = d - alpha * step
+                d = (x0u + d.clamp(-eps, eps)).clamp(0.0, 1.0) - x0u
+        return d.detach(), grads
+
+    # -- the pair's side -------------------------------------------------------------------------------
+    def _first_crossing(self, x0: np.ndarray, lo: np.ndarray, hi: np.ndarray, c: int, t0: float
+                        ) -> tuple[int, tuple[np.ndarray, np.ndarray, np.ndarray] | None]:
+        """Bisect ``lo → hi`` (both models give ``c`` at ``lo``, one of them not at ``hi``) for the first
+        point where either leaves ``c``; returns (queries, (x, pf, pg) there) — None if out of time."""
+        a, b = 0.0, 1.0
+        best: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        spent = 0
+        d = hi - lo
+        for _ in range(self.refine_steps):
+            if self._out_of_time(t0):
+                break
+            mid = (a + b) / 2
+            x = self._admit(x0, np.clip(lo + np.float32(mid) * d, 0.0, 255.0).astype(np.float32))
+            if x is None:
+                break
+            pf, pg = self._query(x[None])
+            spent += 1
+            if int(np.argmax(pf[0])) == c and int(np.argmax(pg[0])) == c:
+                a = mid
+            else:
+                b, best = mid, (x, pf[0], pg[0])
+        return spent, best
+
+    def _start(self, x0: np.ndarray, c: int, pf0: np.ndarray, pg0: np.ndarray, t0: float, cap: float,
+               seek_ce: bool) -> WarmStart | SearchResult | None:
+        """Steps 1–3 of the module docstring; a trigger (a :class:`SearchResult`) or the margin
+        search's starting point (step 4)."""
+        import torch
+
+        x0u = torch.from_numpy((x0 / 255.0).astype(np.float32))[None]
+        with torch.no_grad():
+            z0 = self._logits(x0u)[0].numpy()
+        order = [int(j) for j in np.argsort(-z0, kind="stable") if int(j) != c][: self.targets]
+        d = torch.zeros_like(x0u)
+        lo, lo_p = x0.copy(), (pf0, pg0)
+        queries = grads = 0
+        aside: tuple[int, np.ndarray, np.ndarray, np.ndarray] | None = None
+        reached = min(self.levels[0], cap)
+        info: dict = {"guide_gradients": 0, "guide_eps": None, "guide_directions": 0}
+
+        def done(x: np.ndarray, pf: np.ndarray, pg: np.ndarray) -> SearchResult:
+            info.update(guide_gradients=grads, guided=True)
+            return self._result("found", queries, t0, x0, x, pf, pg, extra={**info, "set_aside": False, "refined": False})
+
+        def probe(delta: Any) -> tuple[str, Any]:
+            """Query the point ``x0 + delta``; bisect when a model left c. ("found"|"crossed"|"none", data)."""
+            nonlocal queries, aside
+            x = self._admit(x0, np.clip(x0 + delta[0].numpy() * 255.0, 0.0, 255.0).astype(np.float32))
+            if x is None:
+                return "none", None
+            pf, pg = self._query(x[None])
+            queries += 1
+            pf, pg = pf[0], pg[0]
+            if int(np.argmax(pf)) == c and int(np.argmax(pg)) == c:
+                return "none", (x, pf, pg)
+            spent, first = self._first_crossing(x0, lo, x, c, t0)
+            queries += spent
+            for cand in (first, (x, pf, pg)):
+                if cand is None or not self._triggers(cand[1], cand[2]):
+                    continue
+                if not seek_ce or int(np.argmax(cand[1])) == c:
+                    return "found", cand
+                if aside is None:
+                    aside = (queries, *cand)
+            return "crossed", None
+
+        for eps_levels in self.levels:
+            eps_levels = min(eps_levels, cap)
+            if self._out_of_time(t0) or (self.max_queries is not None and queries >= self.max_queries):
+                break
+            reached = eps_levels
+            eps = eps_levels / 255.0
+            d, g = self._pgd(x0u, d, eps, c, None)
+            grads += g
+            info["guide_directions"] += 1
+            state, got = probe(d)
+            if state == "found":
+                info["guide_eps"] = eps_levels
+                return done(*got)
+            if state == "crossed":
+                info["guide_eps"] = eps_levels
+                base = torch.from_numpy(((lo - x0) / 255.0).astype(np.float32))[None]
+                for j in order:
+                    if self._out_of_time(t0):
+                        break
+                    dj, g = self._pgd(x0u, base, eps, c, j)
+                    grads += g
+                    info["guide_directions"] += 1
+                    state, got = probe(dj)
+                    if state == "found":
+                        return done(*got)
+                break
+            if got is not None:  # both still give c here: the next radius starts from this point
+                lo, lo_p = got[0], (got[1], got[2])
+            if eps_levels >= cap:
+                break
+        info.update(guide_gradients=grads, guided=False)
+        return WarmStart(delta=(lo - x0).astype(np.float32), eps=float(max(1.0, reached)), queries=queries,
+                         probs=lo_p, aside=aside, info=info)
+
+
+__all__ = ["DEFAULT_LEVELS", "DEFAULT_STEPS", "DEFAULT_TARGETS", "GuidedSearch"]

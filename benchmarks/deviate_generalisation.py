@@ -57,6 +57,7 @@ CONFIGS: dict[str, tuple[str, dict]] = {
     "reference": ("dflare", {"preset": "reference"}),
     "diffchaser": ("diffchaser", {"pop_size": 1000}),
     "guided": ("guided", {}),
+    "guided-seed": ("guided", {"fallback": "seed"}),
 }
 #: configuration name → its place in the tables (overrides ``name+key=value`` sort after their base)
 CONFIG_ORDER = {c: i for i, c in enumerate(CONFIGS)}

@@ -78,7 +78,7 @@ def test_guided_search_needs_a_gradient_and_a_compatible_surrogate():
         GuidedSearch(f, g, timeout=1, surrogate=affine_surrogate(np.full(16, 1 / 16), 0.2, shape=(4, 4, 1)))
     sur = affine_surrogate(w, 0.2)
     for bad in ({"levels": ()}, {"levels": (8, 4)}, {"levels": (0, 4)}, {"steps": 0}, {"targets": -1}, {"top": 0},
-                {"top": 1.5}):
+                {"top": 1.5}, {"restarts": -1}, {"fallback": "anywhere"}):
         with pytest.raises(InputError):
             GuidedSearch(f, g, timeout=1, surrogate=sur, **bad)
 

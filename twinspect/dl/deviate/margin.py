@@ -91,8 +91,9 @@ class WarmStart:
         eps: the square strength ε the loop starts with (pixel levels).
         queries: queries already spent (counted in the seed's total).
         probs: both models' (K,) probabilities on ``seed + delta``.
-        aside: a trigger in which the original changed, kept aside (queries at the time, x, pf, pg),
-            or None.
+        reserve: a trigger in which the original changed, found before the loop (queries at the
+            time, x, pf, pg), or None: returned only if the loop ends without a trigger of its own
+            (it does not shorten the loop as a trigger kept aside in the loop does).
         info: entries added to the result's ``extra``.
     """
 
@@ -100,7 +101,7 @@ class WarmStart:
     eps: float
     queries: int
     probs: tuple[np.ndarray, np.ndarray]
-    aside: tuple[int, np.ndarray, np.ndarray, np.ndarray] | None = None
+    reserve: tuple[int, np.ndarray, np.ndarray, np.ndarray] | None = None
     info: dict = field(default_factory=dict)
 
 
@@ -289,7 +290,7 @@ class MarginSearch(PairSearch):
         return spent, None
 
     def _start(self, x0: np.ndarray, c: int, pf0: np.ndarray, pg0: np.ndarray, t0: float, cap: float,
-               seek_ce: bool) -> WarmStart | SearchResult | None:
+               seek_ce: bool, rng: np.random.Generator) -> WarmStart | SearchResult | None:
         """Where the loop starts: None (at the seed, with ε = ``eps``), a :class:`WarmStart`, or a
         finished result. Subclasses override it (:class:`~twinspect.dl.deviate.guided.GuidedSearch`)."""
         return None
@@ -309,7 +310,7 @@ class MarginSearch(PairSearch):
         # a trigger in which the original changed is kept aside only when a compressed-model error is possible
         seek_ce = self.patience > 0 and self._label is not None and c == self._label
 
-        start = self._start(x0, c, pf0, pg0, t0, cap, seek_ce)
+        start = self._start(x0, c, pf0, pg0, t0, cap, seek_ce, rng)
         if isinstance(start, SearchResult):
             return start
         rel = self._local_sd(x0) if self.texture < 1 else None
@@ -324,10 +325,8 @@ class MarginSearch(PairSearch):
         it = 0 if start is None else start.queries
         rejected = improvements = last_gain = escalations = refinements = 0
         last_check, m_check, crossings = it, (m_cur + mf_cur) / 2, 0
-        aside: tuple[int, np.ndarray, np.ndarray, np.ndarray] | None = None if start is None else start.aside
+        aside: tuple[int, np.ndarray, np.ndarray, np.ndarray] | None = None
         patience = self.patience
-        if aside is not None and self.adaptive:
-            patience = min(self.patience, max(25, aside[0]))
         status = "max_queries"
         start_info = {} if start is None else start.info
 
@@ -412,6 +411,8 @@ class MarginSearch(PairSearch):
                 eps = min(cap, 2 * eps)
                 escalations += 1
                 last_gain = it
+        if aside is None and start is not None:
+            aside = start.reserve
         if aside is not None:
             return self._result("found", it, t0, x0, aside[1], aside[2], aside[3], extra={**info(), "set_aside": True})
         return self._result(status, it, t0, x0, None, p_cur[0], p_cur[1], extra=info())

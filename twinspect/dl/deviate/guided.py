@@ -79,8 +79,9 @@ class GuidedSearch(MarginSearch):
         orig: original model f.
         comp: compressed model g.
         surrogate: the white-box model whose input gradient guides the first steps: None (the
-            original, which must then be a float torch model) or a classifier of the same input
-            shape and classes (e.g. the torch model an ONNX original was exported from).
+            original, which must then be a float torch model or a Keras model on the torch
+            backend) or a classifier of the same input shape and classes (e.g. the torch model an
+            ONNX original was exported from).
         levels: increasing radii of the boundary approach in pixel levels (each in 1–255).
         steps: PGD steps per radius (≥ 1).
         targets: targeted directions tried when the original crosses first (≥ 0).
@@ -242,7 +243,7 @@ class GuidedSearch(MarginSearch):
             return self._result("found", queries, t0, x0, x, pf, pg, extra={**info, "set_aside": False, "refined": False})
 
         def probe(delta: Any) -> tuple[str, Any]:
-            """Query the point ``x0 + delta``; bisect when a model left c. ("found"|"crossed"|"none", data)."""
+            """Query the point ``x0 + delta``; bisect when a model left c. ("found"|"crossed"|"none"|"nan", data)."""
             nonlocal queries, aside
             x = self._admit(x0, np.clip(x0 + delta[0].numpy() * 255.0, 0.0, 255.0).astype(np.float32))
             if x is None:
@@ -250,6 +251,8 @@ class GuidedSearch(MarginSearch):
             pf, pg = self._query(x[None])
             queries += 1
             pf, pg = pf[0], pg[0]
+            if np.isnan(pf).any() or np.isnan(pg).any():
+                return "nan", (x, pf, pg)
             if int(np.argmax(pf)) == c and int(np.argmax(pg)) == c:
                 return "none", (x, pf, pg)
             spent, first = self._first_crossing(x0, lo, x, c, t0, seek_ce)
@@ -273,6 +276,9 @@ class GuidedSearch(MarginSearch):
             grads += g
             info["guide_directions"] += 1
             state, got = probe(d)
+            if state == "nan":
+                info.update(guide_gradients=grads, guided=True)
+                return self._result("nan", queries, t0, x0, *got, extra=info)
             if state == "found":
                 info["guide_eps"] = eps_levels
                 return done(*got)
@@ -292,6 +298,9 @@ class GuidedSearch(MarginSearch):
                     grads += g
                     info["guide_directions"] += 1
                     state, got = probe(dj)
+                    if state == "nan":
+                        info.update(guide_gradients=grads, guided=True)
+                        return self._result("nan", queries, t0, x0, *got, extra=info)
                     if state == "found":
                         return done(*got)
                 break

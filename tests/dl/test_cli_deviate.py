@@ -269,3 +269,12 @@ def test_guided_search_from_the_cli(tmp_path, capsys):
                         "-o", str(bad), "--quiet"], capsys)
     assert_user_error(code, err, "--surrogate applies to --algorithm guided")
     assert not bad.exists()
+    # -a auto: the guided search for a Keras original, the margin search for a TFLite one (no gradient)
+    for orig, comp, want in ((MODELS / "lenet1.h5", MODELS / "lenet1-quan.lite", "guided"),
+                             (MODELS / "lenet1-quan.lite", MODELS / "lenet1.h5", "margin")):
+        out = tmp_path / f"auto-{want}"
+        code, stdout, err = run(["deviate", str(orig), str(comp), "--preprocess", "unit", "--data", "mnist", "--seeds", "1",
+                                 "-a", "auto", "--max-queries", "300", "-o", str(out), "--quiet", "--format", "json"], capsys)
+        assert code == 0, err
+        assert json.loads(stdout)["algorithm"] == want
+        assert json.loads((out / "run.json").read_text())["algorithm"] == want

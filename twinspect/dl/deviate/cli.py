@@ -34,7 +34,7 @@ def deviate(
     pair: Annotated[Optional[str], typer.Option("--pair", help="Use a shared DFlare pair instead of two paths: lenet1, lenet5 or resnet.")] = None,
     seeds: Annotated[int, typer.Option("--seeds", help="Number of seed images (a seeded random sample of the dataset).")] = 500,
     seed: Annotated[int, typer.Option("--seed", help="Random seed of the run (seed sample and every search).")] = 0,
-    algorithm: Annotated[str, typer.Option("--algorithm", "-a", help="margin (default: the compressed model's margin on the seed's label, square-window changes near the seed, the original kept right), guided (the margin search started where the original's input gradient meets its decision boundary; needs a float torch or Keras original, or --surrogate), dflare (the DFlare paper), dflare-r (uniform operator choice), dflare-d (distance-only fitness) or diffchaser.")] = "margin",
+    algorithm: Annotated[str, typer.Option("--algorithm", "-a", help="margin (default: the compressed model's margin on the seed's label, square-window changes near the seed, the original kept right), guided (the margin search started where the original's input gradient meets its decision boundary; needs a float torch or Keras original, or --surrogate), auto (guided when the original or --surrogate gives a gradient, else margin), dflare (the DFlare paper), dflare-r (uniform operator choice), dflare-d (distance-only fitness) or diffchaser.")] = "margin",
     surrogate: Annotated[Optional[Path], typer.Option("--surrogate", help="-a guided: a float torch or Keras model of the original's function whose input gradient guides the first steps (e.g. the .pt an ONNX original was exported from); default: the original itself.")] = None,
     max_queries: Annotated[Optional[int], typer.Option("--max-queries", help="Budget per seed: generated inputs, each sent once to both models (default: none).")] = None,
     timeout: Annotated[float, typer.Option("--timeout", help="Budget per seed in seconds (0 = none).")] = 180.0,
@@ -110,7 +110,7 @@ def deviate(
         raise InputError(f"unknown --preset {preset!r}; choose one of {', '.join(PRESETS)}")
     if preset != "default" and not algorithm.startswith("dflare"):
         raise InputError(f"--preset {preset} applies to DFlare, not to --algorithm {algorithm}")
-    if pixels is not None and algorithm in ("margin", "guided"):
+    if pixels is not None and algorithm in ("margin", "guided", "auto"):
         raise InputError(f"--pixels applies to DFlare and DiffChaser, not to --algorithm {algorithm} (float pixels)")
     params: dict = {"max_queries": max_queries, "timeout": None if timeout == 0 else timeout,
                     "max_linf": max_linf, "min_ssim": min_ssim, "minimize": minimize, "require": require}
@@ -120,8 +120,8 @@ def deviate(
         params["preset"] = preset
     if algorithm == "diffchaser":
         params.update(pop_size=pop_size, crossover_rate=crossover_rate, mutation_rate=mutation_rate)
-    if surrogate is not None and algorithm != "guided":
-        raise InputError(f"--surrogate applies to --algorithm guided, not to {algorithm}")
+    if surrogate is not None and algorithm not in ("guided", "auto"):
+        raise InputError(f"--surrogate applies to --algorithm guided or auto, not to {algorithm}")
 
     # -- inputs (all validated before anything is written; cheap checks first) ----------------
     from twinspect._io import require_readable

@@ -51,7 +51,28 @@ ALGORITHMS: dict[str, str] = {
     "diffchaser": "DiffChaser: genetic algorithm, k-uncertainty fitness",
     "guided": "guided search: the margin search started where the original's (or a surrogate's) gradient meets "
               "its decision boundary (white-box on the original, black-box on the compressed model)",
+    "auto": "the guided search when the original (or a surrogate) gives an input gradient, else the margin search",
 }
+
+
+def resolve_algorithm(algorithm: str, orig: Classifier, params: Mapping[str, Any] | None = None) -> str:
+    """The search ``algorithm`` names: ``"auto"`` becomes ``"guided"`` when a surrogate is given in
+    ``params`` or the original gives an input gradient
+    (:func:`twinspect.dl.adapters.differentiable.logit_fn`), else ``"margin"``; other names are
+    returned as they are.
+
+    Args:
+        algorithm: one of :data:`ALGORITHMS`.
+        orig: the original model.
+        params: the search parameters (only ``surrogate`` is read).
+    """
+    if algorithm != "auto":
+        return algorithm
+    if (params or {}).get("surrogate") is not None:
+        return "guided"
+    from twinspect.dl.adapters.differentiable import logit_fn  # noqa: PLC0415 - imports torch
+
+    return "guided" if logit_fn(orig)[0] is not None else "margin"
 
 ModelSpec = Classifier | Mapping[str, Any]
 
@@ -62,7 +83,7 @@ def build_searcher(
     """Instantiate the search of ``algorithm`` with keyword ``params``.
 
     Args:
-        algorithm: one of :data:`ALGORITHMS`.
+        algorithm: one of :data:`ALGORITHMS` (``"auto"`` as :func:`resolve_algorithm` resolves it).
         orig: original model.
         comp: compressed model.
         params: keyword arguments of :class:`DFlare` / :class:`DiffChaser` / :class:`MarginSearch` /
@@ -75,6 +96,7 @@ def build_searcher(
         InputError: unknown algorithm or parameter.
     """
     params = dict(params or {})
+    algorithm = resolve_algorithm(algorithm, orig, params)
     try:
         if algorithm == "dflare":
             return DFlare(orig, comp, seed=seed, **{"fitness": "full", **params})  # selection: the preset's
@@ -236,7 +258,9 @@ def run_search(
         images: (N, H, W, C) or (N, H, W) uint8/float dataset in the 0–255 pixel scale.
         labels: (N,) true labels (recorded as ``true_label``; −1 when None).
         seed_indices: indices into ``images`` of the seed inputs, in order.
-        algorithm: ``"margin"``, ``"dflare"``, ``"dflare-r"``, ``"dflare-d"`` or ``"diffchaser"``.
+        algorithm: ``"margin"``, ``"guided"``, ``"auto"`` (resolved by :func:`resolve_algorithm`; the run
+            records the search it resolved to), ``"dflare"``, ``"dflare-r"``, ``"dflare-d"`` or
+            ``"diffchaser"``.
         out_dir: run directory (created).
         workers: worker processes (1 = in this process).
         resume: continue the run in ``out_dir``: seeds already in results.jsonl are skipped; the
@@ -278,6 +302,7 @@ def run_search(
 
     orig, comp = models if models is not None else (load_model(orig_spec), load_model(comp_spec))
     check_compatible(orig, comp)
+    algorithm = resolve_algorithm(algorithm, orig, params)
     searcher = build_searcher(algorithm, orig, comp, params, seed=seed)  # validates the parameters
     shape = images.shape[1:] if images.ndim == 4 else images.shape[1:] + (1,)
     if tuple(shape) != orig.input_shape:

@@ -9,7 +9,9 @@ trigger when re-run through each model's own runtime *outside twinspect's adapte
 the LiteRT interpreter, ``torch.jit.load``, Keras; preprocessing written out in this script) — a
 trigger that does not is counted as a failure in ``verified %``.
 
-Configurations (``--configs``): ``default`` (the margin search with default settings), ``dflare``
+Configurations (``--configs``): ``default`` (the margin search with default settings; the CLI's default
+until 2026-11-27, when ``-a auto`` — the guided search for originals with a gradient — replaced it; the
+name is kept so that earlier results files read the same), ``dflare``
 (``-a dflare``), ``reference`` (``-a dflare --preset reference``), ``diffchaser`` (population 1,000),
 ``margin-v1`` (the margin search with the constants tuned on the LeNets before issue 19: fixed ε 48
 doubling after 50 stalled queries, no boundary refinement), ``minimize-v1`` (the default search with

@@ -124,7 +124,8 @@ def test_small_real_run_json_output_and_resume(tmp_path, capsys):
     code, stdout, err = run(base + ["--seeds", "2", "--format", "json"], capsys)
     assert code == 0, err
     summary = json.loads(stdout)
-    assert summary["seeds"] == 2 and summary["algorithm"] == "margin"  # the default search
+    # the default (-a auto): the guided search, since the Keras original gives an input gradient
+    assert summary["seeds"] == 2 and summary["algorithm"] == "guided"
     assert len((out / "results.jsonl").read_text().splitlines()) == 2
     # an existing run is not overwritten without --resume
     code, _, err = run(base + ["--seeds", "3"], capsys)
@@ -250,8 +251,8 @@ def test_seeds_below_1_fail_before_the_data_is_loaded(tmp_path, capsys, monkeypa
 def test_guided_search_from_the_cli(tmp_path, capsys):
     """``-a guided`` on the shared LeNet-1 pair (a Keras original on the torch backend gives the
     gradient): a real run whose records carry the approach's gradient count; a TFLite original
-    without --surrogate, and --surrogate with another algorithm, are one-line errors with nothing
-    written."""
+    without --surrogate, and --surrogate with the margin search, are one-line errors with nothing
+    written; -a auto (the default) resolves to the search the original allows."""
     need_shared()
     out = tmp_path / "run"
     code, stdout, err = run(["deviate", "--pair", "lenet1", "-a", "guided", "--seeds", "2", "--max-queries", "500",
@@ -265,8 +266,8 @@ def test_guided_search_from_the_cli(tmp_path, capsys):
                         "--data", "mnist", "--seeds", "1", "-a", "guided", "-o", str(bad), "--quiet"], capsys)
     assert_user_error(code, err, "surrogate")
     assert not bad.exists()
-    code, _, err = run(["deviate", "--pair", "lenet1", "--seeds", "1", "--surrogate", str(MODELS / "lenet1.h5"),
-                        "-o", str(bad), "--quiet"], capsys)
+    code, _, err = run(["deviate", "--pair", "lenet1", "--seeds", "1", "-a", "margin", "--surrogate",
+                        str(MODELS / "lenet1.h5"), "-o", str(bad), "--quiet"], capsys)
     assert_user_error(code, err, "--surrogate applies to --algorithm guided")
     assert not bad.exists()
     # -a auto: the guided search for a Keras original, the margin search for a TFLite one (no gradient)

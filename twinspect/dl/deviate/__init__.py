@@ -1,9 +1,11 @@
 """Deviated-behaviour search for compressed models: margin and guided search, DFlare, DiffChaser, repair (Drepair).
 
-* :class:`MarginSearch` — the default search: the compressed model's margin near the seed, the
+* :class:`MarginSearch` — the black-box search (the default when the original gives no input
+  gradient): the compressed model's margin near the seed, the
   original kept right (our own, after Square Attack);
 * :class:`GuidedSearch` — the margin search started where the original's (or a surrogate's)
-  input gradient meets its decision boundary (white-box on the original only);
+  input gradient meets its decision boundary (white-box on the original only; the default when
+  the original gives a gradient, ``twinspect deviate -a auto``);
 * :class:`DFlare` — Tian et al., "Finding Deviated Behaviors of the Compressed DNN Models for
   Image Classifications", ACM TOSEM 2023;
 * :class:`DiffChaser` — Xie, Ma, Wang, Li, Liu, Li, "DiffChaser: Detecting Disagreements for Deep

@@ -34,7 +34,7 @@ def deviate(
     pair: Annotated[Optional[str], typer.Option("--pair", help="Use a shared DFlare pair instead of two paths: lenet1, lenet5 or resnet.")] = None,
     seeds: Annotated[int, typer.Option("--seeds", help="Number of seed images (a seeded random sample of the dataset).")] = 500,
     seed: Annotated[int, typer.Option("--seed", help="Random seed of the run (seed sample and every search).")] = 0,
-    algorithm: Annotated[str, typer.Option("--algorithm", "-a", help="margin (default: the compressed model's margin on the seed's label, square-window changes near the seed, the original kept right), guided (the margin search started where the original's input gradient meets its decision boundary; needs a float torch or Keras original, or --surrogate), auto (guided when the original or --surrogate gives a gradient, else margin), dflare (the DFlare paper), dflare-r (uniform operator choice), dflare-d (distance-only fitness) or diffchaser.")] = "margin",
+    algorithm: Annotated[str, typer.Option("--algorithm", "-a", help="auto (default: guided when the original or --surrogate gives an input gradient, else margin), margin (the compressed model's margin on the seed's label, square-window changes near the seed, the original kept right; black-box on both models), guided (the margin search started where the original's input gradient meets its decision boundary; needs a float torch or Keras original, or --surrogate), dflare (the DFlare paper), dflare-r (uniform operator choice), dflare-d (distance-only fitness) or diffchaser.")] = "auto",
     surrogate: Annotated[Optional[Path], typer.Option("--surrogate", help="-a guided: a float torch or Keras model of the original's function whose input gradient guides the first steps (e.g. the .pt an ONNX original was exported from); default: the original itself.")] = None,
     max_queries: Annotated[Optional[int], typer.Option("--max-queries", help="Budget per seed: generated inputs, each sent once to both models (default: none).")] = None,
     timeout: Annotated[float, typer.Option("--timeout", help="Budget per seed in seconds (0 = none).")] = 180.0,
@@ -55,7 +55,7 @@ def deviate(
 ) -> None:
     """Find inputs on which a compressed model's top-1 label deviates from its original model's.
 
-    Runs the margin search (default), the guided search (the margin search started on the original's input gradient), DFlare (Tian et al., TOSEM 2023) or the DiffChaser baseline from seed images (seeds where the models already disagree are counted apart). Writes one line per seed to RUN_DIR/results.jsonl, triggering inputs to RUN_DIR/triggers/ and the success rate, query statistics and trigger distances to RUN_DIR/summary.json.
+    Runs the guided search (the margin search started on the original's input gradient; the default when the original or --surrogate gives one), the margin search (the default otherwise), DFlare (Tian et al., TOSEM 2023) or the DiffChaser baseline from seed images (seeds where the models already disagree are counted apart). Writes one line per seed to RUN_DIR/results.jsonl, triggering inputs to RUN_DIR/triggers/ and the success rate, query statistics and trigger distances to RUN_DIR/summary.json.
 
     `twinspect deviate PAIR-OPTIONS` is `twinspect deviate search PAIR-OPTIONS`; `twinspect deviate report RUN_DIR` prints or writes a finished run's report.
     """

@@ -1,4 +1,7 @@
-"""Margin search: the default deviated-behaviour search, close to the seed and aimed at compressed-model errors.
+"""Margin search: the black-box deviated-behaviour search, close to the seed and aimed at compressed-model errors.
+
+It is the default (``-a auto``) when the original model gives no input gradient; with one, the default
+is :mod:`.guided`, which starts this search's loop from the original's decision boundary.
 
 DFlare's walk (:mod:`.dflare`) keeps almost every mutant, so its triggers drift far from their seed
 (median L∞ above 240 levels on the shared MNIST pairs) and in most of them the *original* model has

@@ -44,14 +44,15 @@ from twinspect.progress import progress
 
 #: Algorithm names and what they are.
 ALGORITHMS: dict[str, str] = {
-    "margin": "margin search (default): the compressed model's margin, square-window changes near the seed",
+    "margin": "margin search: the compressed model's margin, square-window changes near the seed (black-box on both)",
     "dflare": "DFlare: Metropolis–Hastings operator choice, fitness D/δ + O",
     "dflare-r": "DFlare_R: uniform random operator choice, fitness D/δ + O",
     "dflare-d": "DFlare_D: Metropolis–Hastings operator choice, fitness D only",
     "diffchaser": "DiffChaser: genetic algorithm, k-uncertainty fitness",
     "guided": "guided search: the margin search started where the original's (or a surrogate's) gradient meets "
               "its decision boundary (white-box on the original, black-box on the compressed model)",
-    "auto": "the guided search when the original (or a surrogate) gives an input gradient, else the margin search",
+    "auto": "the default: the guided search when the original (or a surrogate) gives an input gradient, else the "
+            "margin search",
 }
 
 

@@ -266,24 +266,35 @@ class GuidedSearch(MarginSearch):
                     aside = (queries, *cand)
             return "crossed", None
 
+        def step(d0: Any, target: int | None, eps: float) -> tuple[str, Any, Any]:
+            """PGD from change ``d0`` (toward ``target``, or away from c) at radius ``eps``, then :func:`probe`."""
+            nonlocal grads
+            dn, g = self._pgd(x0u, d0, eps, c, target)
+            grads += g
+            info["guide_directions"] += 1
+            state, got = probe(dn)
+            return state, got, dn
+
+        def ended(state: str, got: Any) -> SearchResult | None:
+            """The seed's result when ``probe`` ended the search (a wanted trigger or a NaN), else None."""
+            if state == "nan":
+                info.update(guide_gradients=grads, guided=True)
+                return self._result("nan", queries, t0, x0, *got, extra=info)
+            return done(*got) if state == "found" else None
+
         for eps_levels in self.levels:
             eps_levels = min(eps_levels, cap)
             if self._out_of_time(t0) or (self.max_queries is not None and queries >= self.max_queries):
                 break
             reached = eps_levels
             eps = eps_levels / 255.0
-            d, g = self._pgd(x0u, d, eps, c, None)
-            grads += g
-            info["guide_directions"] += 1
-            state, got = probe(d)
-            if state == "nan":
-                info.update(guide_gradients=grads, guided=True)
-                return self._result("nan", queries, t0, x0, *got, extra=info)
-            if state == "found":
+            state, got, d = step(d, None, eps)
+            if state in ("found", "crossed"):
                 info["guide_eps"] = eps_levels
-                return done(*got)
+            res = ended(state, got)
+            if res is not None:
+                return res
             if state == "crossed":
-                info["guide_eps"] = eps_levels
                 base = torch.from_numpy(((lo - x0) / 255.0).astype(np.float32))[None]
                 # the other directions: toward each next likely class, then untargeted from random
                 # points of the ball (Madry et al.'s random start)
@@ -294,15 +305,10 @@ class GuidedSearch(MarginSearch):
                 for j, dj0 in others:
                     if self._out_of_time(t0):
                         break
-                    dj, g = self._pgd(x0u, dj0, eps, c, j)
-                    grads += g
-                    info["guide_directions"] += 1
-                    state, got = probe(dj)
-                    if state == "nan":
-                        info.update(guide_gradients=grads, guided=True)
-                        return self._result("nan", queries, t0, x0, *got, extra=info)
-                    if state == "found":
-                        return done(*got)
+                    state, got, _ = step(dj0, j, eps)
+                    res = ended(state, got)
+                    if res is not None:
+                        return res
                 break
             if got is not None:  # both still give c here: the next radius starts from this point
                 lo, lo_p = got[0], (got[1], got[2])

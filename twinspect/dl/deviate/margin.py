@@ -326,8 +326,9 @@ class MarginSearch(PairSearch):
         p_cur, m_cur, mf_cur = (pf0, pg0), margin(pg0, c), margin(pf0, c)
         j_cur = m_cur - self.orig_weight * mf_cur
         it = 0 if start is None else start.queries
-        rejected = improvements = last_gain = escalations = refinements = 0
-        last_check, m_check, crossings = it, (m_cur + mf_cur) / 2, 0
+        rejected = improvements = escalations = refinements = 0
+        last_gain = last_check = it  # a warm start's queries are not queries without improvement
+        m_check, crossings = (m_cur + mf_cur) / 2, 0
         aside: tuple[int, np.ndarray, np.ndarray, np.ndarray] | None = None
         patience = self.patience
         status = "max_queries"

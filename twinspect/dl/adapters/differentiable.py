@@ -6,8 +6,9 @@ original model's (or a surrogate's) gradient.
 All of them are *white-box on one model* (the one its owner has: the victim, the original) and
 black-box on the other: only that model needs gradients. Here a model has
 gradients when it is a float ``torch`` module (:class:`~twinspect.dl.adapters.torch.TorchClassifier`)
-or a Keras 3 model on the torch backend (:class:`~twinspect.dl.adapters.keras.KerasClassifier`, called
-eagerly) whose output can be back-propagated to the input; every other format (ONNX, TFLite,
+or, when asked (``keras=True``: the guided deviation search asks, the model-reuse baselines do not),
+a Keras 3 model on the torch backend (:class:`~twinspect.dl.adapters.keras.KerasClassifier`, called
+eagerly), whose output can be back-propagated to the input; every other format (ONNX, TFLite,
 quantised TorchScript) answers None with the reason.
 
 Inputs of the returned function are in the **unit pixel scale**: float32 torch tensors (N, H, W, C)
@@ -28,11 +29,13 @@ from twinspect.dl.adapters.base import Classifier
 LogitFn = Callable[[Any], Any]
 
 
-def logit_fn(clf: Classifier) -> tuple[LogitFn | None, str | None]:
+def logit_fn(clf: Classifier, *, keras: bool = False) -> tuple[LogitFn | None, str | None]:
     """A differentiable forward pass of ``clf`` from unit-scale pixels, or why there is none.
 
     Args:
         clf: any classifier.
+        keras: also differentiate a Keras model on the torch backend (the guided deviation search
+            does; the model-reuse baselines keep to torch models, as measured in their results).
 
     Returns:
         ``(f, None)`` with ``f`` as in :data:`LogitFn`, or ``(None, reason)`` (one line) when the model
@@ -41,15 +44,15 @@ def logit_fn(clf: Classifier) -> tuple[LogitFn | None, str | None]:
     """
     module = getattr(clf, "module", None)
     framework = getattr(clf, "framework", None)
-    keras_model = getattr(clf, "model", None) if framework == "keras" else None
+    keras_model = getattr(clf, "model", None) if framework == "keras" and keras else None
     if keras_model is not None and clf.describe().get("backend") == "torch":
         # Keras 3 on the torch backend: the model's call is a torch computation, eager and differentiable
         def module(z: Any) -> Any:
             return keras_model(z, training=False)
     elif framework != "torch" or module is None:
         fmt = clf.describe().get("format") or type(clf).__name__
-        return None, (f"needs input gradients of the first model; a {fmt} model gives none (a float torch model, "
-                      "or a Keras model on the torch backend, does)")
+        does = "a float torch model, or a Keras model on the torch backend, does" if keras else "a float torch model does"
+        return None, f"needs input gradients of the first model; its {fmt} model gives none ({does})"
     import torch
 
     pre = clf.preprocess

@@ -140,9 +140,10 @@ class GuidedSearch(MarginSearch):
         model = orig if surrogate is None else surrogate
         if surrogate is not None:
             check_compatible(orig, surrogate)
-        fn, why = logit_fn(model)
+        fn, why = logit_fn(model, keras=True)
         if fn is None:
-            hint = "" if surrogate is not None else "; give a surrogate (the float torch model it was made from)"
+            hint = "" if surrogate is not None else ("; give a surrogate (--surrogate MODEL: the float torch or Keras "
+                                                      "model it was made from)")
             raise InputError(f"the guided search {why}{hint}")
         self._logits: LogitFn = fn
         self.surrogate = surrogate

@@ -73,7 +73,7 @@ def resolve_algorithm(algorithm: str, orig: Classifier, params: Mapping[str, Any
         return "guided"
     from twinspect.dl.adapters.differentiable import logit_fn  # noqa: PLC0415 - imports torch
 
-    return "guided" if logit_fn(orig)[0] is not None else "margin"
+    return "guided" if logit_fn(orig, keras=True)[0] is not None else "margin"
 
 ModelSpec = Classifier | Mapping[str, Any]
 

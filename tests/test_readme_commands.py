@@ -63,11 +63,11 @@ SLOW: dict[str, str] = {
     "--data mnist --format json -o models.json --plots models-plots/":
         "the first models compare line covers the capability in CI",
     "twinspect deviate --pair lenet1 --seeds 20 -a dflare -o runs/lenet1-dflare":
-        "the margin search covers deviate in CI",
+        "the default search (guided on this pair) and -a margin cover deviate in CI",
     "twinspect deviate --pair lenet5 --seeds 50 -a dflare --preset reference -o runs/lenet5-ref":
-        "the margin search covers deviate in CI",
+        "the default search (guided on this pair) and -a margin cover deviate in CI",
     "twinspect deviate --pair lenet5 --seeds 20 -a diffchaser -o runs/lenet5-dc":
-        "DiffChaser's population of 1,000 per generation; the margin search covers deviate in CI",
+        "DiffChaser's population of 1,000 per generation; the default search (guided on this pair) and -a margin cover deviate in CI",
 }
 
 #: Longest stated duration (s) of a command that runs as written; longer ones get :func:`short_budget`.

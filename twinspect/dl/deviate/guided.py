@@ -101,8 +101,9 @@ class GuidedSearch(MarginSearch):
             only used when the approach is skipped, never here).
 
     Raises:
-        InputError: no gradient (the original is not a float torch model and no surrogate is
-            given, or back-propagation fails; the message says why), or bad option values.
+        InputError: no gradient (the original is neither a float torch model nor a Keras model on
+            the torch backend and no surrogate is given, or back-propagation fails; the message says
+            why), or bad option values.
         IncompatibleModelsError: the surrogate does not take the models' inputs / classes.
     """
 

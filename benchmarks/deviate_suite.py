@@ -114,6 +114,15 @@ PAIRS: list[Pair] = [
     Pair("lenet5w-ort-qdq", "heldout3", "mnist", "mnist-lenet5w.onnx", "mnist-lenet5w-qdq.onnx", None, "torch → ONNX → ORT static QDQ int8"),
     Pair("lenet5w-prune50", "heldout3", "mnist", "mnist-lenet5w.pt", "mnist-lenet5w-prune50.pt", None, "magnitude pruning 50 %"),
     Pair("cnn9-distill", "heldout3", "mnist", "mnist-cnn9.pt", "mnist-cnn9-distill.pt", None, "distillation into LeNet-1"),
+    # the fourth hold-out (2026-11-27, second session): new originals built after the rule in
+    # deviate_second_notes.md was committed, fixed before any search ran on them; it decides whether the
+    # guided search's second search becomes the default
+    Pair("lenet4w-ort-qdq", "heldout4", "mnist", "mnist-lenet4w.onnx", "mnist-lenet4w-qdq.onnx", None, "torch → ONNX → ORT static QDQ int8"),
+    Pair("lenet4w-torch-int8", "heldout4", "mnist", "mnist-lenet4w.pt", "mnist-lenet4w-int8.pt", None, "torch eager static int8"),
+    Pair("lenet4w-prune80", "heldout4", "mnist", "mnist-lenet4w.pt", "mnist-lenet4w-prune80.pt", None, "magnitude pruning 80 % (+1 epoch)"),
+    Pair("cnn11-ort-dyn", "heldout4", "mnist", "mnist-cnn11.onnx", "mnist-cnn11-dyn.onnx", None, "torch → ONNX → ORT dynamic int8"),
+    Pair("cnn11-distill", "heldout4", "mnist", "mnist-cnn11.pt", "mnist-cnn11-distill.pt", None, "distillation into LeNet-1"),
+    Pair("resnet8q-ort-dyn", "heldout4", "cifar10", "cifar-resnet8q.onnx", "cifar-resnet8q-dyn.onnx", None, "torch → ONNX → ORT dynamic int8"),
 ]
 
 
@@ -233,7 +242,11 @@ def build(suite_dir: Path, datasets: tuple[str, ...] = ("mnist", "cifar10")) -> 
               # the third hold-out's originals: a quarter-width VGG-11, a double-width LeNet-5, a CNN of seed 9
               ("vgg11", "mnist", "mnist-vgg11q.pt", "7", ["--width", "0.25"]),
               ("lenet5", "mnist", "mnist-lenet5w.pt", "8", ["--width", "2"]),
-              ("cnn", "mnist", "mnist-cnn9.pt", "9", [])]
+              ("cnn", "mnist", "mnist-cnn9.pt", "9", []),
+              # the fourth hold-out's originals: a double-width LeNet-4, a 1.5-width CNN, a 0.75-width ResNet-8
+              ("lenet4", "mnist", "mnist-lenet4w.pt", "10", ["--width", "2"]),
+              ("cnn", "mnist", "mnist-cnn11.pt", "11", ["--width", "1.5"]),
+              ("resnet8", "cifar10", "cifar-resnet8q.pt", "12", ["--epochs", "10", "--width", "0.75"])]
     for arch, data, out, seed, extra in trains:
         if data in datasets and not (d / out).exists():
             _twinspect("train", arch, "-d", data, "-o", str(d / out), "--seed", seed, *extra)
@@ -247,13 +260,17 @@ def build(suite_dir: Path, datasets: tuple[str, ...] = ("mnist", "cifar10")) -> 
              ("mnist-cnnh.pt", "mnist-cnnh-distill.pt", ["-m", "distill"]),
              ("mnist-vgg11q.pt", "mnist-vgg11q-int8.pt", ["-m", "quantize"]),
              ("mnist-lenet5w.pt", "mnist-lenet5w-prune50.pt", ["-m", "prune", "--sparsity", "0.5"]),
-             ("mnist-cnn9.pt", "mnist-cnn9-distill.pt", ["-m", "distill"])]
+             ("mnist-cnn9.pt", "mnist-cnn9-distill.pt", ["-m", "distill"]),
+             ("mnist-lenet4w.pt", "mnist-lenet4w-int8.pt", ["-m", "quantize"]),
+             ("mnist-lenet4w.pt", "mnist-lenet4w-prune80.pt", ["-m", "prune", "--sparsity", "0.8", "--finetune-epochs", "1"]),
+             ("mnist-cnn11.pt", "mnist-cnn11-distill.pt", ["-m", "distill"])]
     for src, out, extra in comps:
         if ("cifar10" if src.startswith("cifar") else "mnist") in datasets and not (d / out).exists():
             _twinspect("compress", str(d / src), *extra, "-o", str(d / out))
     # ONNX exports and ONNX Runtime's own int8 copies (calibration: 256 training images, model scale)
     if "cifar10" in datasets:
         _export_onnx(d / "cifar-resnet8.pt", d / "cifar-resnet8.onnx", None, None, d / "cifar-resnet8-dyn.onnx")
+        _export_onnx(d / "cifar-resnet8q.pt", d / "cifar-resnet8q.onnx", None, None, d / "cifar-resnet8q-dyn.onnx")
         # calibration inputs as the model sees them: its metadata's preprocessing (scale, per-channel mean/std)
         from twinspect.dl.adapters.metadata import read_metadata
 
@@ -273,6 +290,9 @@ def build(suite_dir: Path, datasets: tuple[str, ...] = ("mnist", "cifar10")) -> 
     _export_onnx(d / "mnist-vgg11q.pt", d / "mnist-vgg11q.onnx", None, None, d / "mnist-vgg11q-dyn.onnx")
     _export_onnx(d / "mnist-lenet5w.pt", d / "mnist-lenet5w.onnx", x_mnist.transpose(0, 3, 1, 2), d / "mnist-lenet5w-qdq.onnx",
                  None)
+    _export_onnx(d / "mnist-lenet4w.pt", d / "mnist-lenet4w.onnx", x_mnist.transpose(0, 3, 1, 2), d / "mnist-lenet4w-qdq.onnx",
+                 None)
+    _export_onnx(d / "mnist-cnn11.pt", d / "mnist-cnn11.onnx", None, None, d / "mnist-cnn11-dyn.onnx")
     # TFLite conversions of the shared Keras models (TensorFlow in a child process)
     todo = {"lenet1.h5": ["fp16=lenet1-fp16.tflite"], "lenet5.h5": ["dyn=lenet5-dyn.tflite", "int8=lenet5-int8.tflite"]}
     np.save(d / "calib-unit.npy", x_mnist)

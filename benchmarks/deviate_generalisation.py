@@ -60,6 +60,7 @@ CONFIGS: dict[str, tuple[str, dict]] = {
     "diffchaser": ("diffchaser", {"pop_size": 1000}),
     "guided": ("guided", {}),
     "guided-seed": ("guided", {"fallback": "seed"}),
+    "guided-second": ("guided", {"second": "margin"}),
 }
 #: configuration name → its place in the tables (overrides ``name+key=value`` sort after their base)
 CONFIG_ORDER = {c: i for i, c in enumerate(CONFIGS)}

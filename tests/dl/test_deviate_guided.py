@@ -134,3 +134,60 @@ def test_a_nan_output_on_the_approach_ends_the_search_as_nan():
                        minimize=False).search(np.zeros((8, 8)), label=0)
     assert res.status == "nan" and res.success and res.extra["guided"] is True
     assert res.queries == 5  # radii 4, 6, 8, 10 pass; 12 is the first past 10 levels
+
+
+def test_second_search_runs_on_a_seed_without_a_compressed_model_error():
+    """Mirror twins (the original always crosses first): the guided trigger is not a compressed-model
+    error, so with ``second="margin"`` the margin search runs from the seed as well; both searches'
+    queries count, and the record says which trigger was kept. Without it, nothing changes."""
+    from twinspect.dl.deviate.guided import GuidedSearch
+
+    w = np.full(64, 1 / 64)
+    f, g = Affine(w, 20.5 / 255, "f"), Affine(w, 21.5 / 255, "g")
+    sur = affine_surrogate(w, 20.5 / 255)
+    plain = GuidedSearch(f, g, surrogate=sur, max_queries=300, timeout=None, minimize=False)
+    two = GuidedSearch(f, g, surrogate=sur, max_queries=300, timeout=None, minimize=False, second="margin")
+    a = plain.search(np.zeros((8, 8)), seed=0, label=0)
+    b = two.search(np.zeros((8, 8)), seed=0, label=0)
+    assert "second_search" not in a.extra and a.extra["compressed_error"] is False
+    info = b.extra["second_search"]
+    assert info["kept"] in ("guided", "margin") and info["queries"] >= 1
+    assert b.queries == a.queries + info["queries"] <= 300 + a.queries
+    assert b.record(0, 0, None)["second_search"] == info
+    assert b.extra["guide_gradients"] == a.extra["guide_gradients"]  # the approach's, whichever was kept
+    assert two.max_queries == 300 and two.timeout is None  # the budgets lent to step 5 are given back
+    for bad in ({"second": "dflare"}, {"second_linf": 0}):
+        with pytest.raises(InputError):
+            GuidedSearch(f, g, timeout=1, surrogate=sur, **bad)
+
+
+def test_second_search_keeps_the_better_trigger_and_replays_the_margin_search(tiny_twins, mnist_test):
+    """On a real small pair with every found trigger sent to step 5 (``second_linf`` 1 level): the kept
+    trigger is never ranked below the guided one (a compressed-model error first, then the lower
+    visibility cost); when the margin search's is kept, it is exactly what the margin search alone
+    finds from the same seed generator (its draws are replayed, not continued)."""
+    from twinspect.dl.deviate.distance import visibility_cost
+    from twinspect.dl.deviate.guided import GuidedSearch
+    from twinspect.dl.deviate.margin import MarginSearch
+
+    f, g = tiny_twins
+    x, y = mnist_test
+    kw = {"max_queries": 2000, "timeout": None}
+    guided, margin = GuidedSearch(f, g, **kw), MarginSearch(f, g, **kw)
+    both = GuidedSearch(f, g, second="margin", second_linf=1.0, **kw)
+    seeds = [i for i in range(40) if f.predict(x[i])[0] == y[i] == g.predict(x[i])[0]][:6]
+    kept = []
+    for i in seeds:
+        a = guided.search(x[i], seed=np.random.default_rng([0, i]), label=int(y[i]))
+        m = margin.search(x[i], seed=np.random.default_rng([0, i]), label=int(y[i]))
+        b = both.search(x[i], seed=np.random.default_rng([0, i]), label=int(y[i]))
+        assert a.status == "found"
+        info = b.extra["second_search"]
+        kept.append(info["kept"])
+        assert b.queries == a.queries + m.queries and info["queries"] == m.queries
+        rank = [(not r.extra["compressed_error"], visibility_cost(r.extra["distances"]["linf"], r.extra["distances"]["ssim"]))
+                for r in (a, m, b)]
+        assert rank[2] == min(rank[0], rank[1])
+        same = m if info["kept"] == "margin" else a
+        np.testing.assert_array_equal(b.trigger, same.trigger)
+    assert set(kept) == {"guided", "margin"}  # on these seeds each search wins somewhere

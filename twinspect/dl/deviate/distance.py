@@ -74,6 +74,31 @@ def trigger_distances(seed: np.ndarray, x: np.ndarray) -> dict[str, float]:
     }
 
 
+#: The references of :func:`visibility_cost`, in the units of :func:`trigger_distances`: issue 19's
+#: targets for a trigger a person accepts (median L∞ ≤ 48 pixel levels, median SSIM ≥ 0.8).
+LINF_REF = 48.0
+SSIM_REF = 0.8
+
+
+def visibility_cost(linf: float, ssim_value: float | None, linf_ref: float = LINF_REF, ssim_ref: float = SSIM_REF) -> float:
+    """How visible a change is: L∞ / ``linf_ref`` + (1 − SSIM) / (1 − ``ssim_ref``), each term relative to its aim.
+
+    Args:
+        linf: the change's L∞ in pixel levels (≥ 0).
+        ssim_value: its SSIM to the seed, or None when the image is too small for SSIM (the cost is
+            then L∞ / ``linf_ref`` alone).
+        linf_ref, ssim_ref: the references (``linf_ref`` > 0, ``ssim_ref`` < 1).
+
+    Returns:
+        The cost (float, 0 for no change; 2.0 for a change exactly at both references).
+    """
+    if linf == 0:
+        return 0.0
+    if ssim_value is None:
+        return linf / linf_ref
+    return linf / linf_ref + (1.0 - ssim_value) / max(1e-6, 1.0 - ssim_ref)
+
+
 @dataclass(frozen=True)
 class ChangeBudget:
     """Bounds on a candidate's change relative to its seed.

@@ -30,6 +30,17 @@ that gradient for its first steps only and stays black-box on the compressed mod
    queries spent so far counted: from the last point where both models gave ``c``, with ε the
    radius reached (``fallback="boundary"``, the default), or from the seed (``"seed"``).
 
+5. **A second search** (``second="margin"``; off by default). When the trigger of steps 1–4 (after
+   minimisation) is missing, is not a compressed-model error (the seed's label known) or is more
+   visible than the issue-19 reference (L∞ above :data:`~twinspect.dl.deviate.distance.LINF_REF`),
+   the margin search runs again from the seed itself, with the queries and time left, and the
+   better of the two triggers is kept: a compressed-model error first, then the lower
+   :func:`~twinspect.dl.deviate.distance.visibility_cost`. The two searches fail on different
+   seeds: the gradient path loses where every direction has the original crossing first
+   (distilled students), the margin search where the boundary is far (quantised CNNs). Both
+   searches' queries count, and both minimisations' (``extra["second_search"]`` says which was
+   kept).
+
 Queries are counted as in the margin search (one query: one input to both models, bisection
 included); the surrogate's gradient evaluations are not queries of the pair and are reported apart
 (``extra["guide_gradients"]``). The random starts of step 3 and the windows of step 4 are drawn
@@ -54,6 +65,7 @@ import numpy as np
 
 from twinspect.dl.adapters.base import Classifier, check_compatible
 from twinspect.dl.adapters.differentiable import LogitFn, logit_fn
+from twinspect.dl.deviate.distance import LINF_REF, visibility_cost
 from twinspect.dl.deviate.margin import MarginSearch, WarmStart
 from twinspect.dl.deviate.results import SearchResult
 from twinspect.errors import InputError
@@ -70,6 +82,8 @@ DEFAULT_TOP = 0.25
 DEFAULT_RESTARTS = 3
 #: Where the margin search's loop starts when the approach gave no compressed-model error.
 FALLBACKS = ("seed", "boundary")
+#: The searches step 5 can run on a seed whose trigger is missing, not a compressed-model error or too visible.
+SECONDS = ("margin",)
 
 
 class GuidedSearch(MarginSearch):
@@ -97,6 +111,8 @@ class GuidedSearch(MarginSearch):
         early_exit: end a bisection at the first probe that is a wanted trigger (the default)
             instead of bisecting on to the first crossing (fewer search queries; the minimisation
             shrinks the trigger).
+        second: None (the default) or ``"margin"``: step 5 of the module docstring.
+        second_linf: the L∞ (pixel levels) above which step 5 runs on a compressed-model error.
         **kwargs: the options of :class:`~twinspect.dl.deviate.margin.MarginSearch` (its ``eps`` is
             only used when the approach is skipped, never here).
 
@@ -122,6 +138,8 @@ class GuidedSearch(MarginSearch):
         restarts: int = DEFAULT_RESTARTS,
         fallback: str = "boundary",
         early_exit: bool = True,
+        second: str | None = None,
+        second_linf: float = LINF_REF,
         **kwargs: Any,
     ):
         super().__init__(orig, comp, **kwargs)
@@ -138,6 +156,10 @@ class GuidedSearch(MarginSearch):
             raise InputError(f"restarts must be >= 0, got {restarts}")
         if not 0 < top <= 1:
             raise InputError(f"top must be in (0, 1], got {top}")
+        if second is not None and second not in SECONDS:
+            raise InputError(f"second must be None or one of {', '.join(SECONDS)}, got {second!r}")
+        if not second_linf > 0:
+            raise InputError(f"second_linf must be > 0, got {second_linf}")
         model = orig if surrogate is None else surrogate
         if surrogate is not None:
             check_compatible(orig, surrogate)
@@ -155,12 +177,16 @@ class GuidedSearch(MarginSearch):
         self.restarts = int(restarts)
         self.fallback = fallback
         self.early_exit = bool(early_exit)
+        self.second = second
+        self.second_linf = float(second_linf)
+        self._from_seed = False  # True while step 5 runs: _start then leaves the loop at the seed
 
     def params(self) -> dict:
         """The search parameters (for run.json)."""
         sur = None if self.surrogate is None else self.surrogate.describe()
         return {**super().params(), "levels": list(self.levels), "steps": self.steps, "targets": self.targets,
-                "top": self.top, "restarts": self.restarts, "fallback": self.fallback, "early_exit": self.early_exit, "surrogate": sur}
+                "top": self.top, "restarts": self.restarts, "fallback": self.fallback, "early_exit": self.early_exit, "surrogate": sur,
+                **({"second": self.second, "second_linf": self.second_linf} if self.second else {})}
 
     # -- the surrogate's side ------------------------------------------------------------------------
     def _pgd(self, x0u: Any, d: Any, eps: float, c: int, target: int | None) -> tuple[Any, int]:
@@ -226,8 +252,11 @@ class GuidedSearch(MarginSearch):
     def _start(self, x0: np.ndarray, c: int, pf0: np.ndarray, pg0: np.ndarray, t0: float, cap: float,
                seek_ce: bool, rng: np.random.Generator) -> WarmStart | SearchResult | None:
         """Steps 1–3 of the module docstring; a trigger (a :class:`SearchResult`) or the margin
-        search's starting point (step 4)."""
+        search's starting point (step 4). During step 5: None (the loop starts at the seed)."""
         import torch
+
+        if self._from_seed:
+            return None
 
         x0u = torch.from_numpy((x0 / 255.0).astype(np.float32))[None]
         with torch.no_grad():
@@ -323,5 +352,69 @@ class GuidedSearch(MarginSearch):
         return WarmStart(delta=(lo - x0).astype(np.float32), eps=float(max(1.0, reached)), queries=queries,
                          probs=lo_p, reserve=aside, info=info)
 
+    # -- step 5 ---------------------------------------------------------------------------------------
+    def _wants_second(self, res: SearchResult) -> bool:
+        """Does ``res`` (steps 1–4, minimised) call for the second search?"""
+        if self.second is None or res.status in ("disagree_at_seed", "nan"):
+            return False
+        if not res.success:
+            return True
+        if res.extra.get("compressed_error") is False:
+            return True
+        dist = res.extra.get("distances") or {}
+        return float(dist.get("linf", 0.0)) > self.second_linf
 
-__all__ = ["DEFAULT_LEVELS", "DEFAULT_RESTARTS", "DEFAULT_STEPS", "DEFAULT_TARGETS", "DEFAULT_TOP", "FALLBACKS", "GuidedSearch"]
+    def _rank(self, res: SearchResult) -> tuple[int, int, float]:
+        """Sort key of a finished result: a trigger first, a compressed-model error first, then the least visible."""
+        if not res.success or res.trigger is None:
+            return (1, 1, float("inf"))
+        dist = res.extra.get("distances") or {}
+        cost = visibility_cost(float(dist.get("linf", 0.0)), dist.get("ssim"))
+        return (0, 0 if res.extra.get("compressed_error", True) else 1, cost)
+
+    def search(self, x_seed: np.ndarray, *, seed: Any = None, label: int | None = None) -> SearchResult:
+        """Steps 1–4 (and 5 with ``second``) for one seed, each trigger minimised; see
+        :meth:`~twinspect.dl.deviate.pair_search.PairSearch.search` for the arguments, result and errors.
+
+        With step 5 the result is the kept search's, with ``queries``, ``time_s`` and
+        ``extra["minimize_queries"]`` summed over both searches, the gradient evaluations of steps
+        1–3, and ``extra["second_search"]`` = ``{"kept": "guided" | "margin", "queries": n, "status": s}``
+        (the second search's own queries and status)."""
+        # step 5 draws what the margin search alone would draw on this seed: a generator passed in is
+        # replayed from its state before steps 1–4 used it
+        state = seed.bit_generator.state if isinstance(seed, np.random.Generator) else None
+        first = super().search(x_seed, seed=seed, label=label)
+        if not self._wants_second(first):
+            return first
+        if state is not None:
+            replay = type(seed.bit_generator)()
+            replay.state = state
+            seed = np.random.Generator(replay)
+        elapsed = first.time_s + float(first.extra.get("minimize_time_s", 0.0))
+        budget = (self.max_queries, self.timeout)
+        left_q = None if budget[0] is None else budget[0] - first.queries
+        left_t = None if budget[1] is None else budget[1] - elapsed
+        if (left_q is not None and left_q <= 0) or (left_t is not None and left_t <= 0):
+            return first
+        # the margin loop reads its budgets from the object: lend it what is left, for this call only
+        self.max_queries, self.timeout, self._from_seed = left_q, left_t, True
+        try:
+            other = super().search(x_seed, seed=seed, label=label)
+        finally:
+            (self.max_queries, self.timeout), self._from_seed = budget, False
+        kept, name = (other, "margin") if self._rank(other) < self._rank(first) else (first, "guided")
+        second = {"kept": name, "queries": int(other.queries), "status": other.status}
+        kept.queries = first.queries + other.queries
+        kept.time_s = first.time_s + other.time_s
+        minimised = [int(r.extra["minimize_queries"]) for r in (first, other) if "minimize_queries" in r.extra]
+        if minimised:
+            kept.extra["minimize_queries"] = sum(minimised)
+        for key in ("guide_gradients", "guide_eps", "guide_directions"):
+            if key in first.extra:
+                kept.extra[key] = first.extra[key]
+        kept.extra["second_search"] = second
+        return kept
+
+
+__all__ = ["DEFAULT_LEVELS", "DEFAULT_RESTARTS", "DEFAULT_STEPS", "DEFAULT_TARGETS", "DEFAULT_TOP", "FALLBACKS", "SECONDS",
+           "GuidedSearch"]

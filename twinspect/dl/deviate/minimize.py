@@ -70,6 +70,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from twinspect.dl.deviate.distance import LINF_REF, SSIM_REF
+
 #: (1, H, W, C) batch → (original probabilities (1, K), compressed probabilities (1, K)).
 QueryFn = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
 #: (original probabilities, compressed probabilities) → does this input trigger?
@@ -111,17 +113,18 @@ def _margin(p: np.ndarray, label: int) -> float:
 
 
 def _cost(seed: np.ndarray, x: np.ndarray, linf_ref: float, ssim_ref: float) -> float:
-    """L∞ / ``linf_ref`` + (1 − SSIM) / (1 − ``ssim_ref``): how visible a change is, each term relative to its aim."""
-    from twinspect.dl.deviate.distance import ssim
+    """:func:`~twinspect.dl.deviate.distance.visibility_cost` of ``x``'s change to ``seed``."""
+    from twinspect.dl.deviate.distance import ssim, visibility_cost
     from twinspect.errors import InputError
 
     d = float(np.abs(x - seed).max())
     if d == 0:
         return 0.0
     try:
-        return d / linf_ref + (1.0 - ssim(seed, x)) / max(1e-6, 1.0 - ssim_ref)
+        s = ssim(seed, x)
     except InputError:  # smaller than 3 × 3: no SSIM
-        return d / linf_ref
+        return visibility_cost(d, None, linf_ref, ssim_ref)
+    return visibility_cost(d, s, linf_ref, ssim_ref)
 
 
 def _reweight_round(seed, seed_probs, x, pf, pg, attempt, cond, room, *, block, lcap, linf_ref, ssim_ref, bisect,
@@ -401,8 +404,8 @@ def minimize_trigger(
     rounds: int = 4,
     block: int = 4,
     bisect: int = 12,
-    linf_ref: float = 48.0,
-    ssim_ref: float = 0.8,
+    linf_ref: float = LINF_REF,
+    ssim_ref: float = SSIM_REF,
     tries: int = 6,
     slack: float = 0.05,
     seed_probs: tuple[np.ndarray, np.ndarray] | None = None,

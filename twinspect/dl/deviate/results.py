@@ -98,6 +98,7 @@ class SearchResult:
             **({"gradient_evaluations": int(self.extra["guide_gradients"])} if "guide_gradients" in self.extra else {}),
             **({k: self.extra[k] for k in ("distances", "distances_before") if k in self.extra}),
             **({"compressed_error": bool(self.extra["compressed_error"])} if "compressed_error" in self.extra else {}),
+            **({"second_search": dict(self.extra["second_search"])} if "second_search" in self.extra else {}),
         }
 
 

@@ -279,3 +279,28 @@ def test_guided_search_from_the_cli(tmp_path, capsys):
         assert code == 0, err
         assert json.loads(stdout)["algorithm"] == want
         assert json.loads((out / "run.json").read_text())["algorithm"] == want
+
+
+def test_second_search_option(tmp_path, capsys):
+    """``--second margin`` reaches the guided search (run.json records it); with a search that has no
+    second search, or an unknown value, it is a one-line error with nothing written; under -a auto a
+    TFLite original (no gradient) runs the margin search, for which the option has nothing to add."""
+    need_shared()
+    out = tmp_path / "run"
+    code, stdout, err = run(["deviate", "--pair", "lenet1", "-a", "guided", "--second", "margin", "--seeds", "2",
+                             "--max-queries", "300", "--timeout", "120", "-o", str(out), "--quiet", "--format", "json"],
+                            capsys)
+    assert code == 0, err
+    assert json.loads((out / "run.json").read_text())["params"]["second"] == "margin"
+    bad = tmp_path / "bad"
+    for argv, msg in ((["-a", "margin", "--second", "margin"], "--second applies to --algorithm guided"),
+                      (["-a", "guided", "--second", "dflare"], "unknown --second")):
+        code, _, err = run(["deviate", "--pair", "lenet1", "--seeds", "1", *argv, "-o", str(bad), "--quiet"], capsys)
+        assert_user_error(code, err, msg)
+        assert not bad.exists()
+    out = tmp_path / "auto"
+    code, stdout, err = run(["deviate", str(MODELS / "lenet1-quan.lite"), str(MODELS / "lenet1.h5"), "--preprocess", "unit",
+                             "--data", "mnist", "--seeds", "1", "--second", "margin", "--max-queries", "300", "-o", str(out),
+                             "--quiet", "--format", "json"], capsys)
+    assert code == 0, err
+    assert json.loads(stdout)["algorithm"] == "margin"

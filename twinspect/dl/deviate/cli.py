@@ -36,6 +36,7 @@ def deviate(
     seed: Annotated[int, typer.Option("--seed", help="Random seed of the run (seed sample and every search).")] = 0,
     algorithm: Annotated[str, typer.Option("--algorithm", "-a", help="auto (default: guided when the original or --surrogate gives an input gradient, else margin), margin (the compressed model's margin on the seed's label, square-window changes near the seed, the original kept right; black-box on both models), guided (the margin search started where the original's input gradient meets its decision boundary; needs a float torch or Keras original, or --surrogate), dflare (the DFlare paper), dflare-r (uniform operator choice), dflare-d (distance-only fitness) or diffchaser.")] = "auto",
     surrogate: Annotated[Optional[Path], typer.Option("--surrogate", help="-a guided or auto: a float torch or Keras model of the original's function whose input gradient guides the first steps (e.g. the .pt an ONNX original was exported from); default: the original itself.")] = None,
+    second: Annotated[Optional[str], typer.Option("--second", help="-a guided or auto: margin (also run the margin search from the seed where the guided trigger is missing, not a compressed-model error or above 48 levels L∞, and keep the better one) or none; default: the guided search's own.")] = None,
     max_queries: Annotated[Optional[int], typer.Option("--max-queries", help="Budget per seed: generated inputs, each sent once to both models (default: none).")] = None,
     timeout: Annotated[float, typer.Option("--timeout", help="Budget per seed in seconds (0 = none).")] = 180.0,
     pop_size: Annotated[int, typer.Option("--pop-size", help="DiffChaser: population size.")] = 1000,
@@ -122,6 +123,12 @@ def deviate(
         params.update(pop_size=pop_size, crossover_rate=crossover_rate, mutation_rate=mutation_rate)
     if surrogate is not None and algorithm not in ("guided", "auto"):
         raise InputError(f"--surrogate applies to --algorithm guided or auto, not to {algorithm}")
+    if second is not None:
+        if algorithm not in ("guided", "auto"):
+            raise InputError(f"--second applies to --algorithm guided or auto, not to {algorithm}")
+        if second not in ("margin", "none"):
+            raise InputError(f"unknown --second {second!r}; choose margin or none")
+        params["second"] = None if second == "none" else second
 
     # -- inputs (all validated before anything is written; cheap checks first) ----------------
     from twinspect._io import require_readable

@@ -90,7 +90,8 @@ def build_searcher(
         params: keyword arguments of :class:`DFlare` / :class:`DiffChaser` / :class:`MarginSearch` /
             :class:`~twinspect.dl.deviate.guided.GuidedSearch` (e.g. max_queries, timeout, delta,
             pop_size); ``selection``/``fitness`` are implied by the DFlare variants; the guided
-            search's ``surrogate`` is a model spec (see :func:`load_model`).
+            search's ``surrogate`` is a model spec (see :func:`load_model`); its ``second`` is
+            dropped when ``"auto"`` resolves to the margin search.
         seed: default random seed of the searcher.
 
     Raises:
@@ -108,6 +109,7 @@ def build_searcher(
         if algorithm == "diffchaser":
             return DiffChaser(orig, comp, seed=seed, **params)
         if algorithm == "margin":
+            params.pop("second", None)  # the guided search's step 5 is this search: nothing to add
             return MarginSearch(orig, comp, seed=seed, **params)
         if algorithm == "guided":
             from twinspect.dl.deviate.guided import GuidedSearch  # noqa: PLC0415 - imports torch

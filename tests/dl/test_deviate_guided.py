@@ -57,7 +57,7 @@ def test_when_the_original_always_crosses_first_its_trigger_is_kept_aside():
     w = np.full(64, 1 / 64)
     f, g = Affine(w, 20.5 / 255, "f"), Affine(w, 21.5 / 255, "g")
     search = GuidedSearch(f, g, surrogate=affine_surrogate(w, 20.5 / 255), max_queries=300, timeout=None,
-                          minimize=False)
+                          minimize=False, second=None)  # steps 1-4 alone
     res = search.search(np.zeros((8, 8)), label=0)
     assert res.status == "found" and res.extra["set_aside"] is True
     assert res.orig_label == 1 and res.comp_label == 0 and res.extra["compressed_error"] is False
@@ -145,8 +145,8 @@ def test_second_search_runs_on_a_seed_without_a_compressed_model_error():
     w = np.full(64, 1 / 64)
     f, g = Affine(w, 20.5 / 255, "f"), Affine(w, 21.5 / 255, "g")
     sur = affine_surrogate(w, 20.5 / 255)
-    plain = GuidedSearch(f, g, surrogate=sur, max_queries=300, timeout=None, minimize=False)
-    two = GuidedSearch(f, g, surrogate=sur, max_queries=300, timeout=None, minimize=False, second="margin")
+    plain = GuidedSearch(f, g, surrogate=sur, max_queries=300, timeout=None, minimize=False, second=None)
+    two = GuidedSearch(f, g, surrogate=sur, max_queries=300, timeout=None, minimize=False)  # second="margin": the default
     a = plain.search(np.zeros((8, 8)), seed=0, label=0)
     b = two.search(np.zeros((8, 8)), seed=0, label=0)
     assert "second_search" not in a.extra and a.extra["compressed_error"] is False
@@ -173,7 +173,7 @@ def test_second_search_keeps_the_better_trigger_and_replays_the_margin_search(ti
     f, g = tiny_twins
     x, y = mnist_test
     kw = {"max_queries": 2000, "timeout": None}
-    guided, margin = GuidedSearch(f, g, **kw), MarginSearch(f, g, **kw)
+    guided, margin = GuidedSearch(f, g, second=None, **kw), MarginSearch(f, g, **kw)
     both = GuidedSearch(f, g, second="margin", second_linf=1.0, **kw)
     seeds = [i for i in range(40) if f.predict(x[i])[0] == y[i] == g.predict(x[i])[0]][:6]
     kept = []

@@ -22,6 +22,17 @@ def test_unique_sorted_leaves_input_alone():
     np.testing.assert_array_equal(values, [3, 1, 3, 2])
 
 
+@pytest.mark.parametrize("n", [0, 1, 2, 7, 1000])
+def test_unique_sorted_overwrite_sorts_in_place_with_the_same_result(n):
+    values = np.random.default_rng(n).integers(-20, 20, n)
+    want = np.unique(values)
+    got = unique_sorted(values, overwrite=True)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(values, np.sort(values))  # the input is the sort's buffer
+    if n >= 2:
+        assert not np.shares_memory(got, values)  # the result is its own array (a compressed copy)
+
+
 def test_index_dtype_is_int32_exactly_while_int32_holds_the_largest_value():
     top = np.iinfo(np.int32).max
     assert index_dtype(0) == index_dtype(top) == np.int32

@@ -26,16 +26,23 @@ def index_dtype(largest: int) -> np.dtype:
     return np.dtype(np.int32 if largest <= np.iinfo(np.int32).max else np.int64)
 
 
-def unique_sorted(values: np.ndarray) -> np.ndarray:
+def unique_sorted(values: np.ndarray, *, overwrite: bool = False) -> np.ndarray:
     """The distinct values of a 1-D array in ascending order (``np.unique`` without its hash table).
 
     Args:
-        values: any 1-D array (not modified).
+        values: any 1-D array; not modified unless ``overwrite``.
+        overwrite: sort ``values`` in place (a 1-D array the caller no longer needs) instead of a
+            copy: one array of the keys less at the peak.
 
     Returns:
-        A new 1-D array of the same dtype.
+        A new 1-D array of the same dtype (with ``overwrite`` and fewer than two values, ``values``
+        itself).
     """
-    out = np.sort(np.asarray(values).ravel())
+    if overwrite and isinstance(values, np.ndarray) and values.ndim == 1:
+        values.sort()
+        out = values
+    else:
+        out = np.sort(np.asarray(values).ravel())
     if len(out) < 2:
         return out
     keep = np.empty(len(out), dtype=bool)

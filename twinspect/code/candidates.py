@@ -376,8 +376,14 @@ def range_pairs(
         # the reduced index holds positions (0..n-1) of the representatives, the others their ids
         index_ids = np.arange(len(reps), dtype=np.int64) if reduced else rep_ids
         idx.add(index_ids, base)
-    if isinstance(idx, ExactIndex):
-        del base  # the exact index holds its own copy; only the HNSW searches below read this one
+    # the index holds its own copy of the vectors (hnswlib's "ip" space stores them as given): the
+    # queries below read them back from it a chunk at a time, the same float32 values, instead of
+    # keeping a second copy alive through the search (about 300 MB at 200k representatives)
+    del base
+
+    def query_vectors(rows: np.ndarray) -> np.ndarray:
+        """The indexed vectors of the representatives at positions ``rows`` (the search's queries)."""
+        return idx.get_vectors(index_ids[rows])
     if search_threads is not None:
         idx.num_threads = search_threads  # type: ignore[attr-defined]
     # A few extra neighbours stand in for the query itself and overlapping (nested) fragments.
@@ -390,18 +396,19 @@ def range_pairs(
         after FIRST_ROUND_K; the others are searched again for RERANK_OVERSAMPLE · k."""
         k_full = min(len(reps), RERANK_OVERSAMPLE * k)
         k1 = min(k_full, FIRST_ROUND_K)
-        ids, sims = idx.search(base[rows], k1)
+        q = query_vectors(rows)
+        ids, sims = idx.search(q, k1)
         more = np.flatnonzero(sims[:, -1] >= threshold - RERANK_MARGIN) if k1 < k_full else np.zeros(0, np.int64)
         if len(more):
             ids = np.concatenate([ids, np.full((len(rows), k_full - k1), -1, dtype=np.int64)], axis=1)
             sims = np.concatenate([sims, np.full((len(rows), k_full - k1), -2.0, dtype=np.float32)], axis=1)
-            ids[more], sims[more] = idx.search(base[rows[more]], k_full)
+            ids[more], sims[more] = idx.search(q[more], k_full)
         return ids, sims
 
     def search(rows: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Neighbours of the representatives at positions ``rows`` by descending full cosine (index ids)."""
         if not reduced:
-            return idx.search(base[rows], k)
+            return idx.search(query_vectors(rows), k)
         ids, sims = low_search(rows, k)
         qi, qj = np.nonzero((ids >= 0) & (sims >= threshold - RERANK_MARGIN))
         exact = np.full(ids.shape, -2.0, dtype=np.float32)
@@ -455,8 +462,12 @@ def range_pairs(
             # each chunk's pairs as sorted distinct keys min·n + max (a pair often turns up from both ends)
             found_keys.append(unique_sorted(np.minimum(a[keep], b[keep]) * n + np.maximum(a[keep], b[keep])))
             bar.advance(hi - lo)
-    pair_key = unique_sorted(np.concatenate(found_keys)) if found_keys else np.zeros(0, np.int64)
+    # one array of every chunk's keys, the chunks freed before it is sorted in place: twice the keys
+    # at most, where concatenating and sorting a copy held four times (~1.2 GB at 33 M keys)
+    keys = np.concatenate(found_keys) if found_keys else np.zeros(0, np.int64)
     del found_keys
+    pair_key = unique_sorted(keys, overwrite=True)
+    del keys
     pa, pb = (pair_key // n).astype(index_dtype(n)), (pair_key % n).astype(index_dtype(n))
     del pair_key
     cos = np.empty(len(pa), dtype=np.float32)

@@ -627,7 +627,9 @@ def overlap_pairs(
     flat[order] = flat_sorted
     del order, toks
     nitems = int(width.sum())
-    bags = sp.csr_matrix((np.ones(len(flat), dtype=np.float32), flat_sorted.astype(np.int32), indptr), shape=(n, nitems))
+    # boolean entries: the bags are only ever read by rowdot, whose row sums count the shared items as int64
+    # (1 byte an entry instead of float32's 4: about 200 MB less at 67 M tokens, here and in every worker)
+    bags = sp.csr_matrix((np.ones(len(flat), dtype=bool), flat_sorted.astype(np.int32), indptr), shape=(n, nitems))
     del flat_sorted
     # SourcererCC's global order: rarest item first (ties by item id)
     df = np.bincount(flat, minlength=nitems)

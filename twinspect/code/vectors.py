@@ -39,7 +39,7 @@ def rowdot(m: sp.csr_matrix, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         a, b: int (P,) row ids.
 
     Returns:
-        (P,) array of ``m``'s dtype.
+        (P,) array of ``m``'s dtype; int64 for a boolean ``m`` (the counts of shared non-zeros).
     """
     return np.asarray(m[a].multiply(m[b]).sum(axis=1)).ravel()
 

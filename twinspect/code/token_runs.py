@@ -167,6 +167,8 @@ def match_token_runs(
     """
     import numpy as np
 
+    from twinspect._arrays import index_dtype
+
     if min_tokens < 1 or min_lines < 1:
         raise ValueError(f"min_tokens and min_lines must be at least 1, got {min_tokens} and {min_lines}")
     present = [(i, s) for i, s in enumerate(streams) if s is not None and len(s.hashes) >= min_tokens]
@@ -202,6 +204,9 @@ def match_token_runs(
     starts, ends = np.r_[0, cut], np.r_[cut, len(sorted_pos)]
     del keys
     size = ends - starts
+    # positions as int32 where they fit (index_dtype): the window pairs below are tens of millions on a
+    # 13-MLOC tree, at the subfunction pass's memory peak
+    sorted_pos = sorted_pos.astype(index_dtype(len(h)), copy=False)
     two = starts[size == 2]  # most keys occur twice: their one pair each, at once
     capped = 0
     pa_parts, pb_parts = [sorted_pos[two]], [sorted_pos[two + 1]]
@@ -221,7 +226,7 @@ def match_token_runs(
         capped += 1
         tail = occ[max_occurrences:]
         for first in occ[:hub_occurrences]:
-            pa_parts.append(np.full(len(tail), first))
+            pa_parts.append(np.full(len(tail), first, dtype=sorted_pos.dtype))
             pb_parts.append(tail)
     pa, pb = np.concatenate(pa_parts), np.concatenate(pb_parts)
     del pa_parts, pb_parts, sorted_pos, starts, ends, size, cut, two
@@ -229,7 +234,10 @@ def match_token_runs(
         return [], capped
     d = pb - pa
     o = np.lexsort((pa, d))
-    pa, pb, d = pa[o], pb[o], d[o]
+    # reordered one array at a time: each old array is freed before the next copy is made
+    pa = pa[o]
+    pb = pb[o]
+    d = d[o]
     del o
     first_idx = np.flatnonzero(np.r_[True, (d[1:] != d[:-1]) | (pa[1:] != pa[:-1] + 1)])
     del d

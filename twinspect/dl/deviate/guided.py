@@ -31,9 +31,9 @@ that gradient for its first steps only and stays black-box on the compressed mod
    radius reached (``fallback="boundary"``, the default), or from the seed (``"seed"``).
 
 5. **A second search** (``second="margin"``, the default; ``second=None`` turns it off). When the
-   trigger of steps 1–4 (after
-   minimisation) is missing, is not a compressed-model error (the seed's label known) or is more
-   visible than the issue-19 reference (L∞ above :data:`~twinspect.dl.deviate.distance.LINF_REF`),
+   trigger of steps 1–4 (after minimisation) is missing, is not a compressed-model error (the
+   seed's label known) or is more visible than the issue-19 reference (L∞ above
+   :data:`~twinspect.dl.deviate.distance.LINF_REF`),
    the margin search runs again from the seed itself, with the queries and time left, and the
    better of the two triggers is kept: a compressed-model error first, then the lower
    :func:`~twinspect.dl.deviate.distance.visibility_cost`. The two searches fail on different

@@ -124,10 +124,12 @@ def deviate(
     if surrogate is not None and algorithm not in ("guided", "auto"):
         raise InputError(f"--surrogate applies to --algorithm guided or auto, not to {algorithm}")
     if second is not None:
+        from twinspect.dl.deviate.guided import SECONDS
+
         if algorithm not in ("guided", "auto"):
             raise InputError(f"--second applies to --algorithm guided or auto, not to {algorithm}")
-        if second not in ("margin", "none"):
-            raise InputError(f"unknown --second {second!r}; choose margin or none")
+        if second != "none" and second not in SECONDS:
+            raise InputError(f"unknown --second {second!r}; choose {' or '.join((*SECONDS, 'none'))}")
         params["second"] = None if second == "none" else second
 
     # -- inputs (all validated before anything is written; cheap checks first) ----------------

@@ -29,8 +29,13 @@ def _brute_overlap(toks, theta):
     return out
 
 
+@pytest.mark.parametrize("bag_chunk", [None, 7])  # 7: the 60 bags are built and prefixed in 9 chunks of rows
 @pytest.mark.parametrize("theta", [0.3, 0.55, 0.8, 1.0])
-def test_overlap_pairs_equal_brute_force(theta):
+def test_overlap_pairs_equal_brute_force(theta, bag_chunk, monkeypatch):
+    from twinspect.code import candidates
+
+    if bag_chunk is not None:
+        monkeypatch.setattr(candidates, "_BAG_CHUNK", bag_chunk)
     rng = random.Random(7)
     vocab = [f"t{k}" for k in range(30)] + ["(", ")", "=", "self", "."] * 6
     base = [[rng.choice(vocab) for _ in range(rng.randint(3, 60))] for _ in range(12)]

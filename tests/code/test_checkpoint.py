@@ -119,3 +119,40 @@ def test_cli_cache_counts_in_the_json_report(email_tree, tmp_path, capsys):
     reopened = ParseCache(cache)
     reopened.load([], {"min_lines": 6, "errors": "lenient", "pretokenize": True, "granularity": "function"})
     assert reopened.counters["reset"] is False  # the options mine() used: nothing emptied
+
+
+def test_stored_tokens_and_lines_read_back_equal_and_share_one_object_per_distinct_token(email_tree):
+    """A file's T1 tokens and normalised lines go into the cache as a vocabulary and ids: read back
+    equal, and each distinct token is one (interned) object however often it occurs."""
+    from twinspect.code.checkpoint import _decode, _encode
+    from twinspect.code.files import discover
+
+    (sf,) = [f for f in discover([email_tree])[0] if f.rel.endswith("_header_value_parser.py")]
+    result = fragments._mine_run_each((6, "lenient", True, "function"), [sf])[0]
+    frags, _stats, toks, lines = result
+    assert len(frags) > 20 and toks is not None and lines is not None
+    back_frags, _, back_toks, back_lines = _decode(_encode(result))
+    assert back_frags == frags and back_toks == [tuple(t) for t in toks] and back_lines == [list(ls) for ls in lines]
+    by_value: dict[str, int] = {}
+    for t in (t for seq in back_toks for t in seq):
+        assert by_value.setdefault(t, id(t)) == id(t)
+    assert len(by_value) < sum(map(len, back_toks)) / 3  # tokens repeat: far fewer objects than tokens
+
+
+def test_a_damaged_token_table_is_parsed_again(email_tree, tmp_path):
+    """An entry whose ids point past its vocabulary is treated as damaged: the file is parsed again."""
+    import sqlite3
+    import zlib
+
+    cache = tmp_path / "cache"
+    reference = _view(scan(email_tree, DetectConfig(), cache_dir=cache))
+    db = sqlite3.connect(cache / "parse.sqlite")
+    rel, payload = db.execute("SELECT rel, payload FROM files WHERE rel LIKE '%_header_value_parser.py'").fetchone()
+    doc = json.loads(zlib.decompress(payload))
+    doc["toks"]["vocab"] = doc["toks"]["vocab"][:3]
+    db.execute("UPDATE files SET payload = ? WHERE rel = ?", (zlib.compress(json.dumps(doc).encode()), rel))
+    db.commit()
+    db.close()
+    again = scan(email_tree, DetectConfig(), cache_dir=cache)
+    assert again.stats["parse_cache"]["parsed"] == 1
+    assert _view(again) == reference

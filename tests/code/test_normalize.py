@@ -341,3 +341,19 @@ def test_lex_with_lines_equals_lex_and_normalized_lines_on_real_functions(email_
     for frag in email_frags:
         code = strip_comments(frag)
         assert lex_with_lines(code, frag.language) == (lex(code, frag.language)[0], normalized_lines(frag))
+
+
+def test_release_token_caches_drops_primed_lists_and_tokens_are_the_same_after():
+    from twinspect.code import normalize
+
+    src = "int twice(int a)\n{\n    return a * 2; /* double */\n}\n"
+    (f,) = extract_fragments(src, "p.c", "c", min_lines=1)
+    want_t1, want_t2 = tokens(f), abstract_tokens(f)
+    normalize.prime_tokens(f, list(want_t1), ["int ID ( int ID )", "return ID * LIT ;"])
+    try:
+        assert normalize.release_token_caches() >= 1
+        assert not normalize._primed and not normalize._primed_lines
+        assert tokens(f) == want_t1 and abstract_tokens(f) == want_t2  # lexed again, same views
+    finally:
+        normalize._primed.clear()
+        normalize._primed_lines.clear()

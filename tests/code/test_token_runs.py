@@ -391,3 +391,42 @@ def test_runs_taken_in_chunks_give_the_same_pairs(monkeypatch):
     assert len(want[0]) >= 5 and any(a.file != b.file for a, b in want[0])
     monkeypatch.setattr(token_runs, "_RUN_CHUNK", 3)
     assert match_token_runs(streams, min_lines=4, min_tokens=30) == want
+
+
+def test_consume_frees_the_callers_hashes_and_gives_the_same_pairs():
+    """consume=True: the same pairs as without it, and the caller's streams keep only what span_lines
+    reads (their lines and strings), so their spans are the same (stdlib email package)."""
+    import sysconfig
+    from pathlib import Path
+
+    email = Path(sysconfig.get_paths()["stdlib"]) / "email"
+    streams = [token_stream(p.read_text(encoding="utf-8"), "python") for p in sorted(email.glob("*.py"))]
+    want = match_token_runs(streams, min_lines=4, min_tokens=30)
+    consumed = list(streams)
+    assert match_token_runs(consumed, min_lines=4, min_tokens=30, consume=True) == want
+    assert all(len(s.hashes) == 0 and len(s.in_string) == 0 for s in consumed)
+    for a, b in want[0]:
+        assert span_lines(consumed[a.file], a) == span_lines(streams[a.file], a)
+        assert span_lines(consumed[b.file], b) == span_lines(streams[b.file], b)
+
+
+def test_a_window_across_two_files_is_no_seed():
+    """Windows run inside one file: the tail of file 0 followed by the head of file 1 appears whole in
+    file 2, but no run pairs file 2 with the two files' junction; file 2's own copy of file 0's tail
+    does pair."""
+    from twinspect.code.token_runs import TokenStream
+
+    def stream(words):
+        h = np.asarray([hash(w) & 0x7FFFFFFFFFFFFFFF for w in words], dtype=np.uint64)
+        return TokenStream(hashes=h, lines=np.arange(1, len(h) + 1, dtype=np.int32),
+                           in_string=np.zeros(len(h), bool), strings=())
+
+    a = [f"a{i}" for i in range(60)]
+    b = [f"b{i}" for i in range(60)]
+    c = [f"c{i}" for i in range(30)] + a[40:] + b[:20] + [f"d{i}" for i in range(30)]
+    pairs, _ = match_token_runs([stream(a), stream(b), stream(c)], min_lines=1, min_tokens=20)
+    # the two 20-token halves are each a run of their own (one with file 0, one with file 1), never one
+    # 40-token run across the junction
+    assert sorted((x.file, y.file, x.last - x.first + 1) for x, y in pairs) == [(0, 2, 20), (1, 2, 20)]
+    pairs, _ = match_token_runs([stream(a), stream(b), stream(c)], min_lines=1, min_tokens=21)
+    assert pairs == []

@@ -33,6 +33,7 @@ candidates is a sparse element-wise minimum of their count vectors.
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
 
 _SEARCH_CHUNK = 1024  # queries per index.search call (progress granularity, bounded memory)
 _PREFIX_CHUNK = 256  # rows of the prefix matrix multiplied at once (bounds the candidate arrays held at once)
+_BAG_CHUNK = 1 << 15  # representatives whose token bags are built at once (bounds the int64 sort keys)
 _VERIFY_CHUNK = 1 << 14  # candidate pairs whose overlap is computed at once (1 << 16 held 0.6 GB of rows)
 _RESCORE_CHUNK = 1 << 18  # neighbour pairs of the reduced index re-scored per progress step
 _SPAN_CHUNK = 1 << 22  # neighbour entries checked for overlapping spans at once (bounded memory)
@@ -597,7 +599,6 @@ def overlap_pairs(
     import scipy.sparse as sp
 
     from twinspect._arrays import index_dtype
-    from twinspect.code.normalize import token_ids
 
     if not 0.0 < theta <= 1.0:
         raise InputError(f"the token-overlap threshold must be in (0, 1], got {theta}")
@@ -607,56 +608,86 @@ def overlap_pairs(
     if n < 2:
         return Candidates.empty()
     # SourcererCC's multiset items, vectorised: the k-th occurrence of token t in a bag is item (t, k),
-    # numbered token by token (item = offset[t] + k, where token t occurs at most width[t] times in a bag)
-    toks, sizes, tok_vocab = token_ids([token_lists[r] for r in reps])
+    # numbered token by token (item = offset[t] + k, where token t occurs at most width[t] times in a
+    # bag). Rows are taken _BAG_CHUNK at a time, each in (row, token, position) order: only the
+    # chunk's sort keys are int64, the per-token arrays kept across chunks int32 (a 13-MLOC tree has
+    # 35 M tokens in its representatives; whole-array int64 passes held ~1.8 GB at once there).
+    vocab = {t: i for i, t in enumerate(sorted(set(itertools.chain.from_iterable(token_lists[r] for r in reps))))}
+    nvocab = len(vocab)
+    sizes = np.fromiter((len(token_lists[r]) for r in reps), dtype=np.int64, count=n)
     indptr = np.concatenate([[0], np.cumsum(sizes)])
-    rows = np.repeat(np.arange(n, dtype=np.int32), sizes)
-    run_key = rows.astype(np.int64) * (len(tok_vocab) + 1) + toks
-    order = np.argsort(run_key, kind="stable")  # by row, token, position
-    run_key = run_key[order]
-    starts = np.r_[0, np.flatnonzero(run_key[1:] != run_key[:-1]) + 1] if len(toks) else np.zeros(0, np.int64)
-    del run_key
-    run_len = np.diff(np.r_[starts, len(toks)])
-    occ_sorted = np.arange(len(toks)) - np.repeat(starts, run_len)  # k of each token, in sorted order
-    width = np.zeros(len(tok_vocab), dtype=np.int64)
-    np.maximum.at(width, toks[order[starts]], run_len)
+    n_tokens = int(indptr[-1])
+    tok_dtype = index_dtype(nvocab)
+    tok_sorted = np.empty(n_tokens, dtype=tok_dtype)  # each row's token ids ascending (ties: positions)
+    occ = np.empty(n_tokens, dtype=index_dtype(int(sizes.max(initial=0))))  # k of each token in its row
+    width = np.zeros(nvocab, dtype=np.int64)
+    for c0 in range(0, n, _BAG_CHUNK):
+        c1 = min(n, c0 + _BAG_CHUNK)
+        t0, t1 = int(indptr[c0]), int(indptr[c1])
+        toks = np.fromiter(map(vocab.__getitem__, itertools.chain.from_iterable(token_lists[r] for r in reps[c0:c1])),
+                           dtype=np.int64, count=t1 - t0)
+        run_key = np.repeat(np.arange(c1 - c0, dtype=np.int64), sizes[c0:c1]) * (nvocab + 1) + toks
+        order = np.argsort(run_key, kind="stable")  # by row, token, position
+        run_key = run_key[order]
+        starts = np.r_[0, np.flatnonzero(run_key[1:] != run_key[:-1]) + 1] if t1 > t0 else np.zeros(0, np.int64)
+        del run_key
+        run_len = np.diff(np.r_[starts, t1 - t0])
+        toks = toks[order]
+        del order
+        occ[t0:t1] = np.arange(t1 - t0) - np.repeat(starts, run_len)
+        np.maximum.at(width, toks[starts], run_len)
+        tok_sorted[t0:t1] = toks
+        del toks, starts, run_len
+    del vocab
     offset = np.r_[0, np.cumsum(width)[:-1]]
-    flat_sorted = offset[toks[order]] + occ_sorted  # ascending within each row
-    del occ_sorted, starts, run_len
-    flat = np.empty(len(toks), dtype=np.int64)
-    flat[order] = flat_sorted
-    del order, toks
     nitems = int(width.sum())
+    item_dtype = index_dtype(nitems)
+    items = np.empty(n_tokens, dtype=item_dtype)  # ascending within each row
+    for t0 in range(0, n_tokens, _BAG_CHUNK * 64):
+        t1 = min(n_tokens, t0 + _BAG_CHUNK * 64)
+        items[t0:t1] = offset[tok_sorted[t0:t1]] + occ[t0:t1]
+    del tok_sorted, occ, offset, width
     # boolean entries: the bags are only ever read by rowdot, whose row sums count the shared items as int64
     # (1 byte an entry instead of float32's 4: about 200 MB less at 67 M tokens, here and in every worker)
-    bags = sp.csr_matrix((np.ones(len(flat), dtype=bool), flat_sorted.astype(np.int32), indptr), shape=(n, nitems))
-    del flat_sorted
+    bags = sp.csr_matrix((np.ones(n_tokens, dtype=bool), items.astype(np.int32, copy=False), indptr),
+                         shape=(n, nitems))
     # SourcererCC's global order: rarest item first (ties by item id)
-    df = np.bincount(flat, minlength=nitems)
+    df = np.bincount(items, minlength=nitems)
     rank = np.empty(nitems, dtype=np.int64)
     rank[np.lexsort((np.arange(nitems), df))] = np.arange(nitems)
-    # prefixes, vectorised: each row's items sorted rarest first, the first plen(row) kept
+    del df
+    # prefixes: each row's items sorted rarest first, the first plen(row) kept, a chunk of rows at a time
     alpha = np.maximum(1, np.ceil(theta * sizes - 1e-9).astype(np.int64))
     need = np.minimum(PREFIX_SHARED, alpha)  # shared prefix items a candidate must have (extended filter)
     plen = np.where(sizes > 0, sizes - alpha + need, 0)
-    order = np.argsort(rows.astype(np.int64) * nitems + rank[flat], kind="stable")  # by row, then rank
-    pos = np.arange(len(flat)) - np.repeat(indptr[:-1], sizes)
-    take = order[pos < np.repeat(plen, sizes)]
-    del order, pos
-    if not len(take):
-        return Candidates.empty()
-    prefix = sp.csr_matrix((np.ones(len(take), dtype=np.float32), (rows[take], flat[take])), shape=(n, nitems))
     last = np.full(n, -1, dtype=np.int64)  # rank of each prefix's last (most common) item
-    np.maximum.at(last, rows[take], rank[flat[take]])
+    p_rows, p_items = [], []
+    for c0 in range(0, n, _BAG_CHUNK):
+        c1 = min(n, c0 + _BAG_CHUNK)
+        t0, t1 = int(indptr[c0]), int(indptr[c1])
+        row = np.repeat(np.arange(c0, c1, dtype=np.int64), sizes[c0:c1])
+        it = items[t0:t1]
+        order = np.argsort(row * nitems + rank[it], kind="stable")  # by row, then rank
+        pos = np.arange(t1 - t0) - np.repeat(indptr[c0:c1] - t0, sizes[c0:c1])
+        take = order[pos < np.repeat(plen[c0:c1], sizes[c0:c1])]
+        del order, pos
+        p_rows.append(row[take].astype(np.int32))
+        p_items.append(it[take])
+        np.maximum.at(last, row[take], rank[it[take]])
+        del row, take
+    del items, rank
+    prow, pitem = np.concatenate(p_rows), np.concatenate(p_items)
+    del p_rows, p_items
+    if not len(prow):
+        return Candidates.empty()
+    prefix = sp.csr_matrix((np.ones(len(prow), dtype=np.float32), (prow, pitem)), shape=(n, nitems))
+    del prow, pitem
     # SourcererCC's size order: with rows sorted by size, the partners b > a that can pass the size
     # filter (|a| ≥ theta·|b|) form a contiguous column range, so each chunk is multiplied by a slice
     srt = np.argsort(sizes, kind="stable")
     prefix, bags = prefix[srt], bags[srt]
     s_sizes, s_need, s_rest, s_last = sizes[srt], need[srt], (sizes - plen)[srt], last[srt]
     prefix_t = prefix.T.tocsc()  # (items, n): column slices are cheap
-    # the per-token arrays (one entry for every token of every representative: 67 M on a 13-MLOC
-    # tree) are done with; freed before the chunk loop, which takes most of this function's time
-    del flat, rows, take, df, rank, width, offset
     rep_arr = np.asarray(reps, dtype=np.int64)
     found_a, found_b, found_s = [], [], []
     shared = (theta, prefix, prefix_t, bags, s_sizes, s_need, s_rest, s_last,

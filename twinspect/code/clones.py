@@ -133,6 +133,13 @@ DECISIONS = ("verifier", "cosine", "tiling")
 #: Values of :attr:`DetectConfig.stock_t4`.
 STOCK_T4 = ("drop", "keep")
 _SEARCH_CHUNK = 1024  # queries per index.search call (progress granularity, bounded memory)
+#: Fragments from which :func:`scan` empties the token caches after detection (and hands the freed
+#: pages back to the system, :func:`twinspect._memory.release`) before the sub-function pass: the
+#: primed token lists of a 13-MLOC tree are about 700 MB, and that pass is the scan's memory peak.
+#: Below it the caches stay (a SARIF report's fingerprints read them). A memory bound, not a result
+#: parameter: the report is the same either way.
+RELEASE_TOKENS_MIN = 50_000
+
 #: Candidate pairs verified at once (:func:`twinspect.code.verify.verify_pairs`); only the rows that
 #: need a look are kept between chunks. A memory bound, not a result parameter.
 VERIFY_CHUNK = 1 << 21
@@ -1541,6 +1548,12 @@ def scan(
 
             keep_state = save
     report = detect(fragments, config, quiet=quiet, executor=executor, keep_state=keep_state, checkpoint_dir=cache_dir)
+    if len(fragments) >= RELEASE_TOKENS_MIN:  # detection is done with the tokens of most fragments
+        from twinspect._memory import release
+        from twinspect.code.normalize import release_token_caches
+
+        release_token_caches()
+        release()
     if config.subfunction and config.granularity == "function":  # copied regions inside functions
         from twinspect.code.subfunction import add_subfunction_pairs
 

@@ -399,6 +399,23 @@ def prime_tokens(fragment: Fragment, t1: Sequence[str], lines: Sequence[str] | N
 
 # Normalised lines computed in the mining worker processes (see prime_tokens); bounded by PRIMED_CACHE_SIZE.
 _primed_lines: dict[tuple[str, str], tuple[str, ...]] = {}
+
+
+def release_token_caches() -> int:
+    """Empty the token caches (:func:`prime_tokens`'s and the lexing cache); later look-ups lex again.
+
+    For a scan that is done with most fragments' tokens (after detection, before the sub-function
+    pass): on a 10-MLOC tree the primed lists are about 700 MB. Results do not change; a later
+    :func:`tokens`, :func:`t1_key`... of a released fragment costs one lexing.
+
+    Returns:
+        The number of fragments whose primed tokens were dropped.
+    """
+    dropped = len(_primed)
+    _primed.clear()
+    _primed_lines.clear()
+    _lex_cached.cache_clear()
+    return dropped
 #: Lines made only of these (after abstraction) are layout, not code: where a brace goes.
 BRACE_LINES = frozenset(("{", "}", "};", "} ;", "( ) ;", ") ;"))
 

@@ -249,7 +249,7 @@ def add_subfunction_pairs(report: CloneReport, *, min_lines: int = 6) -> CloneRe
     for i, group in itertools.groupby(segments, key=lambda seg: seg[0]):
         stream_list.extend(segment_streams(frags[i], [(first, last) for _, first, last in group]))
     runs, _ = match_token_runs(stream_list, min_lines=min_lines, min_tokens=WINDOW_TOKENS,
-                               min_t2=default_min_tokens(min_lines))
+                               min_t2=default_min_tokens(min_lines), consume=True)  # span_lines reads lines only
     copies = [((frags[segments[ta.file][0]].path, *span_lines(stream_list[ta.file], ta)),
                (frags[segments[tb.file][0]].path, *span_lines(stream_list[tb.file], tb))) for ta, tb in runs]
     out = state_copies(report, copies, kind=KIND, min_lines=min_lines, touching=False)

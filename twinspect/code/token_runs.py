@@ -147,6 +147,7 @@ def match_token_runs(
     min_t2: int = 1,
     max_occurrences: int = MAX_OCCURRENCES,
     hub_occurrences: int = HUB_OCCURRENCES,
+    consume: bool = False,
 ) -> tuple[list[tuple[TokenSpan, TokenSpan]], int]:
     """Maximal pairs of equal token runs across and within files (step 2 of the module doc).
 
@@ -157,6 +158,10 @@ def match_token_runs(
         min_t2: both runs must hold at least this many tokens outside multi-line strings.
         max_occurrences, hub_occurrences: the bound on windows pasted in many places (see the
             module doc).
+        consume: once their arrays are concatenated, replace each stream of ``streams`` (a list) by
+            one holding only its ``lines`` and ``strings`` (what :func:`span_lines` reads), so that
+            the caller's copies of the hashes are freed during the match (a memory bound: about 9
+            bytes a token, 250 MB on a 13-MLOC tree's sub-function pass). Same result either way.
 
     Returns:
         ``(pairs, capped)``: run pairs ``(a, b)`` with ``a`` before ``b`` in scan order, none
@@ -179,23 +184,38 @@ def match_token_runs(
     in_string = np.concatenate([s.in_string for _, s in present])
     sizes = np.asarray([len(s.hashes) for _, s in present], dtype=np.int64)
     offset = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-    fid = np.repeat(np.arange(len(present), dtype=np.int32), sizes)
+    present_ids = [i for i, _ in present]
+    if consume:
+        empty_h, empty_s = np.zeros(0, np.uint64), np.zeros(0, bool)
+        for at, s in present:
+            streams[at] = TokenStream(hashes=empty_h, lines=s.lines, in_string=empty_s,  # type: ignore[index]
+                                      strings=s.strings)
+    del present
     n = len(h) - min_tokens + 1
     if n < 2:
         return [], 0
+
+    def file_of(pos: np.ndarray) -> np.ndarray:
+        """File (index into the present streams) of each token position (no per-token file array:
+        4 bytes a token)."""
+        return np.searchsorted(offset, pos, side="right") - 1
     window = np.zeros(n, dtype=np.uint64)
     base = np.uint64(_BASE)
     with np.errstate(over="ignore"):
         for k in range(min_tokens):
             window *= base
             window += h[k:k + n]
-    # windows inside one file, grouped by hash (only keys seen twice or more are kept)
-    window[fid[:n] != fid[min_tokens - 1:min_tokens - 1 + n]] = 0
+    # windows inside one file, grouped by hash (only keys seen twice or more are kept): the windows
+    # that start in one file and end in the next (its last min_tokens - 1 starts; every present
+    # file has at least min_tokens tokens, so these ranges are disjoint) are blanked
+    for end in (offset[1:]).tolist():
+        window[end - min_tokens + 1:end] = 0
     keep = window != 0
     order = np.argsort(window, kind="stable")
     order = order[keep[order]]
+    del keep
     keys = window[order]
-    del window, keep
+    del window
     dup = np.r_[False, keys[1:] == keys[:-1]]
     dup[:-1] |= dup[1:]
     sorted_pos, keys = order[dup], keys[dup]
@@ -245,14 +265,12 @@ def match_token_runs(
     a0, b0 = pa[first_idx], pb[first_idx]
     length = pa[last_idx] - a0 + min_tokens
     del pa, pb, first_idx, last_idx
-    same = fid[a0] == fid[b0]
-    length = np.where(same, np.minimum(length, b0 - a0), length)  # runs in one file never overlap
-    del same
+    fa0, fb0 = file_of(a0), file_of(b0)  # each run's two files
+    length = np.where(fa0 == fb0, np.minimum(length, b0 - a0), length)  # runs in one file never overlap
     code_lines = np.r_[0, np.cumsum(np.diff(lines) != 0, dtype=np.int32)]  # distinct-line counter
     t2 = np.r_[0, np.cumsum(~in_string, dtype=np.int32)]
-    found: list[tuple[int, int, int]] = []
+    found: list[tuple[int, int, int, int, int]] = []
     file_end, starts_at = (offset + sizes).tolist(), offset.tolist()
-    fa0, fb0 = fid[a0], fid[b0]  # each run's two files
     # diagonal runs (and their files) as Python ints a chunk at a time: tens of millions on a 13-MLOC
     # tree, about 1 GB of int objects at the scan's memory peak as one list each; so was the file id of
     # every token as a list
@@ -268,23 +286,22 @@ def match_token_runs(
             continue
         if not np.array_equal(h[x:x + m], h[y:y + m]):  # a window-hash collision, not a copy
             continue
-        found.append((x, y, m))
+        found.append((x, y, m, fx, fy))  # a run grows inside its files: they stay fx, fy
     # a pair inside a larger pair (both runs inside its runs, same offset or not) is left out
     found.sort(key=lambda r: (-r[2], r[0], r[1]))
-    kept: list[tuple[int, int, int]] = []
+    kept: list[tuple[int, int, int, int, int]] = []
     by_files: dict[tuple[int, int], list[tuple[int, int, int]]] = {}
-    for x, y, m in found:
-        key = (int(fid[x]), int(fid[y]))
+    for x, y, m, fx, fy in found:
+        key = (fx, fy)
         if any(px <= x and x + m <= px + pm and py <= y and y + m <= py + pm for px, py, pm in by_files.get(key, ())):
             continue
         by_files.setdefault(key, []).append((x, y, m))
-        kept.append((x, y, m))
+        kept.append((x, y, m, fx, fy))
     kept.sort()
     out = []
-    for x, y, m in kept:
-        fa, fb = int(fid[x]), int(fid[y])
-        out.append((TokenSpan(present[fa][0], x - int(offset[fa]), x - int(offset[fa]) + m - 1),
-                    TokenSpan(present[fb][0], y - int(offset[fb]), y - int(offset[fb]) + m - 1)))
+    for x, y, m, fa, fb in kept:
+        out.append((TokenSpan(present_ids[fa], x - starts_at[fa], x - starts_at[fa] + m - 1),
+                    TokenSpan(present_ids[fb], y - starts_at[fb], y - starts_at[fb] + m - 1)))
     return out, capped
 
 

@@ -263,3 +263,25 @@ def test_successive_checks_with_update_state_report_each_commit_once(email_tree,
     three = changed_scan([email_tree], DetectConfig(), cache, update=True)
     assert three.pairs == [] and "state_update" not in three.stats["changed"]
     assert (cache / STATE_DIR / "state.npz").stat().st_mtime_ns == saved
+
+
+@pytest.mark.parametrize("parts", [1, 3, 16, 64])
+def test_postings_by_ranges_equal_one_whole_sort(parts):
+    """The inverted index built range by range equals the one of a single stable sort of all items,
+    with items at both ends of the int64 range and items shared by many rows."""
+    import numpy as np
+
+    from twinspect.code.incremental import _grouped, postings
+
+    rng = np.random.default_rng(parts)
+    for _ in range(20):
+        lens = rng.integers(0, 20, int(rng.integers(0, 40)))
+        ptr = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
+        pool = np.concatenate([rng.integers(-2**63, 2**63 - 1, 30, dtype=np.int64), [-2**63, 2**63 - 1, 0, -1]])
+        items = rng.choice(pool, size=int(ptr[-1]))
+        order = np.argsort(items, kind="stable")
+        want = _grouped(items[order], (np.searchsorted(ptr, order, side="right") - 1).astype(np.int32))
+        got = postings(ptr, items, parts=parts)
+        for g, w in zip(got, want):
+            assert g.dtype == w.dtype
+            np.testing.assert_array_equal(g, w)

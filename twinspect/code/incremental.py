@@ -239,19 +239,46 @@ def save_state(directory: str | os.PathLike[str], *, fragments: Sequence[Fragmen
                         item_ptr=item_ptr, items=items)
 
 
-def postings(item_ptr: np.ndarray, items: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def postings(item_ptr: np.ndarray, items: np.ndarray, *, parts: int = 16) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The inverted index of the representatives' token items (see :class:`ScanState`).
+
+    The items are split by their top bits into ``parts`` ranges in sort order and each range is
+    sorted on its own (stably, its entries in ascending position), so only one range's sort keys are
+    held at once: on a 13-MLOC tree's 35 M items a whole-array sort held about 1 GB of int64
+    temporaries at the scan's memory peak. The result does not depend on ``parts``.
 
     Args:
         item_ptr: int64 (R + 1,) offsets of each representative's items in ``items`` (int64).
+        parts: ranges sorted one at a time (≥ 1; a memory bound, rounded up to a power of two).
 
     Returns:
         ``(post_items, post_ptr, post_reps)``: the sorted distinct items, int64 (U + 1,) offsets into
         ``post_reps``, and int32 the representative position of each entry (ascending within an item).
     """
-    order = np.argsort(items, kind="stable")
-    post_reps = (np.searchsorted(item_ptr, order, side="right") - 1).astype(np.int32)  # the row of each item
-    return _grouped(items[order], post_reps)
+    bits = max(0, int(np.ceil(np.log2(max(1, parts)))))
+    # order-preserving unsigned view of the int64 items: its top `bits` bits number the ranges in order
+    top = ((items.view(np.uint64) ^ np.uint64(1 << 63)) >> np.uint64(64 - bits)) if bits else np.zeros(len(items), np.uint8)
+    top = top.astype(np.uint16)
+    out_items, out_counts, out_reps = [], [], []
+    for part in range(1 << bits):
+        pos = np.flatnonzero(top == part)  # ascending positions: a stable sort keeps them in order per item
+        if not len(pos):
+            continue
+        part_items = items[pos]
+        order = np.argsort(part_items, kind="stable")
+        part_items = part_items[order]
+        reps = (np.searchsorted(item_ptr, pos[order], side="right") - 1).astype(np.int32)  # the row of each item
+        del pos, order
+        distinct, ptr, reps = _grouped(part_items, reps)
+        out_items.append(distinct)
+        out_counts.append(np.diff(ptr))
+        out_reps.append(reps)
+    del top
+    if not out_items:
+        return _grouped(items[:0], np.zeros(0, np.int32))
+    counts = np.concatenate(out_counts)
+    return (np.concatenate(out_items), np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
+            np.concatenate(out_reps))
 
 
 def _grouped(sorted_items: np.ndarray, reps: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

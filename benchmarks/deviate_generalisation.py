@@ -63,6 +63,8 @@ CONFIGS: dict[str, tuple[str, dict]] = {
     "guided-seed": ("guided", {"fallback": "seed", "second": None}),
     # the guided search's default since the heldout4 rule (deviate_second_notes.md)
     "guided-second": ("guided", {"second": "margin"}),
+    # the candidate of deviate_ssim_notes.md: the same with the minimisation's flat-region pass (step 6)
+    "guided-flat": ("guided", {"second": "margin", "minimize_flat": True}),
 }
 #: configuration name → its place in the tables (overrides ``name+key=value`` sort after their base)
 CONFIG_ORDER = {c: i for i, c in enumerate(CONFIGS)}

@@ -37,6 +37,7 @@ def deviate(
     algorithm: Annotated[str, typer.Option("--algorithm", "-a", help="auto (default: guided when the original or --surrogate gives an input gradient, else margin), margin (the compressed model's margin on the seed's label, square-window changes near the seed, the original kept right; black-box on both models), guided (the margin search started where the original's input gradient meets its decision boundary; needs a float torch or Keras original, or --surrogate), dflare (the DFlare paper), dflare-r (uniform operator choice), dflare-d (distance-only fitness) or diffchaser.")] = "auto",
     surrogate: Annotated[Optional[Path], typer.Option("--surrogate", help="-a guided or auto: a float torch or Keras model of the original's function whose input gradient guides the first steps (e.g. the .pt an ONNX original was exported from); default: the original itself.")] = None,
     second: Annotated[Optional[str], typer.Option("--second", help="-a guided or auto: margin (also run the margin search from the seed where the guided trigger is missing, not a compressed-model error or above 48 levels L∞, and keep the better one; the default) or none (the guided search alone).")] = None,
+    minimize_flat: Annotated[Optional[bool], typer.Option("--minimize-flat/--no-minimize-flat", help="-a margin, guided or auto: end each trigger's minimisation with the flat-region pass (drop the change where the seed is flat, e.g. an MNIST background, and scale the rest back to the boundary, L∞ up to 1.25× but never past 48 levels; about 25 more minimisation queries a trigger). Default: off.")] = None,
     max_queries: Annotated[Optional[int], typer.Option("--max-queries", help="Budget per seed: generated inputs, each sent once to both models (default: none).")] = None,
     timeout: Annotated[float, typer.Option("--timeout", help="Budget per seed in seconds (0 = none).")] = 180.0,
     pop_size: Annotated[int, typer.Option("--pop-size", help="DiffChaser: population size.")] = 1000,
@@ -131,6 +132,10 @@ def deviate(
         if second != "none" and second not in SECONDS:
             raise InputError(f"unknown --second {second!r}; choose {' or '.join((*SECONDS, 'none'))}")
         params["second"] = None if second == "none" else second
+    if minimize_flat is not None:
+        if algorithm not in ("margin", "guided", "auto"):
+            raise InputError(f"--minimize-flat applies to --algorithm margin, guided or auto, not to {algorithm}")
+        params["minimize_flat"] = minimize_flat
 
     # -- inputs (all validated before anything is written; cheap checks first) ----------------
     from twinspect._io import require_readable

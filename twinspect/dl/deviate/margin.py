@@ -159,6 +159,10 @@ class MarginSearch(PairSearch):
             :func:`~twinspect.dl.deviate.minimize.minimize_trigger`: the trigger searched for again
             inside smaller L∞ balls when the search's ε grew past 48 levels; 0: off). Its cap on
             minimisation queries rises by 300 per round.
+        minimize_flat: run the minimisation's flat-region pass (step 6 of
+            :func:`~twinspect.dl.deviate.minimize.minimize_trigger`: the change dropped where the seed
+            is flat, e.g. an MNIST background, and the rest scaled back to the boundary, L∞ up to
+            1.25× but never past 48 levels; about 25 more minimisation queries a trigger).
         max_queries, timeout, seed, max_linf, min_ssim, minimize, require: see
             :class:`~twinspect.dl.deviate.pair_search.PairSearch`.
 
@@ -198,6 +202,7 @@ class MarginSearch(PairSearch):
         require: str | None = None,
         minimize_method: str = DEFAULT_METHOD,
         descent: int = DEFAULT_DESCENT,
+        minimize_flat: bool = False,
     ):
         super().__init__(orig, comp, max_queries=max_queries, timeout=timeout, seed=seed, max_linf=max_linf,
                          min_ssim=min_ssim, minimize=minimize, require=require)
@@ -236,6 +241,7 @@ class MarginSearch(PairSearch):
         self.soft_eps = float(soft_eps)
         self.minimize_method = minimize_method
         self.descent = int(descent)
+        self.minimize_flat = bool(minimize_flat)
         #: the minimisation's query cap: the usual one plus 300 per step-1a round
         self.minimize_max_queries = DEFAULT_MAX_QUERIES + 300 * self.descent
 
@@ -245,6 +251,7 @@ class MarginSearch(PairSearch):
                 "adaptive": self.adaptive, "horizon": self.horizon, "refine": self.refine,
                 "refine_steps": self.refine_steps, "orig_weight": self.orig_weight, "texture": self.texture,
                 "soft_eps": self.soft_eps, "minimize_method": self.minimize_method, "descent": self.descent,
+                "minimize_flat": self.minimize_flat,
                 **super().params()}
 
     @staticmethod

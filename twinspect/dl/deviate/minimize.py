@@ -59,8 +59,10 @@ After a search finds a triggering input ``t`` for seed ``s``, these passes bring
    the L∞ may grow by that factor but never past 48 levels, nor at all when it is already past them)
    until the model that must move has
    left the seed's label, and the ray is bisected for the band where only it has (``bisect``
-   halvings, as in step 1b). The first side whose result costs less by :func:`_cost` is kept (a
-   ``prefer`` trigger stays one: the condition is the same), then the L∞ bisection runs once more.
+   halvings, as in step 1b), a point counting only when that model's log-probability margin of the
+   seed's label is at most −:data:`FLAT_MARGIN` (a point on the boundary itself can flip when re-run
+   in the model's own runtime). The first side whose result costs less by :func:`_cost` is kept (a
+   ``prefer`` trigger stays one: the condition is the same).
    Where the seed has no flat region (most natural images) the mask keeps every changed pixel and
    the pass spends no query. It has its own allowance of ``flat_queries`` queries on top of
    ``max_queries`` (the passes before it often spend the whole cap).
@@ -415,6 +417,9 @@ DEFAULT_FLAT_GROW = 4.0
 DEFAULT_FLAT_HEADROOM = 1.25
 #: Step 6's own query allowance (on top of ``max_queries``).
 DEFAULT_FLAT_QUERIES = 60
+#: Step 6 keeps a point only when the model that had to move is this far past its boundary (log-probability
+#: margin of the seed's label ≤ −this), so that the result does not flip in another runtime's arithmetic.
+FLAT_MARGIN = 0.01
 
 
 def flat_mask(seed: np.ndarray, side: int, sd: float = DEFAULT_FLAT_SD) -> np.ndarray:
@@ -464,6 +469,12 @@ def _flat_pass(seed, x, pf, pg, c, attempt, cond, room, *, sides, sd, grow, bise
     cap = max(top, min(linf_ref, headroom * top))
     base = _cost(seed, x, linf_ref, ssim_ref)
     tried = set()
+
+    def past(res) -> bool:
+        """``cond`` holds and the mover is at least ``FLAT_MARGIN`` past its boundary (a result that
+        sits on the boundary itself can flip in another runtime's arithmetic)."""
+        return bool(cond(res[1], res[2])) and _margin((res[1], res[2])[mover], c) <= -FLAT_MARGIN
+
     for side in sides:
         keep = flat_mask(seed, side, sd) & changed
         if not keep.any() or not (changed & ~keep).any():
@@ -484,7 +495,7 @@ def _flat_pass(seed, x, pf, pg, c, attempt, cond, room, *, sides, sd, grow, bise
             res = attempt(ray(hi), lambda qf, qg: True)
             if res is None:
                 break
-            if cond(res[1], res[2]):
+            if past(res):
                 got = res
                 break
             if (int(np.argmax(res[1])), int(np.argmax(res[2])))[mover] != c:
@@ -503,9 +514,9 @@ def _flat_pass(seed, x, pf, pg, c, attempt, cond, room, *, sides, sd, grow, bise
             res = attempt(ray(mid), lambda qf, qg: True)
             if res is None:
                 break
-            if cond(res[1], res[2]):
+            if past(res):
                 got, hi = res, mid
-            elif (int(np.argmax(res[1])), int(np.argmax(res[2])))[mover] == c:
+            elif (int(np.argmax(res[1])), int(np.argmax(res[2])))[mover] == c or cond(res[1], res[2]):
                 lo = mid
             else:
                 hi = mid
@@ -761,5 +772,4 @@ def minimize_trigger(
                           linf_ref=linf_ref, ssim_ref=ssim_ref, headroom=flat_headroom)
         if got6 is not None:
             best, bf, bg = got6
-            linf_pass()
     return Minimized(best, bf, bg, spent, alpha, preferred)

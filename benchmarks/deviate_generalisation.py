@@ -18,6 +18,10 @@ doubling after 50 stalled queries, no boundary refinement), ``minimize-v1`` (the
 the minimisation before the boundary-following one: restoring patches and pixels, ``minimize_method="restore"``),
 ``guided`` (``-a guided``: the margin search started on the original's gradient; for an ONNX original the
 torch model it was exported from, the ``.pt`` of the same name, is the surrogate).
+``guided-second`` (with the second search, the default from 2026-11-27 until the heldout5 rule) and
+``guided-flat`` (that with the minimisation's flat-region pass, ``minimize_flat``, the default since the
+heldout5 rule of ``deviate_ssim_notes.md``). The configurations from before that rule set
+``minimize_flat=False``, so that they stay what their results files report.
 
 Run from the repository root after ``benchmarks/deviate_suite.py build``::
 
@@ -51,19 +55,23 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from deviate_suite import DEFAULT_DIR, PAIRS, pair_by_name, resolve  # noqa: E402
 
 CONFIGS: dict[str, tuple[str, dict]] = {
-    "default": ("margin", {}),
-    "margin-v1": ("margin", {"eps": 48.0, "adaptive": False, "refine": False, "orig_weight": 0.0}),
-    "minimize-v1": ("margin", {"minimize_method": "restore"}),
-    "descent": ("margin", {"descent": 3}),
+    # the configurations before the heldout5 rule keep the minimisation they were reported with: without
+    # step 6 (minimize_flat, the default since that rule; deviate_ssim_notes.md)
+    "default": ("margin", {"minimize_flat": False}),
+    "margin-v1": ("margin", {"eps": 48.0, "adaptive": False, "refine": False, "orig_weight": 0.0,
+                             "minimize_flat": False}),
+    "minimize-v1": ("margin", {"minimize_method": "restore", "minimize_flat": False}),
+    "descent": ("margin", {"descent": 3, "minimize_flat": False}),
     "dflare": ("dflare", {}),
     "reference": ("dflare", {"preset": "reference"}),
     "diffchaser": ("diffchaser", {"pop_size": 1000}),
     # steps 1-4 of the guided search alone (its default before the heldout4 rule; results files before it)
-    "guided": ("guided", {"second": None}),
-    "guided-seed": ("guided", {"fallback": "seed", "second": None}),
-    # the guided search's default since the heldout4 rule (deviate_second_notes.md)
-    "guided-second": ("guided", {"second": "margin"}),
-    # the candidate of deviate_ssim_notes.md: the same with the minimisation's flat-region pass (step 6)
+    "guided": ("guided", {"second": None, "minimize_flat": False}),
+    "guided-seed": ("guided", {"fallback": "seed", "second": None, "minimize_flat": False}),
+    # the guided search's default from the heldout4 rule (deviate_second_notes.md) to the heldout5 rule
+    "guided-second": ("guided", {"second": "margin", "minimize_flat": False}),
+    # the same with the minimisation's flat-region pass (step 6): the default since the heldout5 rule
+    # (deviate_ssim_notes.md)
     "guided-flat": ("guided", {"second": "margin", "minimize_flat": True}),
 }
 #: configuration name → its place in the tables (overrides ``name+key=value`` sort after their base)

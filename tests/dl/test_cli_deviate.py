@@ -304,3 +304,20 @@ def test_second_search_option(tmp_path, capsys):
                              "--quiet", "--format", "json"], capsys)
     assert code == 0, err
     assert json.loads(stdout)["algorithm"] == "margin"
+
+
+def test_minimize_flat_option(tmp_path, capsys):
+    """The flat-region pass is on by default for the margin search (run.json records it), ``--no-minimize-flat``
+    turns it off, and for DFlare it is a one-line error with nothing written."""
+    need_shared()
+    for flag, want in (([], True), (["--no-minimize-flat"], False)):
+        out = tmp_path / f"run{int(want)}"
+        code, _, err = run(["deviate", "--pair", "lenet1", "-a", "margin", *flag, "--seeds", "1", "--max-queries", "300",
+                            "--timeout", "120", "-o", str(out), "--quiet", "--format", "json"], capsys)
+        assert code == 0, err
+        assert json.loads((out / "run.json").read_text())["params"]["minimize_flat"] is want
+    bad = tmp_path / "bad"
+    code, _, err = run(["deviate", "--pair", "lenet1", "-a", "dflare", "--minimize-flat", "--seeds", "1", "-o", str(bad),
+                        "--quiet"], capsys)
+    assert_user_error(code, err, "--minimize-flat applies to --algorithm margin, guided or auto")
+    assert not bad.exists()

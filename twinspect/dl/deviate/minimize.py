@@ -47,7 +47,9 @@ After a search finds a triggering input ``t`` for seed ``s``, these passes bring
    (``method="restore"`` only: step 1b covers it);
 4. restoring single pixel positions to the seed, largest change first (``pixels=True``);
 5. the L∞ bisection once more (restoring the largest changes often lets the cap go lower);
-6. *flat-region pass* (optional, ``flat`` = window sides, off by default; :func:`_flat_pass`): SSIM
+6. *flat-region pass* (``flat`` = window sides; off by default here, on in the margin and guided
+   searches, ``minimize_flat=True``, since the rule of ``benchmarks/results/deviate_ssim_notes.md``
+   held on the fifth pair hold-out; :func:`_flat_pass`): SSIM
    compares local means, contrasts and structure in 7 × 7 windows, so a change where the seed is
    flat (an MNIST digit's black background) costs far more SSIM than the same change on or beside a
    stroke, where the seed already has contrast. For each window side ``k`` of ``flat`` in turn

@@ -108,3 +108,26 @@ def test_bad_executor_choices_exit_2_with_one_line(tmp_path, capsys, extra, need
     assert needle in err and "Traceback" not in err
     assert len(err.strip().splitlines()) <= 2  # the error line and at most one hint
     assert not out.exists()
+
+
+def test_local_pool_shared_file_is_removed_and_a_killed_runs_file_cleaned_up(tmp_path, monkeypatch):
+    """``shared`` reaches the workers through a temporary file: gone after the map, and a file left by a
+    run that no longer exists (a SIGKILLed driver) is removed by the next map; a live process's file stays."""
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    import numpy as np
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale = tmp_path / f"twinspect-shared-{dead.pid}-abc.pickle"
+    live = tmp_path / f"twinspect-shared-{os.getpid()}-live.pickle"
+    stale.write_bytes(b"x")
+    live.write_bytes(b"x")
+    results = list(LocalPool(2).map(np.full, [1.0, 2.0], shared=(3,)))
+    assert [r.tolist() for r in results] == [[1.0, 1.0, 1.0], [2.0, 2.0, 2.0]]
+    assert not stale.exists() and live.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [live.name]  # the map's own file is gone too

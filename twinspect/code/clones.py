@@ -86,6 +86,7 @@ Fragment ids are indices into the report's fragment list, sorted by (path, start
 
 from __future__ import annotations
 
+import itertools
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -1098,9 +1099,16 @@ def pair_classes(
     members: dict[int, list[int]] = {}
     failed: set[tuple[int, int, int, int]] = set()
     rank = {"T1": 0, "T2": 1}  # exact clones first: a T1/T2 partner is never crowded out by a T3
-    ordered = sorted(pairs, key=lambda p: (rank.get(p.type, 2), -p.similarity, p.a, p.b))
-    with progress("clone classes", total=len(ordered), quiet=quiet) as bar:
-        for step, p in enumerate(ordered):
+    # the visiting order (rank, -similarity, a, b) by one lexsort of four arrays: a sort key tuple per
+    # pair held ~300 MB at once for the 3.4 M pairs of a 13-MLOC tree
+    count = len(pairs)
+    order = np.lexsort((np.fromiter((p.b for p in pairs), np.int64, count),
+                        np.fromiter((p.a for p in pairs), np.int64, count),
+                        -np.fromiter((p.similarity for p in pairs), np.float64, count),
+                        np.fromiter((rank.get(p.type, 2) for p in pairs), np.int8, count)))
+    with progress("clone classes", total=count, quiet=quiet) as bar:
+        visit = itertools.chain.from_iterable(order[lo:lo + 65536].tolist() for lo in range(0, count, 65536))
+        for step, p in enumerate(map(pairs.__getitem__, visit)):
             if step % 8192 == 8191:
                 bar.advance(8192)
             for f in (p.a, p.b):
@@ -1146,7 +1154,7 @@ def pair_classes(
             for f in members[gb]:
                 group[f] = ga
             members[ga].extend(members.pop(gb))
-        bar.advance(len(ordered) % 8192)
+        bar.advance(count % 8192)
     classes = [sorted(m) for m in members.values() if len(m) > 1]
     classes.sort(key=lambda c: (-len(c), c[0]))
     return classes

@@ -73,12 +73,54 @@ def _set_shared(shared: Any) -> None:
     _WORKER_SHARED = shared
 
 
+_SHARED_PREFIX = "twinspect-shared-"
+
+
+def _remove_stale_shared_files() -> int:
+    """Remove the shared-input files left in the temporary directory by killed runs (their process id,
+    which the file name holds, is gone); returns how many were removed."""
+    import glob
+    import tempfile
+
+    removed = 0
+    for path in glob.glob(os.path.join(tempfile.gettempdir(), f"{_SHARED_PREFIX}*-*.pickle")):
+        try:
+            pid = int(os.path.basename(path)[len(_SHARED_PREFIX):].split("-", 1)[0])
+        except ValueError:
+            continue
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:  # no such process: the run that wrote it was killed
+            try:
+                os.unlink(path)
+                removed += 1
+            except OSError:
+                pass
+        except OSError:  # the process exists (another user's): leave its file alone
+            pass
+    return removed
+
+
+def _load_shared(path: str) -> None:
+    """A worker's initialiser: ``shared`` read from the file :meth:`LocalPool.map` pickled it to."""
+    import pickle
+
+    with open(path, "rb") as fh:
+        _set_shared(pickle.load(fh))
+
+
 def _call_with_shared(fn: Callable[[Any, Any], Any], shard: Any) -> Any:
     return fn(_WORKER_SHARED, shard)
 
 
 class LocalPool:
     """Worker processes on this machine; a fresh pool per :meth:`map` call receives ``shared`` once.
+
+    ``shared`` is pickled once, straight to a temporary file that each worker reads in its
+    initialiser (removed when the map ends; a killed run's file, named after its process id, by the next
+    map), not handed to the pool as initialiser arguments:
+    those are pickled into an in-memory buffer per worker start, which for the token-overlap index's
+    matrices of a 13-MLOC tree held about 1 GB in this process at its memory peak.
 
     Args:
         workers: number of processes (≥ 2; use :class:`InProcess` for one).
@@ -103,12 +145,22 @@ class LocalPool:
 
         if not shards:
             return
-        init, initargs = guarded_initializer(_set_shared, (shared,))  # workers exit if this process is killed
-        with ProcessPoolExecutor(max_workers=min(self.workers, len(shards)), mp_context=mp_context(),
-                                 initializer=init, initargs=initargs) as pool:
-            futures = deque(pool.submit(_call_with_shared, fn, shard) for shard in shards)
-            while futures:  # a result is dropped here once yielded (a list of futures would hold them all)
-                yield futures.popleft().result()
+        import pickle
+        import tempfile
+
+        _remove_stale_shared_files()
+        fd, path = tempfile.mkstemp(prefix=f"{_SHARED_PREFIX}{os.getpid()}-", suffix=".pickle")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                pickle.dump(shared, fh, protocol=pickle.HIGHEST_PROTOCOL)
+            init, initargs = guarded_initializer(_load_shared, (path,))  # workers exit if this process is killed
+            with ProcessPoolExecutor(max_workers=min(self.workers, len(shards)), mp_context=mp_context(),
+                                     initializer=init, initargs=initargs) as pool:
+                futures = deque(pool.submit(_call_with_shared, fn, shard) for shard in shards)
+                while futures:  # a result is dropped here once yielded (a list of futures would hold them all)
+                    yield futures.popleft().result()
+        finally:
+            os.unlink(path)
 
     def close(self) -> None:
         """Nothing to release (each map call closes its pool)."""

@@ -120,3 +120,22 @@ def test_clone_index_store_resolves_auto(tmp_path, examples_dir, monkeypatch):
     big = CloneIndex.build([examples_dir], tmp_path / "big", encoder=make_encoder("lexical"), index_kind="auto")
     assert big.manifest["index"]["kind"] == "hnsw"
     assert CloneIndex.load(tmp_path / "big").manifest["index"]["params"]["M"] == candidates.AUTO_HNSW_PARAMS["M"]
+
+
+def test_reduced_index_filled_in_chunks_gives_the_same_candidates(email_frags, monkeypatch):
+    """The reduced HNSW index is filled a chunk of projected rows at a time: chunks of 7 rows give the
+    candidates of one chunk (same graph: one insertion thread, same order)."""
+    frags = email_frags
+    from twinspect.code.encoders import make_encoder
+
+    enc = make_encoder("lexical", **DetectConfig().encoder_params)
+    vecs = enc.fit(frags).encode_sparse(frags)
+    reps = list(range(len(frags)))
+    monkeypatch.setattr(candidates, "AUTO_HNSW_MIN", 50)
+    monkeypatch.setattr(candidates, "AUTO_HNSW_DIM", 32)
+    whole = range_pairs(vecs, reps, frags, threshold=0.4, cap=100, index="auto")
+    assert whole.index == "hnsw" and len(whole.pairs) > 50
+    monkeypatch.setattr(candidates, "_REDUCE_CHUNK", 7)
+    chunked = range_pairs(vecs, reps, frags, threshold=0.4, cap=100, index="auto")
+    assert chunked.pairs == whole.pairs and chunked.capped == whole.capped
+    assert chunked.index_recall == whole.index_recall

@@ -70,6 +70,28 @@ def test_local_pool_holds_no_result_it_has_yielded():
     assert float(second[0]) == 2.0 and [float(r[0]) for r in results] == [3.0]
 
 
+def _first_of(shared, shard):
+    return float(shared[0]) + shard
+
+
+def test_local_pool_lets_go_of_shared_once_the_workers_have_it():
+    """The shared inputs (the token-overlap matrices: large) reach the workers through a file; once the map
+    has started the pool holds no reference to them, so a caller that drops its own frees them."""
+    import gc
+    import weakref
+
+    import numpy as np
+
+    shared = np.arange(10.0)
+    gone = weakref.ref(shared)
+    results = LocalPool(2).map(_first_of, [1.0, 2.0], shared=shared)
+    del shared
+    assert next(results) == 1.0
+    gc.collect()
+    assert gone() is None
+    assert list(results) == [2.0]
+
+
 def test_ray_with_one_worker_gives_the_local_report(small_shards):
     pytest.importorskip("ray")
     reference = _view(_scan(None))

@@ -10,7 +10,7 @@ from twinspect.code import candidates
 from twinspect.code.candidates import range_pairs
 from twinspect.code.clones import DetectConfig, detect
 from twinspect.code.encoders import make_encoder
-from twinspect.code.vectors import FragmentVectors, as_vectors, reduce_dim
+from twinspect.code.vectors import FragmentVectors, as_vectors, reduce_dim, reduce_dim_chunks
 
 
 @pytest.fixture(scope="module")
@@ -84,6 +84,9 @@ def test_reduce_dim_keeps_nearest_neighbours(lexical):
     assert hit > 0.9
     with pytest.raises(ValueError, match="at least 1"):
         reduce_dim(fv, ids, 0)
+    chunks = list(reduce_dim_chunks(fv, ids, 64, seed=1, chunk=13))  # the same rows, 13 at a time
+    assert [len(c) for c in chunks[:-1]] == [13] * (len(chunks) - 1)
+    np.testing.assert_array_equal(np.concatenate(chunks), low)
 
 
 def test_range_pairs_sparse_equals_dense_and_reduced_index_rescored(email_frags, lexical, monkeypatch):

@@ -33,6 +33,7 @@ candidates is a sparse element-wise minimum of their count vectors.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 from collections.abc import Sequence
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
 
     from twinspect.code.executors import ShardExecutor
 
+_REDUCE_CHUNK = 50_000  # representatives projected and added to the reduced index at once (a memory bound)
 _SEARCH_CHUNK = 1024  # queries per index.search call (progress granularity, bounded memory)
 _PREFIX_CHUNK = 256  # rows of the prefix matrix multiplied at once (bounds the candidate arrays held at once)
 _BAG_CHUNK = 1 << 15  # representatives whose token bags are built at once (bounds the int64 sort keys)
@@ -333,7 +335,7 @@ def range_pairs(
         index: ``"exact"`` (blocked matrix product), ``"hnsw"`` (see :mod:`twinspect.code.index`) or
             ``"auto"`` (exact below :data:`AUTO_HNSW_MIN` representatives, else HNSW with
             :data:`AUTO_HNSW_PARAMS` over an :data:`AUTO_HNSW_DIM`-dimensional truncated SVD of the
-            vectors (:func:`twinspect.code.vectors.reduce_dim`), built with
+            vectors (:func:`twinspect.code.vectors.reduce_dim_chunks`), built with
             :data:`AUTO_HNSW_BUILD_THREADS` threads and searched with two; the neighbours it returns
             within :data:`RERANK_MARGIN` of the threshold are re-scored with the exact cosine of the
             full vectors). With HNSW the range search's recall against exact search over the full
@@ -352,7 +354,7 @@ def range_pairs(
 
     from twinspect._arrays import index_dtype, unique_sorted
     from twinspect.code.index import ExactIndex, make_index
-    from twinspect.code.vectors import as_vectors, reduce_dim
+    from twinspect.code.vectors import as_vectors, reduce_dim_chunks
 
     if cap < 1:
         raise InputError(f"the neighbour cap must be at least 1, got {cap}")
@@ -373,15 +375,29 @@ def range_pairs(
     if used == "hnsw" and not reduced:  # the reduced index raises ef with its own k (low_search)
         params["ef_search"] = max(int(params.get("ef_search", 100)), cap + 5)
     with progress("building the neighbour index", total=None, quiet=quiet or used != "hnsw"):
-        base = reduce_dim(fv, rep_ids, AUTO_HNSW_DIM, seed=seed) if reduced else rep_fv.dense(np.arange(len(reps)))
-        idx = make_index(used, base.shape[1], **params)
         # the reduced index holds positions (0..n-1) of the representatives, the others their ids
         index_ids = np.arange(len(reps), dtype=np.int64) if reduced else rep_ids
-        idx.add(index_ids, base)
+        if reduced:
+            # filled a chunk of reduced rows at a time, its slots allocated once: the whole reduced
+            # matrix beside the index's own copy was about 300 MB at 200k representatives (one
+            # insertion thread: the same graph as one add of every row, in the same order)
+            done, built = 0, None
+            for part in reduce_dim_chunks(fv, rep_ids, AUTO_HNSW_DIM, seed=seed, chunk=_REDUCE_CHUNK):
+                if built is None:  # the width of the rows (the full one when there are too few to reduce)
+                    built = make_index(used, part.shape[1], **params, initial_capacity=len(reps))
+                built.add(index_ids[done:done + len(part)], part)
+                done += len(part)
+            del part
+            assert built is not None  # len(reps) >= 2: one chunk at least
+            idx = built
+        else:
+            base = rep_fv.dense(np.arange(len(reps)))
+            idx = make_index(used, base.shape[1], **params)
+            idx.add(index_ids, base)
+            del base
     # the index holds its own copy of the vectors (hnswlib's "ip" space stores them as given): the
     # queries below read them back from it a chunk at a time, the same float32 values, instead of
     # keeping a second copy alive through the search (about 300 MB at 200k representatives)
-    del base
 
     def query_vectors(rows: np.ndarray) -> np.ndarray:
         """The indexed vectors of the representatives at positions ``rows`` (the search's queries)."""
@@ -694,7 +710,10 @@ def overlap_pairs(
               FragmentSpans([frags[r] for r in reps]).take(srt))
     chunks = [(lo, min(n, lo + _PREFIX_CHUNK)) for lo in range(0, n, _PREFIX_CHUNK)]
     results = (executor.map(_overlap_chunk, chunks, shared=shared) if executor is not None
-               else (_overlap_chunk(shared, c) for c in chunks))
+               else map(functools.partial(_overlap_chunk, shared), chunks))
+    # the map holds the matrices from here on: a worker pool's map lets go of them once it has handed
+    # them to its workers (about 0.5 GB on a 13-MLOC tree, through the rest of this stage)
+    del shared, prefix, prefix_t, bags
     with progress("token-overlap index", total=n, quiet=quiet) as bar:
         for (lo, hi), (pa, pb, sim) in zip(chunks, results):
             # positions as int32 (index_dtype) as they arrive: the found pairs are this index's peak memory

@@ -117,10 +117,11 @@ class LocalPool:
     """Worker processes on this machine; a fresh pool per :meth:`map` call receives ``shared`` once.
 
     ``shared`` is pickled once, straight to a temporary file that each worker reads in its
-    initialiser (removed when the map ends; a killed run's file, named after its process id, by the next
-    map), not handed to the pool as initialiser arguments:
-    those are pickled into an in-memory buffer per worker start, which for the token-overlap index's
-    matrices of a 13-MLOC tree held about 1 GB in this process at its memory peak.
+    initialiser (removed when the map ends; a killed run's file, named after its process id, by the
+    next map), not handed to the pool as initialiser arguments: those are pickled into an in-memory
+    buffer per worker start, which for the token-overlap index's matrices of a 13-MLOC tree held
+    about 1 GB in this process at its memory peak. Once the file is written the map holds no
+    reference to ``shared``, so a caller that drops its own frees it while the shards run.
 
     Args:
         workers: number of processes (≥ 2; use :class:`InProcess` for one).
@@ -153,6 +154,7 @@ class LocalPool:
         try:
             with os.fdopen(fd, "wb") as fh:
                 pickle.dump(shared, fh, protocol=pickle.HIGHEST_PROTOCOL)
+            del shared  # the workers read it from the file: the caller may let go of it
             init, initargs = guarded_initializer(_load_shared, (path,))  # workers exit if this process is killed
             with ProcessPoolExecutor(max_workers=min(self.workers, len(shards)), mp_context=mp_context(),
                                      initializer=init, initargs=initargs) as pool:

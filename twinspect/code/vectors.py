@@ -14,6 +14,7 @@ re-scored with the exact cosine of the full vectors.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -162,7 +163,8 @@ def reduce_dim(vecs: FragmentVectors, ids: Any, dim: int, *, seed: int = 0, samp
     fitted on at most ``sample`` rows drawn with ``seed`` and applied to every row in chunks, so
     neither the fit nor the result needs the full dense matrix. Inner products of the results
     approximate the cosines of the full vectors; callers re-score the neighbours they keep with
-    :meth:`FragmentVectors.pair_cosines`.
+    :meth:`FragmentVectors.pair_cosines`. :func:`reduce_dim_chunks` gives the same rows a chunk at a
+    time (for an index filled chunk by chunk, without the whole result held beside it).
 
     Args:
         vecs: the full vectors.
@@ -178,22 +180,38 @@ def reduce_dim(vecs: FragmentVectors, ids: Any, dim: int, *, seed: int = 0, samp
     Raises:
         ValueError: ``dim < 1``.
     """
+    ids = np.asarray(ids, dtype=np.int64)
+    parts = list(reduce_dim_chunks(vecs, ids, dim, seed=seed, sample=sample, chunk=chunk))
+    if not parts:
+        return np.zeros((0, min(dim, vecs.dim)), dtype=np.float32)
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+def reduce_dim_chunks(vecs: FragmentVectors, ids: Any, dim: int, *, seed: int = 0, sample: int = 20_000,
+                      chunk: int = 50_000) -> Iterator[np.ndarray]:
+    """:func:`reduce_dim`'s rows, ``chunk`` rows at a time (same values, same order).
+
+    Args and Raises: as :func:`reduce_dim` (the projection is fitted before the first chunk).
+
+    Yields:
+        float32 (≤ chunk, min(dim, d)) C-order arrays, rows L2-normalised.
+    """
     from sklearn.decomposition import TruncatedSVD
 
     if dim < 1:
         raise ValueError(f"the reduced dimension must be at least 1, got {dim}")
     ids = np.asarray(ids, dtype=np.int64)
     if dim >= vecs.dim or len(ids) <= dim:
-        return vecs.dense(ids)
+        yield vecs.dense(ids)
+        return
     rng = np.random.default_rng(seed)
     fit_rows = np.sort(rng.choice(ids, size=min(sample, len(ids)), replace=False))
     svd = TruncatedSVD(n_components=dim, algorithm="randomized", random_state=seed)
     svd.fit(vecs.rows(fit_rows))
     comp = np.ascontiguousarray(svd.components_.T, dtype=np.float32)  # (d, dim)
-    out = np.empty((len(ids), dim), dtype=np.float32)
     for lo in range(0, len(ids), chunk):
-        out[lo:lo + chunk] = np.asarray(vecs.rows(ids[lo:lo + chunk]) @ comp, dtype=np.float32)
-    norms = np.linalg.norm(out, axis=1, keepdims=True)
-    norms[norms == 0] = 1.0
-    out /= norms
-    return out
+        out = np.ascontiguousarray(vecs.rows(ids[lo:lo + chunk]) @ comp, dtype=np.float32)
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        norms[norms == 0] = 1.0
+        out /= norms
+        yield out

@@ -6,26 +6,12 @@ import numpy as np
 import pytest
 
 from tests.dl.affine_twins import Affine
+from tests.dl.query_counter import Counter, labels_differ
 from twinspect.dl.deviate.distance import trigger_distances
 from twinspect.dl.deviate.minimize import minimize_trigger
 from twinspect.errors import InputError
 
 pytest.importorskip("skimage")
-
-
-class Counter:
-    """A query function over two classifiers that counts the batches it is asked about."""
-
-    def __init__(self, f, g):
-        self.f, self.g, self.calls = f, g, 0
-
-    def __call__(self, batch):
-        self.calls += 1
-        return self.f.predict_proba(batch), self.g.predict_proba(batch)
-
-
-def labels_differ(pf, pg):
-    return int(np.argmax(pf)) != int(np.argmax(pg))
 
 
 def test_boundary_following_drops_a_block_that_pushes_away_where_restoring_cannot():

@@ -5,25 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tests.dl.query_counter import Counter, labels_differ
 from twinspect.dl.deviate.distance import trigger_distances, visibility_cost
 from twinspect.dl.deviate.minimize import DEFAULT_FLAT, FLAT_MARGIN, _margin, flat_mask, minimize_trigger
 
 pytest.importorskip("skimage")
-
-
-class Counter:
-    """A query function over two classifiers that counts the batches it is asked about."""
-
-    def __init__(self, f, g):
-        self.f, self.g, self.calls = f, g, 0
-
-    def __call__(self, batch):
-        self.calls += 1
-        return self.f.predict_proba(batch), self.g.predict_proba(batch)
-
-
-def labels_differ(pf, pg):
-    return int(np.argmax(pf)) != int(np.argmax(pg))
 
 
 def test_flat_mask_on_an_mnist_digit(mnist_test):

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from tests.dl.affine_twins import Affine
-from tests.dl.query_counter import Counter, labels_differ
+from tests.dl.query_counter import Counter, compressed_error_of, labels_differ, raw_triggers
 from twinspect.dl.deviate.distance import trigger_distances
 from twinspect.dl.deviate.minimize import minimize_trigger
 from twinspect.errors import InputError
@@ -61,21 +61,12 @@ def test_boundary_minimisation_on_a_real_small_pair(tiny_twins, mnist_test):
     search = MarginSearch(f, g, max_queries=3000, timeout=None, minimize=False)
     cost = {"restore": [], "boundary": []}
     raw_found = 0
-    for i in range(60):
-        if raw_found == 8:
-            break
-        if f.predict(x[i])[0] != y[i] or g.predict(x[i])[0] != y[i]:
-            continue
-        raw = search.search(x[i], seed=[0, i], label=int(y[i]))
-        if raw.status != "found":
-            continue
+    for label, raw in raw_triggers(search, f, g, x, y, scan=60):
         raw_found += 1
         seed = raw.seed
         before = trigger_distances(seed, raw.trigger)
-        ce = raw.orig_label == y[i]
-
-        def compressed_error(pf, pg, lab=int(y[i])):
-            return labels_differ(pf, pg) and int(np.argmax(pf)) == lab
+        ce = raw.orig_label == label
+        compressed_error = compressed_error_of(label)
 
         for method in cost:
             q = Counter(f, g)
@@ -85,7 +76,7 @@ def test_boundary_minimisation_on_a_real_small_pair(tiny_twins, mnist_test):
             lf, lg = f.predict(m.x)[0], g.predict(m.x)[0]
             assert lf != lg  # still triggers
             if ce:
-                assert lf == y[i]  # a compressed-model error stays one
+                assert lf == label  # a compressed-model error stays one
             after = trigger_distances(seed, m.x)
             assert after["linf"] <= before["linf"] + 1e-3 and after["l0"] <= before["l0"]
             cost[method].append(after["linf"] / 48 + (1 - after["ssim"]) / 0.2)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.dl.query_counter import Counter, labels_differ
+from tests.dl.query_counter import Counter, compressed_error_of, labels_differ, raw_triggers
 from twinspect.dl.deviate.distance import trigger_distances, visibility_cost
 from twinspect.dl.deviate.minimize import DEFAULT_FLAT, FLAT_MARGIN, _margin, flat_mask, minimize_trigger
 
@@ -42,19 +42,10 @@ def test_flat_pass_on_a_real_small_pair(tiny_twins, mnist_test):
     x, y = mnist_test
     search = MarginSearch(f, g, max_queries=3000, timeout=None, minimize=False)
     found = improved = 0
-    for i in range(80):
-        if found == 8:
-            break
-        if f.predict(x[i])[0] != y[i] or g.predict(x[i])[0] != y[i]:
-            continue
-        raw = search.search(x[i], seed=[0, i], label=int(y[i]))
-        if raw.status != "found":
-            continue
+    for label, raw in raw_triggers(search, f, g, x, y, scan=80):
         found += 1
         seed = raw.seed
-
-        def compressed_error(pf, pg, lab=int(y[i])):
-            return labels_differ(pf, pg) and int(np.argmax(pf)) == lab
+        compressed_error = compressed_error_of(label)
 
         out = {}
         for flat in ((), DEFAULT_FLAT):
@@ -67,7 +58,7 @@ def test_flat_pass_on_a_real_small_pair(tiny_twins, mnist_test):
         lf, lg = f.predict(m1.x)[0], g.predict(m1.x)[0]
         assert lf != lg
         if m0.preferred:
-            assert m1.preferred and lf == y[i]  # a compressed-model error stays one
+            assert m1.preferred and lf == label  # a compressed-model error stays one
         assert m0.queries <= m1.queries <= m0.queries + 60 + 1
         d0, d1 = trigger_distances(seed, m0.x), trigger_distances(seed, m1.x)
         cap = max(d0["linf"], min(48.0, 1.25 * d0["linf"]))

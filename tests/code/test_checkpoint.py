@@ -156,3 +156,23 @@ def test_a_damaged_token_table_is_parsed_again(email_tree, tmp_path):
     again = scan(email_tree, DetectConfig(), cache_dir=cache)
     assert again.stats["parse_cache"]["parsed"] == 1
     assert _view(again) == reference
+
+
+def test_letting_go_of_the_token_caches_changes_neither_report_nor_saved_state(email_tree, tmp_path, monkeypatch):
+    """A large scan empties the token caches once the candidates are verified (after saving the scan
+    state) and again after detection: forced here on the email package, the report and every array of
+    the saved state are those of a scan that keeps them."""
+    import numpy as np
+
+    from twinspect.code import clones, normalize
+
+    reference = scan(email_tree, DetectConfig(), cache_dir=tmp_path / "keep")
+    monkeypatch.setattr(clones, "RELEASE_TOKENS_MIN", 0)
+    normalize.release_token_caches()  # nothing primed from the first scan helps the second
+    released = scan(email_tree, DetectConfig(), cache_dir=tmp_path / "release")
+    assert _view(released) == _view(reference)
+    with np.load(tmp_path / "keep" / "scan-state" / "state.npz") as a, \
+            np.load(tmp_path / "release" / "scan-state" / "state.npz") as b:
+        assert sorted(a.files) == sorted(b.files)
+        for name in a.files:
+            np.testing.assert_array_equal(a[name], b[name], err_msg=name)

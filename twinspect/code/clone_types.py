@@ -148,6 +148,14 @@ class TypeClassifier:
             self._tok[i] = token_views(self.fragments[i])[1]
         return self._tok[i]
 
+    def forget_tokens(self) -> None:
+        """Drop the cached abstracted token sequences (the keys stay); later look-ups compute them again.
+
+        For a large scan that is done with the tokens of most fragments (they are a few hundred MB on
+        a 10-MLOC tree, held here as long as this classifier lives).
+        """
+        self._tok.clear()
+
     def classify(self, a: int, b: int) -> CloneType:
         """Type of the pair of fragments ``a`` and ``b`` (indices into ``fragments``).
 

@@ -134,11 +134,12 @@ DECISIONS = ("verifier", "cosine", "tiling")
 #: Values of :attr:`DetectConfig.stock_t4`.
 STOCK_T4 = ("drop", "keep")
 _SEARCH_CHUNK = 1024  # queries per index.search call (progress granularity, bounded memory)
-#: Fragments from which :func:`scan` empties the token caches after detection (and hands the freed
-#: pages back to the system, :func:`twinspect._memory.release`) before the sub-function pass: the
-#: primed token lists of a 13-MLOC tree are about 700 MB, and that pass is the scan's memory peak.
-#: Below it the caches stay (a SARIF report's fingerprints read them). A memory bound, not a result
-#: parameter: the report is the same either way.
+#: Fragments from which :func:`detect` empties the token caches once the candidates are verified (after
+#: the scan state is saved, before the pairs are built), and :func:`scan` again after detection, each
+#: time handing the freed pages back to the system (:func:`twinspect._memory.release`): the primed
+#: token lists of a 13-MLOC tree are about 700 MB, held otherwise through the pair building, the
+#: classes and the sub-function pass. Below it the caches stay (a SARIF report's fingerprints read
+#: them). A memory bound, not a result parameter: the report is the same either way.
 RELEASE_TOKENS_MIN = 50_000
 
 #: Candidate pairs verified at once (:func:`twinspect.code.verify.verify_pairs`); only the rows that
@@ -870,6 +871,7 @@ def _verified_pairs(
     executor: ShardExecutor | None = None,
     base: frozenset[str] | None = None,
     stages: StageCache | None = None,
+    verified_hook: Callable[[frozenset[str]], None] | None = None,
 ) -> tuple[list[ClonePair], Candidates | None, dict[str, Any]]:
     """The near-miss pipeline: candidates from two sources, verified, typed, expanded to buckets.
 
@@ -888,7 +890,9 @@ def _verified_pairs(
     together, else two stars. ``base``: the base lines of the base-code rule (None: those of the
     representatives, :func:`twinspect.code.basecode.base_lines`). ``stages``: the checkpoints of
     this run (:mod:`twinspect.code.stage_cache`): both candidate sources and the verified candidates
-    are read back from it when present, and written to it when computed.
+    are read back from it when present, and written to it when computed. ``verified_hook``: called
+    with the base lines once the candidates are verified, before the pairs are built (where
+    :func:`detect` saves the scan state and lets go of the token caches).
 
     Returns:
         ``(pairs, edges, counters)``: the clone pairs (exact ones included) sorted by (a, b), the
@@ -1007,6 +1011,8 @@ def _verified_pairs(
             stages.save("verified", {"look": look, "x": x, "scores": scores, "base_rejected": base_rejected,
                                      "base": np.array(sorted(base), dtype=str)})
     seconds["alignment"] = time.perf_counter() - t0
+    if verified_hook is not None:
+        verified_hook(base)
 
     out: dict[int, ClonePair] = {}  # keyed by a·N + b (smaller than tuple keys, the same order)
     for p in _exact_pairs(vecs, frags, buckets, clf, cap):
@@ -1281,8 +1287,9 @@ def detect(
             fragments itself, without ``encoder`` or ``base``): a stage saved there for the same
             fragments and settings is read back instead of computed. Same report either way;
             ``stats["stage_cache"]`` lists the stages ``loaded`` and ``saved``.
-        keep_state: called once, at the end of a ``decision="verifier"`` detection that embedded
-            the fragments itself, with keywords ``fragments`` (sorted as in the report), ``clf``
+        keep_state: called once in a ``decision="verifier"`` detection that embedded the fragments
+            itself, when the candidates are verified (before the pairs are built; on
+            :data:`RELEASE_TOKENS_MIN` fragments or more the token caches are emptied right after it), with keywords ``fragments`` (sorted as in the report), ``clf``
             (the :class:`~twinspect.code.clone_types.TypeClassifier`), ``buckets`` (lists of ids,
             the first of each the representative), ``vectors`` (:class:`~twinspect.code.vectors.FragmentVectors`),
             ``encoder`` (fitted) and ``base`` (the base lines used); how
@@ -1364,8 +1371,26 @@ def detect(
             except OSError:  # load_verifier says what is wrong with it
                 model = b""
             stages = StageCache(checkpoint_dir, stage_key(frags, config, [model]))
+
+        def verified_hook(base_lines: frozenset[str]) -> None:
+            """The scan state is saved here, not at the end: it is the last reader of most fragments'
+            tokens, which a large scan then lets go of before millions of pairs are built."""
+            if keep_state is not None and vectors is None and n:
+                keep_state(fragments=frags, clf=clf, buckets=buckets, vectors=vecs, encoder=encoder, base=base_lines)
+            if n >= RELEASE_TOKENS_MIN:
+                from twinspect._memory import release
+                from twinspect.code.normalize import release_token_caches
+
+                for members in buckets:  # the T1 keys the exact pairs and identical groups read
+                    if len(members) > 1:
+                        for m in members:
+                            clf.t1_key(m)
+                clf.forget_tokens()
+                release_token_caches()
+                release()
+
         pairs, emb, pair_counts = _verified_pairs(vecs, frags, buckets, bucket_of, clf, config, semantic, quiet,
-                                                  executor, base, stages)
+                                                  executor, base, stages, verified_hook)
         base = pair_counts.pop("base_lines")
         n_edges = pair_counts["candidates_embedding"]
         edges = emb.pairs if emb is not None else {}  # a dict only where a clustering needs it
@@ -1435,8 +1460,6 @@ def detect(
     stats["group_pairs"] = len(group_pairs)
     if stages is not None:
         stats["stage_cache"] = stages.counters()
-    if keep_state is not None and config.decision == "verifier" and vectors is None and n:
-        keep_state(fragments=frags, clf=clf, buckets=buckets, vectors=vecs, encoder=encoder, base=base)
     return CloneReport(root="", fragments=frags, pairs=pairs, classes=classes, stats=stats, config=config.to_dict(),
                        identical_groups=groups, group_pairs=group_pairs)
 

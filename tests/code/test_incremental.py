@@ -266,12 +266,15 @@ def test_successive_checks_with_update_state_report_each_commit_once(email_tree,
 
 
 @pytest.mark.parametrize("parts", [1, 3, 16, 64])
-def test_postings_by_ranges_equal_one_whole_sort(parts):
-    """The inverted index built range by range equals the one of a single stable sort of all items,
-    with items at both ends of the int64 range and items shared by many rows."""
+def test_postings_by_ranges_equal_one_whole_sort(parts, monkeypatch):
+    """The inverted index built range by range (range numbers 5 items at a time) equals the one of a
+    single stable sort of all items, with items at both ends of the int64 range and shared by many rows."""
     import numpy as np
 
+    from twinspect.code import incremental
     from twinspect.code.incremental import _grouped, postings
+
+    monkeypatch.setattr(incremental, "_TOP_BLOCK", 5)
 
     rng = np.random.default_rng(parts)
     for _ in range(20):

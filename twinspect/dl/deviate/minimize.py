@@ -234,41 +234,59 @@ def _reweight_round(seed, seed_probs, x, pf, pg, attempt, cond, room, *, block, 
         if (cheaper and cost >= best_c) or not room():
             break
         wmax = lcap / top
-        lo, hi = 0.0, min(wmax, w_m * (1 - slack))
-        got = None
-        # walk out along the ray until the mover has crossed
-        while room():
-            x1 = np.clip(seed + np.float32(hi) * dk, 0.0, 255.0)
-            res = attempt(x1, lambda qf, qg: True)
-            if res is None:
-                break
-            labs = (int(np.argmax(res[1])), int(np.argmax(res[2])))
-            if cond(res[1], res[2]):
-                got = res
-                break
-            if labs[mover] != c:  # both crossed: the band, if any, is below
-                break
-            lo = hi
-            if hi >= wmax:
-                break
-            hi = min(wmax, hi * 1.25)
-        # bisect between lo (mover on c) and hi for the band / its lower edge
-        for _ in range(bisect if hi > lo else 0):
-            if not room():
-                break
-            mid = (lo + hi) / 2
-            res = attempt(np.clip(seed + np.float32(mid) * dk, 0.0, 255.0), lambda qf, qg: True)
-            if res is None:
-                break
-            if cond(res[1], res[2]):
-                got, hi = res, mid
-            elif (int(np.argmax(res[1])), int(np.argmax(res[2])))[mover] == c:
-                lo = mid
-            else:
-                hi = mid
+        got = _ray_band(lambda w, dk=dk: np.clip(seed + np.float32(w) * dk, 0.0, 255.0),
+                        min(wmax, w_m * (1 - slack)), wmax, attempt, room, bisect,
+                        accept=lambda res: bool(cond(res[1], res[2])),
+                        on_c=lambda res: int(np.argmax(res[1 + mover])) == c)
         if got is not None and (not cheaper or _cost(seed, got[0], linf_ref, ssim_ref) < best_c):
             return got
     return None
+
+
+def _ray_band(point, start, wmax, attempt, room, bisect, *, accept, on_c, short=None):
+    """Walk out along a ray and bisect it for the band where only the mover has left the seed's label
+    (steps 1b and 6 of the module docstring).
+
+    ``point(w)`` is the ray's input at weight ``w``. From ``w = start`` the weight grows ×1.25 per
+    query (up to ``wmax``) while the mover is still on the seed's label (``on_c``); the first input
+    that ``accept`` takes ends the walk, one with the mover off the label ends it short of the band
+    (both models crossed: the band, if any, is below). The interval from the last weight with the
+    mover on the label to the first beyond it is then bisected (``bisect`` halvings): an accepted
+    input lowers the upper end, one that is ``short`` of the band (default: ``on_c``) raises the lower
+    end, any other lowers the upper end. Each input is one query (``attempt``), while ``room()``.
+
+    Returns:
+        The last accepted ``(x, pf, pg)``, or None.
+    """
+    short = on_c if short is None else short
+    got, lo, hi = None, 0.0, start
+    while room():
+        res = attempt(point(hi), lambda qf, qg: True)
+        if res is None:
+            break
+        if accept(res):
+            got = res
+            break
+        if not on_c(res):
+            break
+        lo = hi
+        if hi >= wmax:  # the mover stays on the label all along the ray: lo == hi, nothing to bisect
+            break
+        hi = min(wmax, hi * 1.25)
+    for _ in range(bisect if hi > lo else 0):
+        if not room():
+            break
+        mid = (lo + hi) / 2
+        res = attempt(point(mid), lambda qf, qg: True)
+        if res is None:
+            break
+        if accept(res):
+            got, hi = res, mid
+        elif short(res):
+            lo = mid
+        else:
+            hi = mid
+    return got
 
 
 def _band_bisect(a, b, attempt, cond, room, c, steps):
@@ -492,36 +510,12 @@ def _flat_pass(seed, x, pf, pg, c, attempt, cond, room, *, sides, sd, grow, bise
         def ray(w: float, dm: np.ndarray = dm) -> np.ndarray:
             return np.clip(seed + np.clip(np.float32(w) * dm, -cap, cap), 0.0, 255.0)
 
-        got, lo, hi, short = None, 0.0, 1.0, False
-        while room():
-            res = attempt(ray(hi), lambda qf, qg: True)
-            if res is None:
-                break
-            if past(res):
-                got = res
-                break
-            if (int(np.argmax(res[1])), int(np.argmax(res[2])))[mover] != c:
-                break  # past the band (both models off c): it is below hi, if anywhere
-            lo = hi
-            if hi >= wmax:
-                short = True  # the mover stays on c all along the ray
-                break
-            hi = min(wmax, hi * 1.25)
-        if short:
-            continue
-        for _ in range(bisect if hi > lo else 0):
-            if not room():
-                break
-            mid = (lo + hi) / 2
-            res = attempt(ray(mid), lambda qf, qg: True)
-            if res is None:
-                break
-            if past(res):
-                got, hi = res, mid
-            elif (int(np.argmax(res[1])), int(np.argmax(res[2])))[mover] == c or cond(res[1], res[2]):
-                lo = mid
-            else:
-                hi = mid
+        def on_c(res) -> bool:
+            return int(np.argmax(res[1 + mover])) == c
+
+        # a point that satisfies cond but is not yet FLAT_MARGIN past the boundary is short of the band
+        got = _ray_band(ray, 1.0, wmax, attempt, room, bisect, accept=past, on_c=on_c,
+                        short=lambda res: on_c(res) or bool(cond(res[1], res[2])))
         if got is not None and _cost(seed, got[0], linf_ref, ssim_ref) < base:
             return got
         if not room():

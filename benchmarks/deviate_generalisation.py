@@ -74,6 +74,8 @@ CONFIGS: dict[str, tuple[str, dict]] = {
     # (deviate_ssim_notes.md)
     "guided-flat": ("guided", {"second": "margin", "minimize_flat": True}),
 }
+#: the suite's splits, in the tables' order
+SPLITS = ("tune", "heldout", "heldout2", "heldout3", "heldout4", "heldout5")
 #: configuration name → its place in the tables (overrides ``name+key=value`` sort after their base)
 CONFIG_ORDER = {c: i for i, c in enumerate(CONFIGS)}
 #: the fields of a results.jsonl record the tables need
@@ -253,7 +255,7 @@ def write_report(rows: list[dict], meta: dict, out_dir: Path, name: str = "devia
               "avg search queries (successful) | avg minimisation queries | median L∞ | median SSIM | compressed-model errors % | "
               "compressed-model errors where possible % | worst pair success % | worst pair median L∞ | worst pair "
               "compressed-model errors % |", "|" + "---|" * 15]
-    for split in ("tune", "heldout", "heldout2", "heldout3", "heldout4", "heldout5"):
+    for split in SPLITS:
         for config in sorted({r["config"] for r in rows}, key=config_key):
             grp = [r for r in rows if r["split"] == split and r["config"] == config]
             if not grp:
@@ -273,7 +275,7 @@ def write_report(rows: list[dict], meta: dict, out_dir: Path, name: str = "devia
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--split", choices=["tune", "heldout", "heldout2", "heldout3", "heldout4", "heldout5", "all"], default="heldout")
+    ap.add_argument("--split", choices=[*SPLITS, "all"], default="heldout")
     ap.add_argument("--pairs", default="", help="comma-separated pair names (default: every pair of --split)")
     ap.add_argument("--configs", default="default")
     ap.add_argument("--seeds", type=int, default=50)

@@ -14,8 +14,8 @@ A file's entry is valid for one ``(size, mtime_ns, language)`` and one set of mi
 (``min_lines``, ``granularity``, parse-error policy and the twinspect version); a cache written with
 other options is emptied on open (``reset`` in :attr:`ParseCache.counters`). Entries are zlib-compressed
 JSON, never pickles, so a cache directory cannot run code; a file's token and line lists are stored as
-one vocabulary and base64 uint32 ids into it (read back without a string object per token). Block granularity (whose per-file statement
-tables feed a global pass) is not cached.
+one vocabulary and base64 uint32 ids into it (read back without a string object per token). Block
+granularity (whose per-file statement tables feed a global pass) is not cached.
 """
 
 from __future__ import annotations

@@ -820,6 +820,15 @@ def _base_code_veto(
     return int(np.sum(again < verifier.threshold))
 
 
+def _release_token_caches() -> None:
+    """Empty the token caches and hand the freed pages back to the system (see :data:`RELEASE_TOKENS_MIN`)."""
+    from twinspect._memory import release
+    from twinspect.code.normalize import release_token_caches
+
+    release_token_caches()
+    release()
+
+
 def _timed(fn: Any, *args: Any, **kwargs: Any) -> tuple[Any, float]:
     """``(fn(*args, **kwargs), seconds it took)``."""
     t = time.perf_counter()
@@ -1378,16 +1387,12 @@ def detect(
             if keep_state is not None and vectors is None and n:
                 keep_state(fragments=frags, clf=clf, buckets=buckets, vectors=vecs, encoder=encoder, base=base_lines)
             if n >= RELEASE_TOKENS_MIN:
-                from twinspect._memory import release
-                from twinspect.code.normalize import release_token_caches
-
                 for members in buckets:  # the T1 keys the exact pairs and identical groups read
                     if len(members) > 1:
                         for m in members:
                             clf.t1_key(m)
                 clf.forget_tokens()
-                release_token_caches()
-                release()
+                _release_token_caches()
 
         pairs, emb, pair_counts = _verified_pairs(vecs, frags, buckets, bucket_of, clf, config, semantic, quiet,
                                                   executor, base, stages, verified_hook)
@@ -1582,11 +1587,7 @@ def scan(
             keep_state = save
     report = detect(fragments, config, quiet=quiet, executor=executor, keep_state=keep_state, checkpoint_dir=cache_dir)
     if len(fragments) >= RELEASE_TOKENS_MIN:  # detection is done with the tokens of most fragments
-        from twinspect._memory import release
-        from twinspect.code.normalize import release_token_caches
-
-        release_token_caches()
-        release()
+        _release_token_caches()
     if config.subfunction and config.granularity == "function":  # copied regions inside functions
         from twinspect.code.subfunction import add_subfunction_pairs
 

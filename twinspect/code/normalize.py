@@ -404,9 +404,9 @@ _primed_lines: dict[tuple[str, str], tuple[str, ...]] = {}
 def release_token_caches() -> int:
     """Empty the token caches (:func:`prime_tokens`'s and the lexing cache); later look-ups lex again.
 
-    For a scan that is done with most fragments' tokens (after detection, before the sub-function
-    pass): on a 10-MLOC tree the primed lists are about 700 MB. Results do not change; a later
-    :func:`tokens`, :func:`t1_key`... of a released fragment costs one lexing.
+    For a scan that is done with most fragments' tokens (once its candidates are verified, and again
+    after detection): on a 10-MLOC tree the primed lists are about 700 MB. Results do not change; a
+    later :func:`tokens`, :func:`t1_key`... of a released fragment costs one lexing.
 
     Returns:
         The number of fragments whose primed tokens were dropped.
@@ -416,6 +416,8 @@ def release_token_caches() -> int:
     _primed_lines.clear()
     _lex_cached.cache_clear()
     return dropped
+
+
 #: Lines made only of these (after abstraction) are layout, not code: where a brace goes.
 BRACE_LINES = frozenset(("{", "}", "};", "} ;", "( ) ;", ") ;"))
 

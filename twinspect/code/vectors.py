@@ -180,10 +180,7 @@ def reduce_dim(vecs: FragmentVectors, ids: Any, dim: int, *, seed: int = 0, samp
     Raises:
         ValueError: ``dim < 1``.
     """
-    ids = np.asarray(ids, dtype=np.int64)
-    parts = list(reduce_dim_chunks(vecs, ids, dim, seed=seed, sample=sample, chunk=chunk))
-    if not parts:
-        return np.zeros((0, min(dim, vecs.dim)), dtype=np.float32)
+    parts = list(reduce_dim_chunks(vecs, ids, dim, seed=seed, sample=sample, chunk=chunk))  # one at least
     return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 

@@ -1,7 +1,8 @@
 """Worker for Keras 3 on one backend (``keras-tensorflow``, ``keras-jax``, ``keras-torch``).
 
 Run as ``python -m twinspect.dl.fuzz.backends.keras_backend <system>``; sets ``KERAS_BACKEND`` before
-importing Keras, loads ``.keras`` files and runs them in inference mode.
+importing Keras, loads ``.keras`` files (:func:`twinspect.dl.fuzz.backends.loading.load_model`) and runs them
+in inference mode.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import os
 import sys
 
+from twinspect.dl.fuzz.backends.loading import load_model
 from twinspect.dl.fuzz.backends.worker import serve
 
 
@@ -25,7 +27,7 @@ def main(system: str) -> None:
         key = (model_path, st.st_mtime_ns, st.st_size, st.st_ino)
         if key not in cache:  # the same path is rewritten for every model: key on the file's identity
             cache.clear()
-            cache[key] = keras.saving.load_model(model_path, compile=False)
+            cache[key] = load_model(model_path)  # the file's weights, without computing discarded initial ones
         model = cache[key]
         x = np.load(inputs_path)["x"]
         out = model(x, training=False)

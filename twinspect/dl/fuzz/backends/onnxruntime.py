@@ -11,13 +11,13 @@ import os
 import sys
 import tempfile
 
+from twinspect.dl.fuzz.backends.loading import load_model
 from twinspect.dl.fuzz.backends.worker import serve
 
 
 def main(system: str) -> None:
     """Serve requests (see :func:`twinspect.dl.fuzz.backends.worker.serve`)."""
     os.environ["KERAS_BACKEND"] = "tensorflow"
-    import keras
     import numpy as np
     import onnxruntime as ort
 
@@ -27,7 +27,7 @@ def main(system: str) -> None:
 
     def run_one(model_path: str, inputs_path: str) -> list:
         x = np.load(inputs_path)["x"]
-        model = keras.saving.load_model(model_path, compile=False)
+        model = load_model(model_path)  # the file's weights, without computing discarded initial ones
         model(x, training=False)  # Keras' ONNX export needs a model that has been called once
         with tempfile.TemporaryDirectory() as tmp:
             path = os.path.join(tmp, "model.onnx")

@@ -292,14 +292,33 @@ class Campaign:
             self.executor = None
 
     # ---------------------------------------------------------------- model files
-    def _save_model(self, spec: dict, name: str) -> tuple[Path, Path]:
+    def _index(self) -> int:
+        """Index of the model in hand: the mutant count, or the queued finding's mutant while it is finished."""
+        return self.state["models_generated"] if self._model_index is None else self._model_index
+
+    def _seeded_build(self, spec: dict):
+        """:func:`graph.build` of ``spec`` with weights initialised under a seed derived from the campaign seed
+        and :meth:`_index`, so two campaigns with the same --seed save the same weights (and reach the same
+        findings). Returns the ``keras.Model``; raises what :func:`graph.build` raises (an invalid spec)."""
+        graph.keras_module().utils.set_random_seed(int(self.state["config"]["seed"]) * 1_000_003 + self._index())
+        return graph.build(spec)
+
+    def _save_model(self, spec: dict, name: str, model=None) -> tuple[Path, Path]:
+        """Save ``spec`` as ``work/<name>.keras`` and its inputs (seeded by :meth:`_index`) as ``work/<name>.npz``;
+        returns the two paths.
+
+        Args:
+            model: ``spec`` as :meth:`_seeded_build` built it for the current index (a caller that built it to
+                check the spec passes it, so it is not built twice); None builds it here.
+
+        Raises:
+            Exception: the spec does not build, or Keras cannot save it.
+        """
         work = self.root / "work"
         work.mkdir(parents=True, exist_ok=True)
-        # weights are initialised under a seed derived from the campaign seed and the model count, so two
-        # campaigns with the same --seed save the same weights (and reach the same findings)
-        index = self.state["models_generated"] if self._model_index is None else self._model_index
-        graph.keras_module().utils.set_random_seed(int(self.state["config"]["seed"]) * 1_000_003 + index)
-        model = graph.build(spec)
+        index = self._index()
+        if model is None:
+            model = self._seeded_build(spec)
         mpath, ipath = work / f"{name}.keras", work / f"{name}.npz"
         with atomic_path(mpath) as tmp:
             model.save(tmp)
@@ -536,7 +555,9 @@ class Campaign:
             t = self._tick("generate", t)
             if mutant is None:
                 raise ValueError("operator does not apply")
-            model = graph.build(mutant)  # Keras' build-time checks; records each node's output shape
+            # Keras' build-time checks (records each node's output shape); the model built here is the one
+            # saved and run, its weights seeded as every saved model's
+            model = self._seeded_build(mutant)
             if graph.output_elements(mutant) > MAX_OUTPUT_ELEMENTS:
                 raise OversizeModel("outputs too large")
             if graph.count_params(model) > self._weight_cap(mutant):
@@ -572,7 +593,7 @@ class Campaign:
                 self._pool_add(mutant)
             return
         try:
-            mpath, ipath = self._save_model(mutant, "current")
+            mpath, ipath = self._save_model(mutant, "current", model)
         except Exception as exc:
             self.state["invalid_reasons"][f"save:{type(exc).__name__}"] = self.state["invalid_reasons"].get(f"save:{type(exc).__name__}", 0) + 1
             return
@@ -687,8 +708,7 @@ class Campaign:
             return fallback, "output"
         probe = triage.probe_spec(spec)
         try:
-            graph.build(probe)
-            mp, ip = self._save_model(probe, "probe")
+            mp, ip = self._save_model(probe, "probe", self._seeded_build(probe))
         except Exception:
             return fallback, "output"
         pres = self._run_all(mp, ip, involved)
@@ -736,8 +756,8 @@ class Campaign:
                 cands.append(operators.remove_node(best, self.rng.choice(pres)["name"]))
             cand = cands.pop(0)
             try:
-                graph.build(cand)  # build only: a candidate that crashes a library is what a crash finding keeps
-                mp, ip = self._save_model(cand, f"min{k}")
+                # build only: a candidate that crashes a library is what a crash finding keeps
+                mp, ip = self._save_model(cand, f"min{k}", self._seeded_build(cand))
             except Exception:
                 continue
             r = self._run_all(mp, ip, involved)

@@ -602,6 +602,9 @@ class Campaign:
         res = self._run_all(mpath, ipath, systems)
         t = self._tick("execute", t)
         self.state["models_tested"] += 1
+        per_system = self.state.setdefault("system_s", {})  # the loop's execute seconds by system (worker wall time)
+        for s, r in res.items():
+            per_system[s] = round(per_system.get(s, 0.0) + float(r.get("seconds") or 0.0), 3)
         if join:
             if clean_run(res):
                 self._pool_add(mutant)
@@ -795,12 +798,14 @@ def read_model_log(root: str | Path) -> list[dict]:
 
 
 def run_campaign(root: str | Path, budget_s: float, config: Config | None = None, max_models: int | None = None,
-                 verbose: int = 0, executor: str = "local", address: str | None = None) -> dict:
+                 verbose: int = 0, executor: str = "local", address: str | None = None, jobs: int = 1) -> dict:
     """Create or resume the campaign in ``root`` and run it for ``budget_s`` seconds; returns its summary.
 
     Args:
         executor: ``"local"`` (worker processes, the default) or ``"ray"``.
         address: Ray cluster to join (``executor="ray"`` only); None starts a local Ray instance.
+        jobs: systems of one model run at the same time (``executor="local"`` only; default 1: one after
+            another; see :class:`twinspect.dl.fuzz.executors.LocalExecutor`). Results do not depend on it.
 
     The run record (``last_run`` of the state and summary) gets where this run's wall time went, in
     seconds: ``wall_s`` = ``loop_s`` (the search loop) + ``overhead_s``, and the overhead split into
@@ -813,7 +818,7 @@ def run_campaign(root: str | Path, budget_s: float, config: Config | None = None
 
     Raises:
         InputError: a bad campaign directory or config (:meth:`Config.validate`), ``max_models < 1``,
-            ``budget_s <= 0``, an unknown executor, Ray missing or unreachable.
+            ``budget_s <= 0``, an unknown executor, ``jobs < 1`` (or not 1 with Ray), Ray missing or unreachable.
     """
     root = Path(root)
     config = config or Config()
@@ -830,7 +835,7 @@ def run_campaign(root: str | Path, budget_s: float, config: Config | None = None
     # the executor starts before a new campaign directory is created, so a bad executor leaves nothing behind
     t0 = time.perf_counter()
     ex = make_executor(executor, timeout_s=camp.state["config"]["timeout_s"] if camp else config.timeout_s,
-                       address=address)
+                       address=address, jobs=jobs)
     executor_start_s = time.perf_counter() - t0
     try:
         camp = camp or Campaign.create(root, config)
@@ -849,7 +854,7 @@ def run_campaign(root: str | Path, budget_s: float, config: Config | None = None
         seeding_s = float(camp.state.get("seeding_s") or 0.0) if seeding_before is None else 0.0
         overhead = wall - float(last["loop_s"])
         known = start_s + float(last.get("startup_s") or 0.0) + seeding_s + float(last.get("findings_after_s") or 0.0) + close_s
-        last.update(executor=executor, executor_start_s=round(start_s, 1), wall_s=round(wall, 1),
+        last.update(executor=executor, jobs=jobs, executor_start_s=round(start_s, 1), wall_s=round(wall, 1),
                     seeding_s=seeding_s, executor_close_s=round(close_s, 1), overhead_s=round(overhead, 1),
                     overhead_other_s=round(overhead - known, 1))
         camp.save()

@@ -80,6 +80,7 @@ def run_cmd(
     mh_p: float = typer.Option(0.05, "--mh-p", help="Metropolis–Hastings parameter p of seed selection, in (0, 1) (MEMO: 0.05)."),
     executor: str = typer.Option("local", "--executor", help="local (worker processes on this machine) | ray (one Ray actor per backend; needs the 'ray' extra)."),
     address: str = typer.Option("", "--address", help="Ray cluster to join with --executor ray (auto, HOST:6379 or ray://HOST:10001); default: start a local Ray instance."),
+    jobs: int = typer.Option(1, "--jobs", help="--executor local: run up to N backends of a model at the same time (one busy worker process each; default 1, one after another). Results do not depend on it."),
     fmt: str = format_option(("table", "json")),
     quiet: QuietOpt = False,
     verbose: VerboseOpt = False,
@@ -104,12 +105,12 @@ def run_cmd(
     for s in seed_list:
         if s not in sd.ALL_SEEDS:
             raise InputError(f"unknown seed model {s!r}; choose from {', '.join(sd.ALL_SEEDS)}")
-    executors.check(executor, address or None)
+    executors.check(executor, address or None, jobs)
     if not 0.0 < mh_p < 1.0:
         raise InputError(f"--mh-p must be in (0, 1), got {mh_p}")
     cfg = Config(backends=names, seeds=seed_list, variant=variant, seed=seed, timeout_s=timeout, mh_p=mh_p)
     summ = run_campaign(out, seconds, cfg, max_models=max_models or None, verbose=0 if quiet else 1,
-                        executor=executor, address=address or None)
+                        executor=executor, address=address or None, jobs=jobs)
     if fmt == "json":
         print(json.dumps({k: v for k, v in summ.items() if k != "coverage_over_time"}, indent=1, default=str))
     elif not quiet:

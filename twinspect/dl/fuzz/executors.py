@@ -9,7 +9,7 @@ every system under test, returning per system the result dict the oracles read: 
 executor.
 
 * :class:`LocalExecutor` (``--executor local``): one long-lived worker process per system on this
-  machine, systems run one after another.
+  machine, systems run one after another, or up to ``--jobs N`` of them at the same time.
 * :class:`RayExecutor` (``--executor ray [--address ADDR]``): one Ray actor per system (placed with Ray's
   ``SPREAD`` strategy, one logical CPU each), each owning the same kind of worker process on its node, so a
   library segfault, abort or hang still kills only that worker, which the actor restarts on the next
@@ -85,17 +85,29 @@ def load_outputs(path: Path) -> list[np.ndarray]:
 
 
 class LocalExecutor:
-    """Each system in its own long-lived local worker process, systems run one after another (the default).
+    """Each system in its own long-lived local worker process; systems run one after another (the default), or
+    up to ``jobs`` of them at the same time.
 
     Args:
         timeout_s: per-model time limit of a worker in seconds (a worker over it is killed and restarted).
+        jobs: how many systems of one model may run at the same time (each in its own worker process, so up
+            to ``jobs`` busy processes); the systems that took longest so far start first. Results and their
+            order do not depend on it.
+
+    Raises:
+        InputError: ``jobs < 1``.
     """
 
     name = "local"
 
-    def __init__(self, timeout_s: float = 60.0):
+    def __init__(self, timeout_s: float = 60.0, jobs: int = 1):
+        if jobs < 1:
+            raise InputError(f"jobs {jobs} must be >= 1")
         self.timeout_s = timeout_s
+        self.jobs = int(jobs)
         self.workers: dict[str, bk.Worker] = {}
+        #: system -> [runs, seconds]: what it took so far (longest first when ``jobs > 1``)
+        self.spent: dict[str, list[float]] = {}
         #: seconds spent by this executor itself: ``close_s`` (see the module docstring)
         self.timings: dict[str, float] = {"init_s": 0.0, "actors_s": 0.0, "close_s": 0.0}
 
@@ -106,18 +118,33 @@ class LocalExecutor:
         """None when ``system``'s modules are importable here, else the missing module."""
         return bk.available(system)
 
+    def _run_one(self, system: str, model: Path, inputs: Path) -> dict:
+        out = Path(model).parent / f"out-{system}.npz"
+        r = self.workers[system].run(model, inputs, out)
+        d = r.to_json()
+        if r.status == "ok":
+            d["outputs"] = load_outputs(out)
+        return d
+
     def run(self, systems: list[str], model: Path, inputs: Path) -> dict[str, dict]:
-        """Run ``model`` on ``inputs`` on each system in turn (result dicts: see the module docstring)."""
-        res: dict[str, dict] = {}
+        """Run ``model`` on ``inputs`` on each system (in turn, or ``jobs`` at a time); result dicts (see the
+        module docstring) in the order of ``systems``."""
         for s in systems:
             if s not in self.workers:
                 self.workers[s] = bk.make_backend(s, timeout_s=self.timeout_s)
-            out = Path(model).parent / f"out-{s}.npz"
-            r = self.workers[s].run(model, inputs, out)
-            d = r.to_json()
-            if r.status == "ok":
-                d["outputs"] = load_outputs(out)
-            res[s] = d
+        if self.jobs == 1 or len(systems) < 2:
+            res = {s: self._run_one(s, model, inputs) for s in systems}
+        else:
+            def mean_s(s: str) -> float:
+                n, sec = self.spent.get(s, [0, 0.0])
+                return sec / n if n else 0.0
+
+            with ThreadPoolExecutor(min(self.jobs, len(systems))) as pool:
+                futures = {s: pool.submit(self._run_one, s, model, inputs) for s in sorted(systems, key=mean_s, reverse=True)}
+                res = {s: futures[s].result() for s in systems}
+        for s, d in res.items():
+            n, sec = self.spent.get(s, [0, 0.0])
+            self.spent[s] = [n + 1, sec + float(d.get("seconds") or 0.0)]
         return res
 
     def close(self) -> None:
@@ -345,11 +372,12 @@ class RayExecutor:
         self.timings["close_s"] = round(self.timings["close_s"] + time.perf_counter() - t0, 2)
 
 
-def check(name: str, address: str | None = None) -> None:
+def check(name: str, address: str | None = None, jobs: int = 1) -> None:
     """Validate an executor choice before a campaign starts (cheap: imports nothing heavy).
 
     Raises:
-        InputError: unknown executor name, ``address`` given for the local executor, or Ray not installed.
+        InputError: unknown executor name, ``address`` given for the local executor, ``jobs`` < 1 or ``jobs``
+            other than 1 for Ray (its actors run a model's systems at the same time anyway), or Ray not installed.
     """
     import importlib.util
 
@@ -357,25 +385,31 @@ def check(name: str, address: str | None = None) -> None:
         raise InputError(f"unknown executor {name!r}; choose from {', '.join(EXECUTORS)}")
     if name == "local" and address:
         raise InputError("--address only applies to --executor ray")
+    if jobs < 1:
+        raise InputError(f"--jobs {jobs} must be >= 1")
+    if name == "ray" and jobs != 1:
+        raise InputError("--jobs only applies to --executor local (Ray runs a model's systems at the same time)")
     if name == "ray" and importlib.util.find_spec("ray") is None:
         raise InputError(f"executor 'ray' needs Ray, which is not installed: {INSTALL_HINT}")
 
 
-def make_executor(name: str = "local", timeout_s: float = 60.0, address: str | None = None) -> LocalExecutor | RayExecutor:
+def make_executor(name: str = "local", timeout_s: float = 60.0, address: str | None = None,
+                  jobs: int = 1) -> LocalExecutor | RayExecutor:
     """The executor called ``name`` (``"local"`` or ``"ray"``).
 
     Args:
         name: executor name.
         timeout_s: per-model time limit of each backend worker, seconds.
         address: Ray cluster to join (``ray`` only); None starts a local Ray instance.
+        jobs: systems of one model run at the same time (``local`` only; see :class:`LocalExecutor`).
 
     Raises:
         InputError: see :func:`check`; also a Ray cluster that cannot be started or joined.
     """
-    check(name, address)
+    check(name, address, jobs)
     if name == "ray":
         return RayExecutor(timeout_s=timeout_s, address=address)
-    return LocalExecutor(timeout_s=timeout_s)
+    return LocalExecutor(timeout_s=timeout_s, jobs=jobs)
 
 
 __all__ = ["EXECUTORS", "BackendActor", "Executor", "LocalExecutor", "RayExecutor", "check", "make_executor"]

@@ -139,3 +139,21 @@ def test_reduced_index_filled_in_chunks_gives_the_same_candidates(email_frags, m
     chunked = range_pairs(vecs, reps, frags, threshold=0.4, cap=100, index="auto")
     assert chunked.pairs == whole.pairs and chunked.capped == whole.capped
     assert chunked.index_recall == whole.index_recall
+
+
+def test_reduced_index_ranks_queries_a_range_at_a_time(email_frags, monkeypatch):
+    """The reduced search's neighbours are ranked per query a range of queries at a time: ranges of
+    about 50 entries (dozens of ranges here) keep the same neighbours under a cap that binds."""
+    frags = email_frags
+    from twinspect.code.encoders import make_encoder
+
+    enc = make_encoder("lexical", **DetectConfig().encoder_params)
+    vecs = enc.fit(frags).encode_sparse(frags)
+    reps = list(range(len(frags)))
+    monkeypatch.setattr(candidates, "AUTO_HNSW_MIN", 50)
+    monkeypatch.setattr(candidates, "AUTO_HNSW_DIM", 32)
+    whole = range_pairs(vecs, reps, frags, threshold=0.4, cap=3, index="auto")
+    assert whole.index == "hnsw" and whole.capped > 0 and len(whole.pairs) > 50
+    monkeypatch.setattr(candidates, "_GROUP_CHUNK", 50)
+    ranged = range_pairs(vecs, reps, frags, threshold=0.4, cap=3, index="auto")
+    assert ranged.pairs == whole.pairs and ranged.capped == whole.capped

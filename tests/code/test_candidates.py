@@ -63,6 +63,30 @@ def test_overlap_pairs_equal_brute_force(theta, bag_chunk, monkeypatch):
     assert got.capped == 0
 
 
+@pytest.mark.parametrize("group_chunk", [None, 5])  # 5: the cap ranks a few representatives at a time
+@pytest.mark.parametrize("cap", [1, 3])
+def test_overlap_pairs_cap_keeps_each_sides_best_partners(cap, group_chunk, monkeypatch):
+    """A pair stays when it is among the ``cap`` most overlapping partners (ties by id) of either side."""
+    from twinspect.code import candidates
+
+    if group_chunk is not None:
+        monkeypatch.setattr(candidates, "_GROUP_CHUNK", group_chunk)
+    rng = random.Random(cap)
+    base = [[f"t{rng.randrange(12)}" for _ in range(rng.randint(8, 20))] for _ in range(6)]
+    toks = [b if k == 0 else [t if rng.random() < 0.8 else "x" for t in b] for b in base for k in range(5)]
+    frags = [_frag(i) for i in range(len(toks))]
+    every = _brute_overlap(toks, 0.5)
+    partners: dict[int, list[tuple[float, int]]] = {}
+    for (i, j), s in every.items():
+        partners.setdefault(i, []).append((-s, j))
+        partners.setdefault(j, []).append((-s, i))
+    best = {i: {j for _, j in sorted(p)[:cap]} for i, p in partners.items()}
+    want = {k for k in every if k[1] in best[k[0]] or k[0] in best[k[1]]}
+    got = overlap_pairs(toks, list(range(len(toks))), frags, theta=0.5, cap=cap)
+    assert set(got.pairs) == want and len(want) < len(every)
+    assert got.capped == sum(len(p) > cap for p in partners.values())
+
+
 def test_overlap_pairs_skip_overlapping_fragments_and_cap():
     toks = [["a", "b", "c", "d"]] * 5
     frags = [_frag(0, "x.py", 1, 10), _frag(1, "x.py", 3, 6)] + [_frag(i) for i in range(2, 5)]

@@ -56,6 +56,7 @@ _BAG_CHUNK = 1 << 15  # representatives whose token bags are built at once (boun
 _VERIFY_CHUNK = 1 << 14  # candidate pairs whose overlap is computed at once (1 << 16 held 0.6 GB of rows)
 _RESCORE_CHUNK = 1 << 18  # neighbour pairs of the reduced index re-scored per progress step
 _SPAN_CHUNK = 1 << 22  # neighbour entries checked for overlapping spans at once (bounded memory)
+_GROUP_CHUNK = 1 << 22  # (query, neighbour) entries ranked per query at once (bounds the sort's temporaries)
 #: k of the extended prefix filter: prefixes k − 1 items longer must share k items.
 PREFIX_SHARED = 32
 
@@ -158,6 +159,24 @@ class Candidates:
         return cls(arrays[f"{prefix}_a"], arrays[f"{prefix}_b"], arrays[f"{prefix}_score"],
                    int(arrays[f"{prefix}_capped"]), str(arrays[f"{prefix}_index"]),
                    None if np.isnan(recall) else recall, int(arrays[f"{prefix}_recall_queries"]))
+
+
+def _id_blocks(a: np.ndarray, b: np.ndarray, n: int, chunk: int) -> list[tuple[int, int]]:
+    """Consecutive id ranges ``[lo, hi)`` covering ``0..n-1`` whose ids occur, as ``a`` or ``b`` ends
+    of the undirected pairs ``(a, b)``, in about ``chunk`` entries each (at least one id per range)."""
+    import numpy as np
+
+    ends = np.cumsum(np.bincount(a, minlength=n) + np.bincount(b, minlength=n))
+    cuts = np.searchsorted(ends, np.arange(chunk, int(ends[-1]) if n else 0, chunk), side="left") + 1
+    bounds = np.unique(np.r_[0, np.minimum(cuts, n), n])
+    return [(int(lo), int(hi)) for lo, hi in zip(bounds[:-1], bounds[1:])]
+
+
+def _both_ends(a: np.ndarray, b: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+    """Indices of the pairs whose ``a`` end is in ``[lo, hi)`` and of those whose ``b`` end is."""
+    import numpy as np
+
+    return np.flatnonzero((a >= lo) & (a < hi)), np.flatnonzero((b >= lo) & (b < hi))
 
 
 def _best_per_pair(a: np.ndarray, b: np.ndarray, score: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -495,16 +514,33 @@ def range_pairs(
             cos[lo:hi] = rep_fv.pair_cosines(pa[lo:hi], pb[lo:hi])
             bar.advance(hi - lo)
     ok = cos >= threshold
-    q = np.concatenate([pa[ok], pb[ok]])
-    v = np.concatenate([pb[ok], pa[ok]])
-    c = np.concatenate([cos[ok], cos[ok]])
-    del pa, pb, cos, ok
-    order = np.lexsort((v, -c, q))  # per query, by descending cosine, ties by position
-    q, v, c = q[order], v[order], c[order]
-    del order
-    # positions throughout (spans taken by position), fragment ids for the kept entries only
-    a, b, c, capped = _keep_neighbours(q, v, c, np.searchsorted(q, np.arange(n + 1)), spans.take(rep_ids),
-                                       threshold, cap)
+    pa, pb, cos = pa[ok], pb[ok], cos[ok]
+    del ok
+    # Each query's neighbours are its pairs from both ends, by descending cosine, ties by position.
+    # Ranked a range of queries at a time (both ends of their pairs gathered, sorted, cut at the cap):
+    # one sort of every pair from both ends held several arrays of twice the pairs (~1 GB at 33 M
+    # pairs) where this holds a range's. A query's group is whole in its range: the same neighbours.
+    spans_pos = spans.take(rep_ids)
+    kept: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    capped = 0
+    for lo, hi in _id_blocks(pa, pb, n, _GROUP_CHUNK):
+        from_a, from_b = _both_ends(pa, pb, lo, hi)
+        q = np.concatenate([pa[from_a], pb[from_b]])
+        v = np.concatenate([pb[from_a], pa[from_b]])
+        c = np.concatenate([cos[from_a], cos[from_b]])
+        del from_a, from_b
+        order = np.lexsort((v, -c, q))  # per query, by descending cosine, ties by position
+        q, v, c = q[order], v[order], c[order]
+        del order
+        # positions throughout (spans taken by position), fragment ids for the kept entries only
+        ka, kb, kc, cut = _keep_neighbours(q, v, c, np.searchsorted(q, np.arange(lo, hi + 1)), spans_pos,
+                                           threshold, cap)
+        kept.append((ka, kb, kc))
+        capped += cut
+        del q, v, c
+    del pa, pb, cos
+    a, b, c = (np.concatenate(x) for x in zip(*kept))  # one range at least (n ≥ 2)
+    del kept
     a, b, c = _best_per_pair(rep_ids[a], rep_ids[b], c)
     recall, queries = measure_recall(search, rep_fv, np.arange(n, dtype=np.int64), k, threshold, seed=seed)
     return Candidates(a, b, c, capped, index=used, index_recall=recall, index_recall_queries=queries)
@@ -726,17 +762,22 @@ def overlap_pairs(
     fa, fb = np.concatenate(found_a), np.concatenate(found_b)
     fs = np.concatenate(found_s)
     del found_a, found_b, found_s
-    # the cap: a pair stays when it is among the `cap` most overlapping partners of either side
-    ends = np.concatenate([fa, fb])
-    order = np.lexsort((np.concatenate([fb, fa]), -np.concatenate([fs, fs]), ends))  # ties by partner id
-    sorted_ends = ends[order]
-    del ends
-    m = len(fa)
-    rank = np.empty(2 * m, dtype=index_dtype(2 * m))
-    rank[order] = np.arange(2 * m) - np.searchsorted(sorted_ends, sorted_ends, side="left")
-    del order, sorted_ends
-    kept = (rank[:m] < cap) | (rank[m:] < cap)
-    del rank
+    # the cap: a pair stays when it is among the `cap` most overlapping partners of either side (ties by
+    # partner id), ranked a range of representatives at a time as in range_pairs (a sort of every pair
+    # from both ends at once held about 0.7 GB of temporaries on a 13-MLOC tree's 8 M pairs)
+    kept = np.zeros(len(fa), dtype=bool)
+    for lo, hi in _id_blocks(fa, fb, n, _GROUP_CHUNK):
+        from_a, from_b = _both_ends(fa, fb, lo, hi)
+        ends = np.concatenate([fa[from_a], fb[from_b]])
+        order = np.lexsort((np.concatenate([fb[from_a], fa[from_b]]), -np.concatenate([fs[from_a], fs[from_b]]), ends))
+        sorted_ends = ends[order]
+        del ends
+        rank = np.empty(len(order), dtype=index_dtype(len(order)))
+        rank[order] = np.arange(len(order)) - np.searchsorted(sorted_ends, sorted_ends, side="left")
+        del order, sorted_ends
+        kept[from_a[rank[:len(from_a)] < cap]] = True
+        kept[from_b[rank[len(from_a):] < cap]] = True
+        del rank, from_a, from_b
     counts = np.bincount(fa, minlength=n) + np.bincount(fb, minlength=n)
     capped = int((counts > cap).sum())
     a, b, score = _best_per_pair(rep_arr[fa[kept]], rep_arr[fb[kept]], fs[kept])

@@ -920,7 +920,7 @@ def _verified_pairs(
 
     from twinspect._arrays import index_dtype, unique_sorted
     from twinspect.code.candidates import Candidates
-    from twinspect.code.clone_types import MT3_MIN, band_of
+    from twinspect.code.clone_types import MT3_MIN, CloneType, band_of
     from twinspect.code.normalize import token_views
     from twinspect.code.verify import FEATURES, PairFeatures, load_verifier, verify_pairs
 
@@ -1023,12 +1023,19 @@ def _verified_pairs(
     if verified_hook is not None:
         verified_hook(base)
 
-    out: dict[int, ClonePair] = {}  # keyed by a·N + b (smaller than tuple keys, the same order)
-    for p in _exact_pairs(vecs, frags, buckets, clf, cap):
-        out[p.a * n_frags + p.b] = p
+    # The near-miss pairs are gathered as keys a·N + b with the looked-at row that stated them, then
+    # de-duplicated in one pass (a pair stated twice keeps its first statement, the exact pairs first),
+    # the overlapping ones dropped, and only then made ClonePair objects, in key order: a dict of
+    # ClonePairs keyed by int held about 0.3 GB more at 3.4 M pairs (13-MLOC tree).
+    from array import array
+
+    from twinspect.code.candidates import FragmentSpans
+
+    exact = _exact_pairs(vecs, frags, buckets, clf, cap)
+    near_keys, near_rows = array("q"), array("q")
+    rows: list[tuple[str, CloneType, float]] = []  # (kind, type, score) of each accepted looked-at row
     accepted = semantic_t4 = structural_vetoed = 0
     group_pairs: list[dict[str, Any]] = []
-    fresh: list[ClonePair] = []  # near-miss pairs; their cosine is set in one pass below
     for j, i in enumerate(look.tolist()):
         u, v, lcs, score = int(pa[i]), int(pb[i]), float(x[j, 0]), float(scores[j])
         ct = band_of(lcs)
@@ -1052,13 +1059,36 @@ def _verified_pairs(
             members = [(u, j) for j in bv] + [(i, v) for i in bu if i != u]
             group_pairs.append({"a": sorted(bu), "b": sorted(bv), "type": kind, "band": ct.band,
                                 "t3_similarity": ct.t3_similarity, "score": score})
-        for i, j in members:
-            a, b = (i, j) if i < j else (j, i)
-            if a * n_frags + b in out or overlaps(frags[a], frags[b]):
-                continue
-            out[a * n_frags + b] = pair = ClonePair(a, b, 0.0, kind, ct.t3_similarity, ct.band, score)
-            fresh.append(pair)
+        row = len(rows)
+        rows.append((kind, ct, score))
+        near_keys.extend(i * n_frags + j if i < j else j * n_frags + i for i, j in members)
+        near_rows.extend(row for _ in members)
+    exact_keys = np.fromiter((p.a * n_frags + p.b for p in exact), dtype=np.int64, count=len(exact))
+    all_keys = np.concatenate([exact_keys, np.frombuffer(near_keys, dtype=np.int64)])
+    del near_keys
+    keys, first = np.unique(all_keys, return_index=True)  # sorted keys, each with its first statement
+    del all_keys
+    fresh_at = first >= len(exact)  # stated first by a near-miss row
+    fa, fb = keys[fresh_at] // n_frags, keys[fresh_at] % n_frags
+    ok = ~FragmentSpans(frags).overlapping(fa, fb)
+    pos = np.flatnonzero(fresh_at)[ok]
+    src = np.frombuffer(near_rows, dtype=np.int64)[first[pos] - len(exact)]
+    del near_rows, fa, fb, ok
+    near_keys_kept = keys[pos]
+    del keys, first, fresh_at
+    ids = list(range(n_frags))  # one int object per fragment id, shared by its pairs
+    fresh: list[ClonePair] = []  # near-miss pairs in key order; their cosine is set in one pass below
+    for key, r in zip(near_keys_kept.tolist(), src.tolist()):
+        kind, ct, score = rows[r]
+        a, b = divmod(key, n_frags)
+        fresh.append(ClonePair(ids[a], ids[b], 0.0, kind, ct.t3_similarity, ct.band, score))
+    del src, rows
     _set_similarities(vecs, fresh)
+    # the exact pairs and the near-miss pairs, each in key order, merged by key
+    merged = np.argsort(np.concatenate([exact_keys, near_keys_kept]), kind="stable")
+    del near_keys_kept
+    pairs = [exact[k] if k < len(exact) else fresh[k - len(exact)] for k in merged.tolist()]
+    del merged, fresh, exact
     counters: dict[str, Any] = {
         "candidate_pairs": len(pa),
         **source_counters,
@@ -1074,7 +1104,7 @@ def _verified_pairs(
         "stage_seconds": {k: round(v, 4) for k, v in seconds.items()},
         "base_lines": base,
     }
-    return [out[k] for k in sorted(out)], edges_out, counters
+    return pairs, edges_out, counters
 
 
 def pair_classes(

@@ -181,15 +181,25 @@ def _both_ends(a: np.ndarray, b: np.ndarray, lo: int, hi: int) -> tuple[np.ndarr
 
 def _best_per_pair(a: np.ndarray, b: np.ndarray, score: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Undirected pairs ``(min, max)`` of ``a``/``b`` (int64 ids), each once with its highest score,
-    sorted by (a, b)."""
+    sorted by (a, b).
+
+    One int64 key per entry, sorted once, and the highest score of each run of equal keys: a
+    three-key lexsort held both ends, the negated scores and their gathered copies at once (about
+    1 GB at the 19 M kept entries of a 13-MLOC tree's range search)."""
     import numpy as np
 
-    lo, hi = np.minimum(a, b), np.maximum(a, b)
-    order = np.lexsort((-score, hi, lo))
-    lo, hi, score = lo[order], hi[order], score[order]
-    first = np.ones(len(lo), dtype=bool)
-    first[1:] = (lo[1:] != lo[:-1]) | (hi[1:] != hi[:-1])
-    return lo[first], hi[first], score[first].astype(np.float64)
+    if not len(a):
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64)
+    base = int(max(a.max(), b.max())) + 1
+    key = np.minimum(a, b).astype(np.int64) * base + np.maximum(a, b)
+    order = np.argsort(key, kind="stable")
+    key = key[order]
+    score = score[order]
+    del order
+    starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+    best = np.maximum.reduceat(score, starts).astype(np.float64)
+    key = key[starts]
+    return key // base, key % base, best
 
 
 class FragmentSpans:

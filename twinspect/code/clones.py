@@ -952,7 +952,13 @@ def _verified_pairs(
             stages.save("candidates", {**emb.to_arrays("emb"), **tok.to_arrays("tok")})
     # the union of the two sources, sorted by (u, v): pair keys u·n + v of fragment ids u < v
     n_frags = len(frags)
-    keys = unique_sorted(np.concatenate([emb.a * n_frags + emb.b, tok.a * n_frags + tok.b]), overwrite=True)
+    keys = np.empty(len(emb) + len(tok), dtype=np.int64)  # filled in place: no per-source key temporaries
+    for lo, src in ((0, emb), (len(emb), tok)):
+        part = keys[lo:lo + len(src)]
+        part[:] = src.a
+        part *= n_frags
+        part += src.b
+    keys = unique_sorted(keys, overwrite=True)
     pa, pb = (keys // n_frags).astype(index_dtype(n_frags)), (keys % n_frags).astype(index_dtype(n_frags))
     del keys
     # what is reported of the two sources; their arrays (hundreds of MB on a 13-MLOC tree) are freed

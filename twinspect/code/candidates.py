@@ -677,6 +677,13 @@ def overlap_pairs(
     vocab = {t: i for i, t in enumerate(sorted(set(itertools.chain.from_iterable(token_lists[r] for r in reps))))}
     nvocab = len(vocab)
     sizes = np.fromiter((len(token_lists[r]) for r in reps), dtype=np.int64, count=n)
+    # SourcererCC's size order: with rows sorted by size, the partners b > a that can pass the size
+    # filter (|a| ≥ theta·|b|) form a contiguous column range, so each chunk is multiplied by a slice.
+    # Rows are built in that order from the start (row i is representative reps[srt[i]]): sorting
+    # the finished matrices copied them (~0.35 GB more on a 13-MLOC tree, beside the range search).
+    srt = np.argsort(sizes, kind="stable")
+    sizes = sizes[srt]
+    rep_rows = [reps[i] for i in srt.tolist()]
     indptr = np.concatenate([[0], np.cumsum(sizes)])
     n_tokens = int(indptr[-1])
     tok_dtype = index_dtype(nvocab)
@@ -686,7 +693,7 @@ def overlap_pairs(
     for c0 in range(0, n, _BAG_CHUNK):
         c1 = min(n, c0 + _BAG_CHUNK)
         t0, t1 = int(indptr[c0]), int(indptr[c1])
-        toks = np.fromiter(map(vocab.__getitem__, itertools.chain.from_iterable(token_lists[r] for r in reps[c0:c1])),
+        toks = np.fromiter(map(vocab.__getitem__, itertools.chain.from_iterable(token_lists[r] for r in rep_rows[c0:c1])),
                            dtype=np.int64, count=t1 - t0)
         run_key = np.repeat(np.arange(c1 - c0, dtype=np.int64), sizes[c0:c1]) * (nvocab + 1) + toks
         order = np.argsort(run_key, kind="stable")  # by row, token, position
@@ -744,16 +751,13 @@ def overlap_pairs(
         return Candidates.empty()
     prefix = sp.csr_matrix((np.ones(len(prow), dtype=np.float32), (prow, pitem)), shape=(n, nitems))
     del prow, pitem
-    # SourcererCC's size order: with rows sorted by size, the partners b > a that can pass the size
-    # filter (|a| ≥ theta·|b|) form a contiguous column range, so each chunk is multiplied by a slice
-    srt = np.argsort(sizes, kind="stable")
-    prefix, bags = prefix[srt], bags[srt]
-    s_sizes, s_need, s_rest, s_last = sizes[srt], need[srt], (sizes - plen)[srt], last[srt]
+    s_sizes, s_need, s_rest, s_last = sizes, need, sizes - plen, last  # rows in size order (above)
     prefix_t = prefix.T.tocsc()  # (items, n): column slices are cheap
     rep_arr = np.asarray(reps, dtype=np.int64)
     found_a, found_b, found_s = [], [], []
     shared = (theta, prefix, prefix_t, bags, s_sizes, s_need, s_rest, s_last,
-              FragmentSpans([frags[r] for r in reps]).take(srt))
+              FragmentSpans([frags[r] for r in rep_rows]))
+    del rep_rows
     chunks = [(lo, min(n, lo + _PREFIX_CHUNK)) for lo in range(0, n, _PREFIX_CHUNK)]
     results = (executor.map(_overlap_chunk, chunks, shared=shared) if executor is not None
                else map(functools.partial(_overlap_chunk, shared), chunks))

@@ -26,3 +26,27 @@ def test_release_gives_freed_small_allocations_back():
     after = _rss_kib()
     assert held - after > 100_000, (held, after)  # of ~200 MB, most is given back
     assert len(keep) == 200
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc and needs glibc's malloc_trim")
+def test_trim_gives_freed_numpy_blocks_back():
+    """Once a 20 MB array is freed, glibc raises its mmap threshold to 20 MB and serves smaller blocks from
+    its heap: 60 blocks of 4 MB held then dropped (one small survivor between each two) stay resident
+    until trim()."""
+    import numpy as np
+
+    from twinspect._memory import trim
+
+    big = np.ones(20 << 20, dtype=np.uint8)
+    del big  # raises glibc's mmap threshold above the blocks below
+    blocks, keep = [], []
+    for _ in range(60):
+        blocks.append(np.ones(4 << 20, dtype=np.uint8))
+        keep.append(np.ones(1 << 10, dtype=np.uint8))
+    held = _rss_kib()
+    del blocks
+    freed = _rss_kib()
+    trim()
+    after = _rss_kib()
+    assert freed - after > 100_000, (held, freed, after)  # of ~240 MB, most comes back only at trim()
+    assert len(keep) == 60

@@ -45,3 +45,18 @@ def release() -> bool:
     gc.collect()
     fn = _malloc_trim()
     return bool(fn(0)) if fn is not None else False
+
+
+def trim() -> bool:
+    """Return the C heap's free pages to the system where the C library can (no garbage collection).
+
+    For after a phase that freed large numpy temporaries: glibc serves allocations below its dynamic
+    mmap threshold (which grows to 32 MB once such a block is freed) from its heaps, and keeps their
+    freed pages mapped, so a loop over blocks of a few tens of MB leaves them resident. Cheap: a walk
+    of the heaps' free lists, no Python objects visited.
+
+    Returns:
+        True when ``malloc_trim`` ran and gave memory back, False otherwise.
+    """
+    fn = _malloc_trim()
+    return bool(fn(0)) if fn is not None else False

@@ -40,6 +40,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from twinspect._memory import trim
 from twinspect.code.fragments import Fragment
 from twinspect.errors import InputError
 from twinspect.progress import progress
@@ -552,6 +553,7 @@ def range_pairs(
     a, b, c = (np.concatenate(x) for x in zip(*kept))  # one range at least (n ≥ 2)
     del kept
     a, b, c = _best_per_pair(rep_ids[a], rep_ids[b], c)
+    trim()  # the ranges' temporaries, freed into the C heap, back to the system
     recall, queries = measure_recall(search, rep_fv, np.arange(n, dtype=np.int64), k, threshold, seed=seed)
     return Candidates(a, b, c, capped, index=used, index_recall=recall, index_recall_queries=queries)
 
@@ -795,4 +797,6 @@ def overlap_pairs(
     counts = np.bincount(fa, minlength=n) + np.bincount(fb, minlength=n)
     capped = int((counts > cap).sum())
     a, b, score = _best_per_pair(rep_arr[fa[kept]], rep_arr[fb[kept]], fs[kept])
+    del fa, fb, fs, kept
+    trim()  # the index's and the cap's temporaries, freed into the C heap, back to the system
     return Candidates(a, b, score, capped)

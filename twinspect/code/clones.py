@@ -95,6 +95,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from twinspect._memory import trim
 from twinspect.code.basecode import FRACTION as BASE_CODE_FRACTION
 from twinspect.code.clone_types import BANDS, LEXICAL_ENCODERS, TYPES, TypeClassifier
 from twinspect.code.fragments import Fragment
@@ -974,6 +975,7 @@ def _verified_pairs(
     del tok
     edges_out = emb if config.linkage != "pairs" else None
     del emb
+    trim()  # both sources' arrays and the union's keys, freed into the C heap, back to the system
     t0 = time.perf_counter()
     verified = stages.load("verified") if stages is not None else None
     if verified is not None:
@@ -1095,6 +1097,7 @@ def _verified_pairs(
     del near_keys_kept
     pairs = [exact[k] if k < len(exact) else fresh[k - len(exact)] for k in merged.tolist()]
     del merged, fresh, exact
+    trim()
     counters: dict[str, Any] = {
         "candidate_pairs": len(pa),
         **source_counters,

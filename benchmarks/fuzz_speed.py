@@ -18,7 +18,7 @@ Measured per configuration, from the campaign's state and from a wrapper around 
 * layer type / pair / parameter coverage at the end of the loop, findings queued or bundled;
 * whether the configurations generated the same models: the length of the common prefix of their
   ``models.jsonl`` (operator, parent, coverage gain and spec of every valid mutant) with the first
-  configuration's. Generation does not depend on time, so code that changes only speed generates the
+  configuration's of the same variant, and each configuration's cost on the models all of them share. Generation does not depend on time, so code that changes only speed generates the
   same sequence, and a faster configuration simply gets further along it.
 
 Writes ``OUT/NAME.json`` and ``OUT/NAME.md`` (provenance header; ``--heading FILE`` adds hand-written
@@ -93,23 +93,32 @@ def run_one(a: argparse.Namespace) -> None:
     (Path(a.campaign) / "speed.json").write_text(json.dumps(out, default=str))
 
 
+def per_system(runs: list[dict], first: int | None = None) -> tuple[dict, dict, int]:
+    """Worker wall and CPU seconds per tested model by system, over the search loop's runs (``runs`` records of
+    ``speed.json``), or over its first ``first`` tested models; returns ``(wall, cpu, models)``."""
+    loop_runs = [r for r in runs if r["model"] == LOOP_MODEL]
+    systems = sorted({r["system"] for r in loop_runs})
+    if first is not None:  # a loop model's runs are consecutive: one per system
+        loop_runs = loop_runs[:first * len(systems)]
+    n = max(len(loop_runs) // max(len(systems), 1), 1)
+    wall = {s: round(sum(r["wall_s"] for r in loop_runs if r["system"] == s) / n, 3) for s in systems}
+    cpu_known = {s: [r["cpu_s"] for r in loop_runs if r["system"] == s and r["cpu_s"] is not None] for s in systems}
+    cpu = {s: round(sum(v) / len(v), 3) if v else None for s, v in cpu_known.items()}
+    return wall, cpu, n
+
+
 def summarise(label: str, d: dict) -> dict:
     """The numbers of one configuration's ``speed.json`` for the tables."""
     st = d["state"]
     n = max(int(st["models_tested"]), 1)
     loop = float(st["elapsed_s"])
-    loop_runs = [r for r in d["runs"] if r["model"] == LOOP_MODEL]
-    systems = sorted({r["system"] for r in loop_runs})
-    wall = {s: sum(r["wall_s"] for r in loop_runs if r["system"] == s) / n for s in systems}
-    cpu_known = {s: [r["cpu_s"] for r in loop_runs if r["system"] == s and r["cpu_s"] is not None] for s in systems}
-    cpu = {s: sum(v) / len(v) if v else None for s, v in cpu_known.items()}
+    wall, cpu, _ = per_system(d["runs"])
     t, p, q = (st["coverage_over_time"] or [[0, 0, 0, 0]])[-1][1:4]
     return {"label": label, "variant": d["variant"], "jobs": d["jobs"], "commit": d["commit"], "loop_s": round(loop, 1),
             "tested": st["models_tested"], "generated": st["models_generated"], "valid": st["models_valid"],
             "tested_per_min": round(st["models_tested"] * 60 / max(loop, 1e-9), 2), "s_per_tested": round(loop / n, 2),
             "phase_per_tested": {k: round(float((st.get("phase_s") or {}).get(k, 0.0)) / n, 3) for k in PHASES},
-            "wall_per_tested": {s: round(v, 3) for s, v in wall.items()},
-            "cpu_per_tested": {s: (round(v, 3) if v is not None else None) for s, v in cpu.items()},
+            "wall_per_tested": wall, "cpu_per_tested": cpu,
             "coverage": {"layer_type": t, "layer_pair": p, "layer_param": q},
             "findings": len(st.get("findings") or []), "pending": len(st.get("pending_findings") or []),
             "load_start": d["load_start"], "load_end": d["load_end"]}
@@ -135,7 +144,8 @@ def common_prefix(a: Path, b: Path) -> tuple[int, int, int]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--config", action="append", default=[], metavar="LABEL=TREE:VARIANT:JOBS",
-                    help="A configuration to run (repeatable; the first is the reference of the same-models check).")
+                    help="A configuration to run (repeatable; the first of each variant is the reference of the "
+                         "same-models check).")
     ap.add_argument("--budget", default="6m")
     ap.add_argument("--backends", default="keras-tensorflow,keras-jax,keras-torch,onnxruntime")
     ap.add_argument("--seeds", default="all", help="Seed models, or 'all' (the ten of the paper).")
@@ -181,11 +191,24 @@ def main() -> None:
         print(f"{label}: {variant}, jobs {jobs}, code from {tree}", flush=True)
         with open(work / f"{label}.log", "w") as log:
             subprocess.run(cmd, cwd=tree, env=env, stdout=log, stderr=subprocess.STDOUT, check=True)
-    rows = [summarise(label, json.loads((work / label / "speed.json").read_text())) for label, *_ in configs]
-    ref = work / configs[0][0]
-    for r, (label, *_rest) in zip(rows, configs):
+    speed = {label: json.loads((work / label / "speed.json").read_text()) for label, *_ in configs}
+    rows = [summarise(label, speed[label]) for label, *_ in configs]
+    first = {}  # variant -> label of its first configuration
+    for r in rows:
+        first.setdefault(r["variant"], r["label"])
         r["same_models_as_first"] = dict(zip(("common_prefix", "models", "first_models"),
-                                             common_prefix(work / label, ref)))
+                                             common_prefix(work / r["label"], work / first[r["variant"]])),
+                                         first=first[r["variant"]])
+    # the same models: each configuration's cost, and its variant's first configuration's, on the tested models
+    # the two share (the common prefix of their model logs; every logged model of a campaign is tested unless
+    # its save failed, which is counted in invalid_reasons)
+    for r in rows:
+        ref = r["same_models_as_first"]["first"]
+        k = min(r["same_models_as_first"]["common_prefix"], r["tested"], next(x["tested"] for x in rows if x["label"] == ref))
+        wall, cpu, n = per_system(speed[r["label"]]["runs"], k)
+        rwall, rcpu, _ = per_system(speed[ref]["runs"], k)
+        r["same_models"] = {"models": n if k else 0, "with": ref, "wall_per_tested": wall, "cpu_per_tested": cpu,
+                            "ref_wall_per_tested": rwall, "ref_cpu_per_tested": rcpu}
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     data = {"provenance": _provenance.info(__file__), "budget": a.budget, "backends": a.backends, "seeds": a.seeds,
@@ -194,7 +217,7 @@ def main() -> None:
     (out / f"{a.name}.json").write_text(json.dumps(data, indent=1, default=str) + "\n")
     systems = sorted({s for r in rows for s in r["wall_per_tested"]})
     lines = ["| configuration | commit | jobs | loop s | tested | tested / min | s / tested | layer type | layer pair | "
-             "layer param | findings (queued) | same models as first (prefix / models) | load at start, end |",
+             "layer param | findings (queued) | same models as the variant's first (prefix / models) | load at start, end |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         c, same = r["coverage"], r["same_models_as_first"]
@@ -214,6 +237,24 @@ def main() -> None:
             w, cp = r["wall_per_tested"].get(s), r["cpu_per_tested"].get(s)
             cells.append("—" if w is None else f"{w:.2f} / {cp:.2f}" if cp is not None else f"{w:.2f} / ?")
         lines.append(f"| {r['label']} | " + " | ".join(cells) + " |")
+    lines += ["", "On the same models: `execute` per tested model on the tested models a configuration shares with its "
+              "variant's first configuration (the common prefix of their `models.jsonl`), CPU seconds of each worker "
+              "(all threads), this configuration / the first; then all systems' wall and CPU seconds:", "",
+              "| configuration | models shared with | " + " | ".join(f"{s} CPU" for s in systems)
+              + " | all systems wall, this / first | all systems CPU, this / first |",
+              "|---|---|" + "---|" * (len(systems) + 2)]
+
+    def total(d: dict) -> float:
+        return sum(v for v in d.values() if v is not None)
+
+    for r in rows:
+        sm = r["same_models"]
+        cells = [f"{sm['cpu_per_tested'][s]:.2f} / {sm['ref_cpu_per_tested'][s]:.2f}"
+                 if sm["cpu_per_tested"].get(s) is not None and sm["ref_cpu_per_tested"].get(s) is not None else "—"
+                 for s in systems]
+        lines.append(f"| {r['label']} | {sm['models']} of {sm['with']} | " + " | ".join(cells)
+                     + f" | {total(sm['wall_per_tested']):.2f} / {total(sm['ref_wall_per_tested']):.2f}"
+                     f" | {total(sm['cpu_per_tested']):.2f} / {total(sm['ref_cpu_per_tested']):.2f} |")
     heading = Path(a.heading).read_text(encoding="utf-8").strip() + "\n\n" if a.heading else ""
     (out / f"{a.name}.md").write_text(_provenance.md_header(__file__) + heading + "\n".join(lines) + "\n")
     print("\n".join(lines))

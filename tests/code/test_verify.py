@@ -113,6 +113,38 @@ def test_trigram_counts_match_a_plain_count_whatever_the_chunk():
         np.testing.assert_array_equal(got.toarray(), want)
 
 
+def test_sequence_strings_and_counts_match_a_plain_encoding_whatever_the_chunk():
+    """The alignment strings (one character per token, ids wrapped past the usable code points) and the
+    per-fragment symbol counts equal a token-by-token encoding, however the lists are cut into chunks."""
+    from collections import Counter
+
+    from twinspect.code.verify import _CHAR_SPAN, _FIRST_CHAR, _SURROGATES, _as_strings, _list_counts
+
+    rng = np.random.default_rng(3)
+    lengths = rng.integers(0, 40, size=50)
+    lengths[[4, 9]] = 0  # empty lists among them
+    ids = rng.integers(0, 30, size=int(lengths.sum()))
+    ids[::7] += _CHAR_SPAN  # ids past the code points wrap onto low ones
+    ids[3] = _SURROGATES[0] - _FIRST_CHAR  # lands on the first surrogate: moved past the block
+
+    def char(i: int) -> str:
+        c = i % _CHAR_SPAN + _FIRST_CHAR
+        return chr(c + (_SURROGATES[1] - _SURROGATES[0]) if c >= _SURROGATES[0] else c)
+
+    starts = np.concatenate([[0], np.cumsum(lengths)])
+    want = ["".join(char(int(i)) for i in ids[starts[k]:starts[k + 1]]) for k in range(len(lengths))]
+    for chunk in (1, 23, 1 << 22):  # every list its own chunk, chunks of a few lists, one chunk
+        assert _as_strings(ids, lengths, chunk_tokens=chunk) == want
+    ncols = int(min(_CHAR_SPAN, ids.max() + 1))  # as PairFeatures sizes it
+    got = _list_counts(ids, lengths, ncols, wrap=_CHAR_SPAN)
+    dense = np.zeros((len(lengths), ncols), dtype=np.float32)
+    for k in range(len(lengths)):
+        for sym, cnt in Counter(int(i) % _CHAR_SPAN for i in ids[starts[k]:starts[k + 1]]).items():
+            dense[k, sym] = cnt
+    assert got.has_canonical_format and (dense > 1).any()
+    np.testing.assert_array_equal(got.toarray(), dense)
+
+
 def test_detect_verifies_in_chunks_with_the_same_result(monkeypatch):
     """Verifying the candidates in chunks (a memory bound) reports exactly what one pass reports."""
     from pathlib import Path

@@ -140,7 +140,7 @@ class PairFeatures:
             # the sequences' symbols as the alignments see them (ids wrapped as in _as_strings), counted
             n = len(self.fragments)
             self._seq_counts = tuple(  # type: ignore[assignment]
-                _counts(np.repeat(np.arange(n), lens), ids % _CHAR_SPAN, n, int(min(_CHAR_SPAN, ids.max(initial=0) + 1)))
+                _list_counts(ids, lens, int(min(_CHAR_SPAN, ids.max(initial=0) + 1)), wrap=_CHAR_SPAN)
                 for ids, lens in ((abs_ids, abs_len), (line_ids, line_len)))
         if not sparse or self._tfidf is not None:
             return
@@ -152,8 +152,8 @@ class PairFeatures:
         # this stage), rows are int32, each array is freed once used, and the trigram codes are
         # counted in chunks (_trigram_counts).
         plain_ids, plain_len, plain_vocab = token_ids(self._plain)
+        self._bags = _list_counts(plain_ids, plain_len, len(plain_vocab))
         rows = np.repeat(np.arange(n, dtype=np.int32), plain_len)
-        self._bags = _counts(rows, plain_ids, n, len(plain_vocab))
         ident = np.fromiter(map(_is_identifier, plain_vocab), dtype=bool, count=len(plain_vocab))
         keep = ident[plain_ids] if len(plain_ids) else np.zeros(0, dtype=bool)
         self._idents = _tfidf_rows(_counts(rows[keep], plain_ids[keep], n, len(plain_vocab)))
@@ -382,20 +382,32 @@ _FIRST_CHAR, _SURROGATES, _LAST_CHAR = 0x100, (0xD800, 0xE000), 0x10FFFF
 _CHAR_SPAN = _LAST_CHAR + 1 - _FIRST_CHAR - (_SURROGATES[1] - _SURROGATES[0])
 
 
-def _as_strings(ids: np.ndarray, lengths: np.ndarray) -> list[str]:
+def _as_strings(ids: np.ndarray, lengths: np.ndarray, chunk_tokens: int = 1 << 22) -> list[str]:
     """One string per list, one character per id (so rapidfuzz compares plain strings).
 
     Ids beyond the ~1.1 M usable code points wrap around (two distinct tokens then compare equal;
-    only a corpus with over a million distinct normalised lines gets there).
+    only a corpus with over a million distinct normalised lines gets there). Encoded about
+    ``chunk_tokens`` ids of whole lists at a time (memory bound, not a result parameter): the
+    code points, their UTF-32 bytes and the decoded text of every token at once were about 1 GB of
+    temporaries at a 13-MLOC tree's 35 M tokens.
     """
     import numpy as np
 
-    c = ids % _CHAR_SPAN + _FIRST_CHAR
-    c = np.where(c >= _SURROGATES[0], c + (_SURROGATES[1] - _SURROGATES[0]), c)
-    text = c.astype("<u4").tobytes().decode("utf-32-le")
-    ends = np.cumsum(lengths).tolist()
-    starts = [0, *ends[:-1]]
-    return [text[s:e] for s, e in zip(starts, ends)]
+    ends = np.cumsum(lengths)
+    out: list[str] = []
+    lo = 0  # first list of the chunk
+    while lo < len(lengths):
+        t0 = int(ends[lo - 1]) if lo else 0
+        hi = max(lo + 1, int(np.searchsorted(ends, t0 + chunk_tokens, side="right")))
+        t1 = int(ends[hi - 1])
+        c = ids[t0:t1] % _CHAR_SPAN + _FIRST_CHAR
+        c[c >= _SURROGATES[0]] += _SURROGATES[1] - _SURROGATES[0]
+        text = c.astype("<u4").tobytes().decode("utf-32-le")
+        del c
+        cuts = (ends[lo:hi] - t0).tolist()
+        out.extend(text[s:e] for s, e in zip([0, *cuts[:-1]], cuts))
+        lo = hi
+    return out
 
 
 def _counts(rows: np.ndarray, cols: np.ndarray, n: int, ncols: int) -> sp.csr_matrix:
@@ -404,6 +416,26 @@ def _counts(rows: np.ndarray, cols: np.ndarray, n: int, ncols: int) -> sp.csr_ma
     import scipy.sparse as sp
 
     m = sp.csr_matrix((np.ones(len(cols), dtype=np.float32), (rows, cols)), shape=(n, max(1, ncols)))
+    m.sum_duplicates()
+    return m
+
+
+def _list_counts(cols: np.ndarray, lengths: np.ndarray, ncols: int, wrap: int | None = None) -> sp.csr_matrix:
+    """:func:`_counts` of the occurrences of ``cols`` in N consecutive lists of ``lengths`` ids (row i: list i).
+
+    The same matrix, built from the lists' offsets instead of a row index per occurrence and a COO
+    conversion (per-token int64 temporaries: several hundred MB at a 13-MLOC tree's 35 M tokens).
+    ``wrap``: count ``cols % wrap`` instead (computed only when some id reaches it).
+    """
+    import numpy as np
+    import scipy.sparse as sp
+
+    n = len(lengths)
+    indices = cols % wrap if wrap is not None and len(cols) and int(cols.max()) >= wrap else cols
+    index_dtype = np.int32 if max(len(cols), ncols) < 2**31 else np.int64  # as scipy's COO conversion picks
+    indices = indices.astype(index_dtype, copy=False)
+    indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(index_dtype)
+    m = sp.csr_matrix((np.ones(len(indices), dtype=np.float32), indices, indptr), shape=(n, max(1, ncols)))
     m.sum_duplicates()
     return m
 

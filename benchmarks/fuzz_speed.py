@@ -18,8 +18,9 @@ Measured per configuration, from the campaign's state and from a wrapper around 
 * layer type / pair / parameter coverage at the end of the loop, findings queued or bundled;
 * whether the configurations generated the same models: the length of the common prefix of their
   ``models.jsonl`` (operator, parent, coverage gain and spec of every valid mutant) with the first
-  configuration's of the same variant, and each configuration's cost on the models all of them share. Generation does not depend on time, so code that changes only speed generates the
-  same sequence, and a faster configuration simply gets further along it.
+  configuration's of the same variant (or ``--ref``), and each configuration's cost on the models the
+  two share. Generation does not depend on time, so code that changes only speed generates the same
+  sequence, and a faster configuration simply gets further along it.
 
 Writes ``OUT/NAME.json`` and ``OUT/NAME.md`` (provenance header; ``--heading FILE`` adds hand-written
 text above the tables). Campaign directories go to ``--work`` and are not committed.
@@ -146,6 +147,9 @@ def main() -> None:
     ap.add_argument("--config", action="append", default=[], metavar="LABEL=TREE:VARIANT:JOBS",
                     help="A configuration to run (repeatable; the first of each variant is the reference of the "
                          "same-models check).")
+    ap.add_argument("--ref", action="append", default=[], metavar="LABEL=REFLABEL",
+                    help="Compare configuration LABEL with REFLABEL in the same-models checks (default: the first "
+                         "configuration of its variant), e.g. for a second before/after pair in the same --work.")
     ap.add_argument("--budget", default="6m")
     ap.add_argument("--backends", default="keras-tensorflow,keras-jax,keras-torch,onnxruntime")
     ap.add_argument("--seeds", default="all", help="Seed models, or 'all' (the ten of the paper).")
@@ -193,12 +197,13 @@ def main() -> None:
             subprocess.run(cmd, cwd=tree, env=env, stdout=log, stderr=subprocess.STDOUT, check=True)
     speed = {label: json.loads((work / label / "speed.json").read_text()) for label, *_ in configs}
     rows = [summarise(label, speed[label]) for label, *_ in configs]
-    first = {}  # variant -> label of its first configuration
+    first: dict[str, str] = {}  # variant -> label of its first configuration
+    refs = dict(x.partition("=")[::2] for x in a.ref)
     for r in rows:
         first.setdefault(r["variant"], r["label"])
+        ref = refs.get(r["label"], first[r["variant"]])
         r["same_models_as_first"] = dict(zip(("common_prefix", "models", "first_models"),
-                                             common_prefix(work / r["label"], work / first[r["variant"]])),
-                                         first=first[r["variant"]])
+                                             common_prefix(work / r["label"], work / ref)), first=ref)
     # the same models: each configuration's cost, and its variant's first configuration's, on the tested models
     # the two share (the common prefix of their model logs; every logged model of a campaign is tested unless
     # its save failed, which is counted in invalid_reasons)
@@ -217,7 +222,7 @@ def main() -> None:
     (out / f"{a.name}.json").write_text(json.dumps(data, indent=1, default=str) + "\n")
     systems = sorted({s for r in rows for s in r["wall_per_tested"]})
     lines = ["| configuration | commit | jobs | loop s | tested | tested / min | s / tested | layer type | layer pair | "
-             "layer param | findings (queued) | same models as the variant's first (prefix / models) | load at start, end |",
+             "layer param | findings (queued) | same models as its reference (prefix / models) | load at start, end |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         c, same = r["coverage"], r["same_models_as_first"]
@@ -238,10 +243,10 @@ def main() -> None:
             cells.append("—" if w is None else f"{w:.2f} / {cp:.2f}" if cp is not None else f"{w:.2f} / ?")
         lines.append(f"| {r['label']} | " + " | ".join(cells) + " |")
     lines += ["", "On the same models: `execute` per tested model on the tested models a configuration shares with its "
-              "variant's first configuration (the common prefix of their `models.jsonl`), CPU seconds of each worker "
-              "(all threads), this configuration / the first; then all systems' wall and CPU seconds:", "",
+              "reference (`--ref`, default its variant's first configuration) (the common prefix of their `models.jsonl`), CPU seconds of each worker "
+              "(all threads), this configuration / the reference; then all systems' wall and CPU seconds:", "",
               "| configuration | models shared with | " + " | ".join(f"{s} CPU" for s in systems)
-              + " | all systems wall, this / first | all systems CPU, this / first |",
+              + " | all systems wall, this / reference | all systems CPU, this / reference |",
               "|---|---|" + "---|" * (len(systems) + 2)]
 
     def total(d: dict) -> float:

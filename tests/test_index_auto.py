@@ -122,9 +122,13 @@ def test_clone_index_store_resolves_auto(tmp_path, examples_dir, monkeypatch):
     assert CloneIndex.load(tmp_path / "big").manifest["index"]["params"]["M"] == candidates.AUTO_HNSW_PARAMS["M"]
 
 
-def test_reduced_index_filled_in_chunks_gives_the_same_candidates(email_frags, monkeypatch):
-    """The reduced HNSW index is filled a chunk of projected rows at a time: chunks of 7 rows give the
-    candidates of one chunk (same graph: one insertion thread, same order)."""
+@pytest.mark.parametrize(("knob", "value", "cap"), [
+    ("_REDUCE_CHUNK", 7, 100),  # the reduced index filled 7 projected rows at a time (same graph: one thread, same order)
+    ("_GROUP_CHUNK", 50, 3),  # neighbours ranked per query ~50 entries at a time (dozens of ranges), a binding cap
+])
+def test_reduced_index_in_chunks_gives_the_same_candidates(email_frags, monkeypatch, knob, value, cap):
+    """The reduced HNSW search's memory bounds are not result parameters: small chunks give the
+    candidates, cap counts and measured recall of one chunk."""
     frags = email_frags
     from twinspect.code.encoders import make_encoder
 
@@ -133,27 +137,9 @@ def test_reduced_index_filled_in_chunks_gives_the_same_candidates(email_frags, m
     reps = list(range(len(frags)))
     monkeypatch.setattr(candidates, "AUTO_HNSW_MIN", 50)
     monkeypatch.setattr(candidates, "AUTO_HNSW_DIM", 32)
-    whole = range_pairs(vecs, reps, frags, threshold=0.4, cap=100, index="auto")
-    assert whole.index == "hnsw" and len(whole.pairs) > 50
-    monkeypatch.setattr(candidates, "_REDUCE_CHUNK", 7)
-    chunked = range_pairs(vecs, reps, frags, threshold=0.4, cap=100, index="auto")
+    whole = range_pairs(vecs, reps, frags, threshold=0.4, cap=cap, index="auto")
+    assert whole.index == "hnsw" and len(whole.pairs) > 50 and (whole.capped > 0) == (cap < 10)
+    monkeypatch.setattr(candidates, knob, value)
+    chunked = range_pairs(vecs, reps, frags, threshold=0.4, cap=cap, index="auto")
     assert chunked.pairs == whole.pairs and chunked.capped == whole.capped
     assert chunked.index_recall == whole.index_recall
-
-
-def test_reduced_index_ranks_queries_a_range_at_a_time(email_frags, monkeypatch):
-    """The reduced search's neighbours are ranked per query a range of queries at a time: ranges of
-    about 50 entries (dozens of ranges here) keep the same neighbours under a cap that binds."""
-    frags = email_frags
-    from twinspect.code.encoders import make_encoder
-
-    enc = make_encoder("lexical", **DetectConfig().encoder_params)
-    vecs = enc.fit(frags).encode_sparse(frags)
-    reps = list(range(len(frags)))
-    monkeypatch.setattr(candidates, "AUTO_HNSW_MIN", 50)
-    monkeypatch.setattr(candidates, "AUTO_HNSW_DIM", 32)
-    whole = range_pairs(vecs, reps, frags, threshold=0.4, cap=3, index="auto")
-    assert whole.index == "hnsw" and whole.capped > 0 and len(whole.pairs) > 50
-    monkeypatch.setattr(candidates, "_GROUP_CHUNK", 50)
-    ranged = range_pairs(vecs, reps, frags, threshold=0.4, cap=3, index="auto")
-    assert ranged.pairs == whole.pairs and ranged.capped == whole.capped

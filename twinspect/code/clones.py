@@ -1092,7 +1092,7 @@ def _verified_pairs(
         fresh.append(ClonePair(ids[a], ids[b], 0.0, kind, ct.t3_similarity, ct.band, score))
     del src, rows
     _set_similarities(vecs, fresh)
-    # the exact pairs and the near-miss pairs, each in key order, merged by key
+    # the exact pairs (bucket order) and the near-miss pairs (key order), merged by key
     merged = np.argsort(np.concatenate([exact_keys, near_keys_kept]), kind="stable")
     del near_keys_kept
     pairs = [exact[k] if k < len(exact) else fresh[k - len(exact)] for k in merged.tolist()]

@@ -36,7 +36,7 @@ from __future__ import annotations
 import functools
 import itertools
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -173,11 +173,32 @@ def _id_blocks(a: np.ndarray, b: np.ndarray, n: int, chunk: int) -> list[tuple[i
     return [(int(lo), int(hi)) for lo, hi in zip(bounds[:-1], bounds[1:])]
 
 
-def _both_ends(a: np.ndarray, b: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
-    """Indices of the pairs whose ``a`` end is in ``[lo, hi)`` and of those whose ``b`` end is."""
+def _ends_by_range(
+    a: np.ndarray, b: np.ndarray, score: np.ndarray, n: int,
+) -> Iterator[tuple[int, int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+    """The undirected pairs ``(a[i], b[i])`` with ``score[i]``, seen from both ends, a range of ids at a time.
+
+    For each range ``[lo, hi)`` of :func:`_id_blocks` (about :data:`_GROUP_CHUNK` entries), the entries
+    whose end lies in it, sorted by (end, descending score, partner): each end's group is whole and in
+    the order both the neighbour cap and the overlap cap rank it. One sort of every pair from both ends
+    at once held several arrays of twice the pairs (about 1 GB at 33 M pairs).
+
+    Yields:
+        ``(lo, hi, end, partner, score, pair)``: the range and, per entry, its end, the other end, the
+        score and the index ``i`` of its pair.
+    """
     import numpy as np
 
-    return np.flatnonzero((a >= lo) & (a < hi)), np.flatnonzero((b >= lo) & (b < hi))
+    for lo, hi in _id_blocks(a, b, n, _GROUP_CHUNK):
+        from_a = np.flatnonzero((a >= lo) & (a < hi))
+        from_b = np.flatnonzero((b >= lo) & (b < hi))
+        end = np.concatenate([a[from_a], b[from_b]])
+        partner = np.concatenate([b[from_a], a[from_b]])
+        sc = np.concatenate([score[from_a], score[from_b]])
+        pair = np.concatenate([from_a, from_b])
+        del from_a, from_b
+        order = np.lexsort((partner, -sc, end))
+        yield lo, hi, end[order], partner[order], sc[order], pair[order]
 
 
 def _best_per_pair(a: np.ndarray, b: np.ndarray, score: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -527,28 +548,17 @@ def range_pairs(
     ok = cos >= threshold
     pa, pb, cos = pa[ok], pb[ok], cos[ok]
     del ok
-    # Each query's neighbours are its pairs from both ends, by descending cosine, ties by position.
-    # Ranked a range of queries at a time (both ends of their pairs gathered, sorted, cut at the cap):
-    # one sort of every pair from both ends held several arrays of twice the pairs (~1 GB at 33 M
-    # pairs) where this holds a range's. A query's group is whole in its range: the same neighbours.
+    # Each query's neighbours are its pairs from both ends, by descending cosine, ties by position,
+    # cut at the cap a range of queries at a time (_ends_by_range: a query's group is whole in its range).
     spans_pos = spans.take(rep_ids)
     kept: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
     capped = 0
-    for lo, hi in _id_blocks(pa, pb, n, _GROUP_CHUNK):
-        from_a, from_b = _both_ends(pa, pb, lo, hi)
-        q = np.concatenate([pa[from_a], pb[from_b]])
-        v = np.concatenate([pb[from_a], pa[from_b]])
-        c = np.concatenate([cos[from_a], cos[from_b]])
-        del from_a, from_b
-        order = np.lexsort((v, -c, q))  # per query, by descending cosine, ties by position
-        q, v, c = q[order], v[order], c[order]
-        del order
+    for lo, hi, q, v, c, _ in _ends_by_range(pa, pb, cos, n):
         # positions throughout (spans taken by position), fragment ids for the kept entries only
         ka, kb, kc, cut = _keep_neighbours(q, v, c, np.searchsorted(q, np.arange(lo, hi + 1)), spans_pos,
                                            threshold, cap)
         kept.append((ka, kb, kc))
         capped += cut
-        del q, v, c
     del pa, pb, cos
     a, b, c = (np.concatenate(x) for x in zip(*kept))  # one range at least (n ≥ 2)
     del kept
@@ -779,21 +789,11 @@ def overlap_pairs(
     fs = np.concatenate(found_s)
     del found_a, found_b, found_s
     # the cap: a pair stays when it is among the `cap` most overlapping partners of either side (ties by
-    # partner id), ranked a range of representatives at a time as in range_pairs (a sort of every pair
-    # from both ends at once held about 0.7 GB of temporaries on a 13-MLOC tree's 8 M pairs)
+    # partner id), ranked a range of representatives at a time (_ends_by_range, as in range_pairs)
     kept = np.zeros(len(fa), dtype=bool)
-    for lo, hi in _id_blocks(fa, fb, n, _GROUP_CHUNK):
-        from_a, from_b = _both_ends(fa, fb, lo, hi)
-        ends = np.concatenate([fa[from_a], fb[from_b]])
-        order = np.lexsort((np.concatenate([fb[from_a], fa[from_b]]), -np.concatenate([fs[from_a], fs[from_b]]), ends))
-        sorted_ends = ends[order]
-        del ends
-        rank = np.empty(len(order), dtype=index_dtype(len(order)))
-        rank[order] = np.arange(len(order)) - np.searchsorted(sorted_ends, sorted_ends, side="left")
-        del order, sorted_ends
-        kept[from_a[rank[:len(from_a)] < cap]] = True
-        kept[from_b[rank[len(from_a):] < cap]] = True
-        del rank, from_a, from_b
+    for _, _, ends, _, _, pair in _ends_by_range(fa, fb, fs, n):
+        rank = np.arange(len(ends)) - np.searchsorted(ends, ends, side="left")  # within each end's group
+        kept[pair[rank < cap]] = True
     counts = np.bincount(fa, minlength=n) + np.bincount(fb, minlength=n)
     capped = int((counts > cap).sum())
     a, b, score = _best_per_pair(rep_arr[fa[kept]], rep_arr[fb[kept]], fs[kept])

@@ -43,8 +43,7 @@ def release() -> bool:
         a C library without ``malloc_trim``).
     """
     gc.collect()
-    fn = _malloc_trim()
-    return bool(fn(0)) if fn is not None else False
+    return trim()
 
 
 def trim() -> bool:

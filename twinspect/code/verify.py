@@ -430,11 +430,13 @@ def _list_counts(cols: np.ndarray, lengths: np.ndarray, ncols: int, wrap: int | 
     import numpy as np
     import scipy.sparse as sp
 
+    from twinspect._arrays import index_dtype
+
     n = len(lengths)
     indices = cols % wrap if wrap is not None and len(cols) and int(cols.max()) >= wrap else cols
-    index_dtype = np.int32 if max(len(cols), ncols) < 2**31 else np.int64  # as scipy's COO conversion picks
-    indices = indices.astype(index_dtype, copy=False)
-    indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(index_dtype)
+    dtype = index_dtype(max(len(cols), ncols))  # int32 where it holds them, as scipy's COO conversion picks
+    indices = indices.astype(dtype, copy=False)
+    indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(dtype)
     m = sp.csr_matrix((np.ones(len(indices), dtype=np.float32), indices, indptr), shape=(n, max(1, ncols)))
     m.sum_duplicates()
     return m

@@ -24,7 +24,9 @@ def test_pool_workers_exit_when_the_driver_is_killed(tmp_path):
         from twinspect.code.executors import LocalPool
 
         def slow(shared, shard):
-            print(f"worker {os.getpid()}", flush=True)
+            # one write(2) of under PIPE_BUF bytes is atomic on a pipe; print() writes the text and
+            # the newline separately, and two workers' lines interleaved ("worker 19019worker ...")
+            os.write(1, f"worker {os.getpid()}\\n".encode())
             time.sleep(120)
             return shard
 

@@ -21,7 +21,10 @@ torch model it was exported from, the ``.pt`` of the same name, is the surrogate
 ``guided-second`` (with the second search, the default from 2026-11-27 until the heldout5 rule) and
 ``guided-flat`` (that with the minimisation's flat-region pass, ``minimize_flat``, the default since the
 heldout5 rule of ``deviate_ssim_notes.md``). The configurations from before that rule set
-``minimize_flat=False``, so that they stay what their results files report.
+``minimize_flat=False``, so that they stay what their results files report. ``guided-skip``
+(``guided-flat`` with ``skip_orig_wrong``: seeds the original gets wrong are set aside, status
+``orig_wrong_at_seed``, not searched; the candidate of ``deviate_cifar_notes.md``); the margin and
+guided configurations before it set ``skip_orig_wrong=False``.
 
 Run from the repository root after ``benchmarks/deviate_suite.py build``::
 
@@ -73,9 +76,15 @@ CONFIGS: dict[str, tuple[str, dict]] = {
     # the same with the minimisation's flat-region pass (step 6): the default since the heldout5 rule
     # (deviate_ssim_notes.md)
     "guided-flat": ("guided", {"second": "margin", "minimize_flat": True}),
+    # the same with seeds the original gets wrong set aside (the candidate of deviate_cifar_notes.md)
+    "guided-skip": ("guided", {"second": "margin", "minimize_flat": True, "skip_orig_wrong": True}),
 }
+# every margin / guided configuration before the heldout6 rule searches the seeds the original gets wrong
+for _name, (_alg, _params) in CONFIGS.items():
+    if _alg in ("margin", "guided"):
+        _params.setdefault("skip_orig_wrong", False)
 #: the suite's splits, in the tables' order
-SPLITS = ("tune", "heldout", "heldout2", "heldout3", "heldout4", "heldout5")
+SPLITS = ("tune", "heldout", "heldout2", "heldout3", "heldout4", "heldout5", "heldout6")
 #: configuration name → its place in the tables (overrides ``name+key=value`` sort after their base)
 CONFIG_ORDER = {c: i for i, c in enumerate(CONFIGS)}
 #: the fields of a results.jsonl record the tables need
@@ -240,7 +249,10 @@ def write_report(rows: list[dict], meta: dict, out_dir: Path, name: str = "devia
              "`heldout4` rows are pairs of new originals built after the rule in `deviate_second_notes.md` was committed, fixed "
              "before any search ran on them; `heldout5` rows are pairs of new originals whose entries were committed before they "
              "were built and before any search ran on them, and searched only after the rule in `deviate_ssim_notes.md` was "
-             "committed.",
+             "committed; `heldout6` rows are pairs of new originals built (and entered here) only after the rule in "
+             "`deviate_cifar_notes.md` was committed, searched only after that.",
+             "- `orig_wrong_at_seed` (in `by status`): seeds set aside without a search because the original is wrong on "
+             "them (`guided-skip`); like `disagree_at_seed` they are not in `seeds searched` and not in the success rate.",
              "", head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
         s = r["summary"]

@@ -38,6 +38,7 @@ def deviate(
     surrogate: Annotated[Optional[Path], typer.Option("--surrogate", help="-a guided or auto: a float torch or Keras model of the original's function whose input gradient guides the first steps (e.g. the .pt an ONNX original was exported from); default: the original itself.")] = None,
     second: Annotated[Optional[str], typer.Option("--second", help="-a guided or auto: margin (also run the margin search from the seed where the guided trigger is missing, not a compressed-model error or above 48 levels L∞, and keep the better one; the default) or none (the guided search alone).")] = None,
     minimize_flat: Annotated[Optional[bool], typer.Option("--minimize-flat/--no-minimize-flat", help="-a margin, guided or auto: end each trigger's minimisation with the flat-region pass (drop the change where the seed is flat, e.g. an MNIST background, and scale the rest back to the boundary, L∞ up to 1.25× but never past 48 levels; about 30-40 more minimisation queries a trigger). Default: on (--no-minimize-flat turns it off).")] = None,
+    skip_orig_wrong: Annotated[Optional[bool], typer.Option("--skip-orig-wrong/--search-orig-wrong", help="With labelled seeds: set aside the seeds on which the original model is wrong (the two models agreeing there), without a search, and count them apart from the searched seeds, like seeds where the models already disagree; no trigger near such a seed is a compressed-model error unless the search first moves the original onto the true label. --search-orig-wrong searches them like any other seed. Default: off (see benchmarks/results/deviate_cifar_notes.md); unlabelled seeds are always searched.")] = None,
     max_queries: Annotated[Optional[int], typer.Option("--max-queries", help="Budget per seed: generated inputs, each sent once to both models (default: none).")] = None,
     timeout: Annotated[float, typer.Option("--timeout", help="Budget per seed in seconds (0 = none).")] = 180.0,
     pop_size: Annotated[int, typer.Option("--pop-size", help="DiffChaser: population size.")] = 1000,
@@ -136,6 +137,8 @@ def deviate(
         if algorithm not in ("margin", "guided", "auto"):
             raise InputError(f"--minimize-flat applies to --algorithm margin, guided or auto, not to {algorithm}")
         params["minimize_flat"] = minimize_flat
+    if skip_orig_wrong is not None:
+        params["skip_orig_wrong"] = skip_orig_wrong
 
     # -- inputs (all validated before anything is written; cheap checks first) ----------------
     from twinspect._io import require_readable
@@ -184,6 +187,10 @@ def deviate(
 
         title = f"{algorithm}: {orig_clf.name} vs {comp_clf.name} ({summary['out_dir']})"
         print_table(summary_rows(summary), headers=["metric", "value"], title=title)
+        aside = summary.get("set_aside_orig_wrong", 0)
+        if aside:
+            typer.echo(f"{aside} of {summary['seeds']} seeds were set aside, not searched: the original model is wrong on "
+                       "them, so no trigger near them is a compressed-model error (--search-orig-wrong searches them too).")
 
 
 def check_run_dir(path: Path, resume: bool = False) -> None:

@@ -79,8 +79,9 @@ class DFlare(PairSearch):
         timeout: seconds per seed (180 in the paper's evaluation; None: no limit).
         seed: random seed (int, sequence of ints, SeedSequence or Generator); :meth:`search` may
             override it per seed input.
-        max_linf, min_ssim, minimize, require: change budget, trigger minimisation and trigger
-            requirement, see :class:`~twinspect.dl.deviate.pair_search.PairSearch`.
+        max_linf, min_ssim, minimize, require, skip_orig_wrong: change budget, trigger minimisation,
+            trigger requirement and setting aside seeds the original gets wrong (off by default, as in
+            the paper), see :class:`~twinspect.dl.deviate.pair_search.PairSearch`.
 
     Raises:
         IncompatibleModelsError: the models do not take the same inputs / classes.
@@ -114,9 +115,11 @@ class DFlare(PairSearch):
         min_ssim: float | None = None,
         minimize: bool = True,
         require: str | None = None,
+        skip_orig_wrong: bool = False,
     ):
         super().__init__(orig, comp, max_queries=max_queries, timeout=timeout, seed=seed, max_linf=max_linf,
-                         min_ssim=min_ssim, minimize=minimize, require=require)
+                         min_ssim=min_ssim, minimize=minimize, require=require,
+                         skip_orig_wrong=skip_orig_wrong)
         if preset not in PRESETS:
             raise InputError(f"unknown DFlare preset {preset!r}; choose one of {', '.join(PRESETS)}")
         base = PRESETS[preset]

@@ -62,8 +62,9 @@ class DiffChaser(PairSearch):
             is truncated so that the budget is never exceeded.
         timeout: seconds per seed (checked between generations; None: no limit).
         seed: random seed.
-        max_linf, min_ssim, minimize, require: change budget, trigger minimisation and trigger
-            requirement, see :class:`~twinspect.dl.deviate.pair_search.PairSearch`.
+        max_linf, min_ssim, minimize, require, skip_orig_wrong: change budget, trigger minimisation,
+            trigger requirement and setting aside seeds the original gets wrong (off by default, as in
+            the paper), see :class:`~twinspect.dl.deviate.pair_search.PairSearch`.
 
     Raises:
         IncompatibleModelsError: the models do not take the same inputs / classes.
@@ -93,9 +94,11 @@ class DiffChaser(PairSearch):
         min_ssim: float | None = None,
         minimize: bool = True,
         require: str | None = None,
+        skip_orig_wrong: bool = False,
     ):
         super().__init__(orig, comp, max_queries=max_queries, timeout=timeout, seed=seed, max_linf=max_linf,
-                         min_ssim=min_ssim, minimize=minimize, require=require)
+                         min_ssim=min_ssim, minimize=minimize, require=require,
+                         skip_orig_wrong=skip_orig_wrong)
         if pop_size < 2:
             raise InputError(f"pop_size must be >= 2, got {pop_size}")
         for name, v in (("crossover_rate", crossover_rate), ("mutation_rate", mutation_rate)):

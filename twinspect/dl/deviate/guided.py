@@ -360,7 +360,7 @@ class GuidedSearch(MarginSearch):
     # -- step 5 ---------------------------------------------------------------------------------------
     def _wants_second(self, res: SearchResult) -> bool:
         """Does ``res`` (steps 1–4, minimised) call for the second search?"""
-        if self.second is None or res.status in ("disagree_at_seed", "nan"):
+        if self.second is None or res.status in ("disagree_at_seed", "orig_wrong_at_seed", "nan"):
             return False
         if not res.success:
             return True

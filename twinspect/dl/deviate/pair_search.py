@@ -57,6 +57,12 @@ class PairSearch:
             ``extra["minimize_queries"]``).
         require: ``None`` or ``"compressed-error"`` (a trigger counts only when the original model
             still gives the seed's true label; :meth:`search` then needs ``label``).
+        skip_orig_wrong: set aside a seed whose true label is given and on which the original model
+            is wrong (the two models agreeing on the seed): it ends at once with status
+            ``orig_wrong_at_seed``, no query and no trigger, and is counted apart from the searched
+            seeds (as ``disagree_at_seed`` is), because no trigger near it is a compressed-model error
+            unless the search first moves the original onto the true label. False (the default of
+            this base class): such seeds are searched like any other. Without a label it does nothing.
 
     Raises:
         IncompatibleModelsError: the models' input shapes or class counts differ.
@@ -78,6 +84,7 @@ class PairSearch:
         min_ssim: float | None = None,
         minimize: bool = True,
         require: str | None = None,
+        skip_orig_wrong: bool = False,
     ):
         check_compatible(orig, comp)
         if max_queries is None and timeout is None:
@@ -96,6 +103,7 @@ class PairSearch:
             raise InputError(f"unknown requirement {require!r}; choose 'compressed-error' or none")
         self.minimize = bool(minimize)
         self.require = require
+        self.skip_orig_wrong = bool(skip_orig_wrong)
         #: minimisation looks for a compressed-model error along the way (needs the seed's label)
         self.prefer_compressed_error = bool(minimize) and require is None
         self._label: int | None = None
@@ -174,7 +182,8 @@ class PairSearch:
         """The search parameters recorded in ``run.json``: budgets, change budget, minimisation and
         requirement (subclasses add their own and include these through ``super().params()``)."""
         return {"max_queries": self.max_queries, "timeout": self.timeout, **self.budget.to_dict(),
-                "minimize": self.minimize, "require": self.require}
+                "minimize": self.minimize, "require": self.require,
+                **({"skip_orig_wrong": True} if self.skip_orig_wrong else {})}
 
     def search(self, x_seed: np.ndarray, *, seed: SeedLike = None, label: int | None = None) -> SearchResult:
         """Search for a triggering input from ``x_seed``, minimise it, and measure it.
@@ -189,7 +198,8 @@ class PairSearch:
         Returns:
             :class:`~twinspect.dl.deviate.results.SearchResult`; ``status`` is ``"found"``,
             ``"nan"`` (a model answered NaN), ``"disagree_at_seed"`` (no search needed),
-            ``"max_queries"``, ``"timeout"`` or ``"budget"`` (the change budget rejected
+            ``"orig_wrong_at_seed"`` (with ``skip_orig_wrong``: the original is wrong on the seed,
+            which is set aside without a search), ``"max_queries"``, ``"timeout"`` or ``"budget"`` (the change budget rejected
             :data:`REJECT_LIMIT` candidates in a row). ``queries`` are the search's; with a trigger,
             ``extra`` holds ``minimize_queries``, ``distances`` (L0, L2, L∞, SSIM to the seed, after
             minimisation) and ``distances_before`` (before it).
@@ -202,6 +212,9 @@ class PairSearch:
         if self.require == "compressed-error" and label is None:
             raise InputError("require='compressed-error' needs the seed's true label (the data has no labels)")
         self._label = None if label is None else int(label)
+        aside = self._orig_wrong_at_seed(x_seed)
+        if aside is not None:
+            return aside
         res = self._search(x_seed, seed=seed)
         if (res.status == "found" and res.trigger is not None and res.seed is not None
                 and res.orig_probs is not None and res.comp_probs is not None):
@@ -227,6 +240,23 @@ class PairSearch:
         if res.success and self._label is not None:
             res.extra["compressed_error"] = bool(res.orig_label == self._label)
         return res
+
+    def _orig_wrong_at_seed(self, x_seed: np.ndarray) -> SearchResult | None:
+        """With ``skip_orig_wrong`` and a known label: the ``orig_wrong_at_seed`` result of a seed on which
+        the two models agree and the original is wrong, else None (the seed is searched). The seed's
+        evaluation is not a query (as in :meth:`_seed_outcome`, which the search repeats)."""
+        if not self.skip_orig_wrong or self._label is None:
+            return None
+        t0 = time.perf_counter()
+        x0 = self._prepare_seed(x_seed)
+        pf, pg = self._query(x0[None])
+        pf0, pg0 = pf[0], pg[0]
+        if np.isnan(pf0).any() or np.isnan(pg0).any():
+            return None  # the search reports it as "nan"
+        lf = int(np.argmax(pf0))
+        if lf != int(np.argmax(pg0)) or lf == self._label:
+            return None  # disagree_at_seed (counted apart by the search) or the original right: searched
+        return self._result("orig_wrong_at_seed", 0, t0, x0, None, pf0, pg0)
 
     def _search(self, x_seed: np.ndarray, *, seed: SeedLike = None) -> SearchResult:  # pragma: no cover
         """The algorithm proper (subclasses): one seed, no minimisation."""

@@ -14,12 +14,14 @@ Layout of a run directory (read by ``twinspect repair``; keep it exact)::
 A line of ``results.jsonl``::
 
     {"seed_index": int, "true_label": int, "status": "found"|"timeout"|"max_queries"|"nan"|
-     "disagree_at_seed", "success": bool, "queries": int, "time_s": float, "orig_label": int,
+     "disagree_at_seed"|"orig_wrong_at_seed", "success": bool, "queries": int, "time_s": float, "orig_label": int,
      "comp_label": int, "trigger": "triggers/<i>.npz" | null}
 
 ``seed_index`` indexes the dataset; ``queries`` counts generated inputs each sent once to both
 models (the seed's own evaluation is not counted, as in DFlare's code). A seed on which the two
 models already disagree gets status ``disagree_at_seed`` and its trigger file holds the seed itself.
+A seed set aside because the original is wrong on it (``skip_orig_wrong``; the labels known) gets
+status ``orig_wrong_at_seed`` and no trigger file.
 ``orig_label``/``comp_label`` are −1 for a model that answered NaN.
 
 Everything is written atomically (whole lines + flush for the JSONL, temporary file + rename for
@@ -41,7 +43,9 @@ from twinspect._io import atomic_path, read_json, write_json
 from twinspect.errors import InputError
 
 #: Statuses of a finished seed.
-STATUSES = ("found", "nan", "timeout", "max_queries", "budget", "disagree_at_seed")
+STATUSES = ("found", "nan", "timeout", "max_queries", "budget", "disagree_at_seed", "orig_wrong_at_seed")
+#: Statuses of seeds that were not searched: counted apart, not in the success rate's denominator.
+UNSEARCHED_STATUSES = ("disagree_at_seed", "orig_wrong_at_seed")
 #: Statuses that count as a success (a deviated behaviour was found by the search).
 SUCCESS_STATUSES = ("found", "nan")
 
@@ -111,14 +115,15 @@ def summarize(records: Iterable[dict]) -> dict:
     """Per-run metrics, as DFlare reports them.
 
     Seeds with status ``disagree_at_seed`` need no search and are counted apart ("no search
-    needed"); the success rate is over the searched seeds, and average/median queries and time are
+    needed"); seeds with status ``orig_wrong_at_seed`` (the original wrong on the seed, set aside
+    with ``skip_orig_wrong``) are counted apart too ("set aside"); the success rate is over the searched seeds, and average/median queries and time are
     over the successful seeds (DFlare's ``summary_attack_results``).
 
     Args:
         records: ``results.jsonl`` lines (dicts with at least status, success, queries, time_s).
 
     Returns:
-        dict with ``seeds``, ``searched``, ``no_search_needed``, ``successes``, ``success_rate``
+        dict with ``seeds``, ``searched``, ``no_search_needed``, ``set_aside_orig_wrong``, ``successes``, ``success_rate``
         (fraction in [0, 1], None when nothing was searched), ``avg_queries``, ``median_queries``,
         ``avg_time_s``, ``median_time_s`` (None without successes), ``min_queries``,
         ``max_queries``, ``total_queries`` and ``by_status`` (count per status); also
@@ -136,7 +141,7 @@ def summarize(records: Iterable[dict]) -> dict:
     by_status = {s: 0 for s in STATUSES}
     for r in records:
         by_status[r["status"]] = by_status.get(r["status"], 0) + 1
-    searched = [r for r in records if r["status"] != "disagree_at_seed"]
+    searched = [r for r in records if r["status"] not in UNSEARCHED_STATUSES]
     ok = [r for r in searched if r["success"]]
     q = np.array([r["queries"] for r in ok], dtype=np.float64)
     t = np.array([r["time_s"] for r in ok], dtype=np.float64)
@@ -155,6 +160,7 @@ def summarize(records: Iterable[dict]) -> dict:
         "seeds": len(records),
         "searched": len(searched),
         "no_search_needed": by_status.get("disagree_at_seed", 0),
+        "set_aside_orig_wrong": by_status.get("orig_wrong_at_seed", 0),
         "successes": len(ok),
         "success_rate": (len(ok) / len(searched)) if searched else None,
         "avg_queries": stat(np.mean, q),
@@ -186,6 +192,8 @@ def summary_rows(summary: dict) -> list[tuple[str, Any]]:
     rows: list[tuple[str, Any]] = [
         ("seeds", summary["seeds"]),
         ("no search needed (disagree at seed)", summary["no_search_needed"]),
+        ("set aside: original wrong at seed (not searched; no compressed-model error possible)",
+         summary.get("set_aside_orig_wrong", 0)),
         ("searched", summary["searched"]),
         ("successes", summary["successes"]),
         ("success rate", "-" if rate is None else f"{100 * rate:.2f} %"),

@@ -425,3 +425,28 @@ def test_lexical_chunked_fit_and_encode_match_one_pass(frags, monkeypatch, ident
     np.testing.assert_array_equal(got.indptr, want.indptr)
     np.testing.assert_array_equal(got.indices, want.indices)
     np.testing.assert_array_equal(got.data, want.data)
+
+
+@pytest.mark.parametrize("identifier_weight", [0.0, 0.3])
+def test_lexical_chunks_are_bounded_by_tokens_with_the_same_vectors(frags, monkeypatch, identifier_weight):
+    """Chunks stop at _CHUNK_TOKENS tokens (a longer fragment is a chunk of its own); vectors unchanged."""
+    import twinspect.code.encoders.lexical as lexical
+    from twinspect.code.normalize import token_views
+
+    want = LexicalEncoder(dim=1 << 12, identifier_weight=identifier_weight).encode_sparse(frags)
+    sizes = [len(token_views(f)[1]) for f in frags]
+    pair_fits = min(a + b for a, b in zip(sizes, sizes[1:]))  # two neighbours fit in a chunk, not all
+    for bound in (pair_fits, min(sizes) + 1):  # the second: every fragment but one is over the bound
+        monkeypatch.setattr(lexical, "_CHUNK_TOKENS", bound)
+        enc = LexicalEncoder(dim=1 << 12, identifier_weight=identifier_weight)
+        chunks = enc._chunks(frags)
+        assert [lo for lo, _ in chunks] == [0] + [hi for _, hi in chunks[:-1]] and chunks[-1][1] == len(frags)
+        assert len(chunks) > 1 and (bound != pair_fits or len(chunks) < len(frags))
+        for lo, hi in chunks:
+            assert hi - lo == 1 or sum(sizes[lo:hi]) <= bound
+            assert hi == len(frags) or sum(sizes[lo:hi + 1]) > bound  # each chunk as long as the bound allows
+        got = enc.encode_sparse(frags)
+        assert enc._cache is None
+        np.testing.assert_array_equal(got.indptr, want.indptr)
+        np.testing.assert_array_equal(got.indices, want.indices)
+        np.testing.assert_array_equal(got.data, want.data)

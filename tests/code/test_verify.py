@@ -143,6 +143,11 @@ def test_sequence_strings_and_counts_match_a_plain_encoding_whatever_the_chunk()
             dense[k, sym] = cnt
     assert got.has_canonical_format and (dense > 1).any()
     np.testing.assert_array_equal(got.toarray(), dense)
+    # ids already of the index dtype (int32, as PairFeatures passes them) are counted, not sorted in place
+    small = (ids % _CHAR_SPAN).astype(np.int32)
+    before = small.copy()
+    np.testing.assert_array_equal(_list_counts(small, lengths, ncols).toarray(), dense)
+    np.testing.assert_array_equal(small, before)
 
 
 def test_detect_verifies_in_chunks_with_the_same_result(monkeypatch):

@@ -403,7 +403,7 @@ def range_pairs(
     """
     import numpy as np
 
-    from twinspect._arrays import index_dtype, unique_sorted
+    from twinspect._arrays import concatenate_consumed, index_dtype, unique_sorted
     from twinspect.code.index import ExactIndex, make_index
     from twinspect.code.vectors import as_vectors, reduce_dim_chunks
 
@@ -531,10 +531,10 @@ def range_pairs(
             # each chunk's pairs as sorted distinct keys min·n + max (a pair often turns up from both ends)
             found_keys.append(unique_sorted(np.minimum(a[keep], b[keep]) * n + np.maximum(a[keep], b[keep])))
             bar.advance(hi - lo)
-    # one array of every chunk's keys, the chunks freed before it is sorted in place: twice the keys
-    # at most, where concatenating and sorting a copy held four times (~1.2 GB at 33 M keys)
-    keys = np.concatenate(found_keys) if found_keys else np.zeros(0, np.int64)
-    del found_keys
+    # one array of every chunk's keys, each chunk dropped once copied in and the array then sorted in
+    # place: about one copy of the keys, where concatenating and sorting a copy held four (~1.2 GB
+    # at 33 M keys)
+    keys = concatenate_consumed(found_keys, np.int64)
     pair_key = unique_sorted(keys, overwrite=True)
     del keys
     pa, pb = (pair_key // n).astype(index_dtype(n)), (pair_key % n).astype(index_dtype(n))

@@ -38,7 +38,7 @@ import hashlib
 import re
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rapidfuzz.distance import LCSseq
 
@@ -458,17 +458,19 @@ def _joined_lines(per_line: Sequence[Sequence[str]], language: str) -> list[str]
     return out
 
 
-def token_ids(lists: Sequence[Sequence[str]]) -> tuple[np.ndarray, np.ndarray, list[str]]:
+def token_ids(lists: Sequence[Sequence[str]], dtype: Any = "int64") -> tuple[np.ndarray, np.ndarray, list[str]]:
     """Integer ids of the tokens of many token lists (equal tokens, equal ids).
 
     Ids follow the sorted order of the distinct tokens, so they do not depend on list order.
 
     Args:
         lists: N token lists.
+        dtype: integer dtype of the ids (``"int32"`` halves the one entry per token of a large
+            corpus; it must hold the number of distinct tokens, else ``ValueError``).
 
     Returns:
-        ``(ids, lengths, vocab)``: int64 (T,) ids of all tokens in order, int64 (N,) per-list
-        lengths, and the sorted distinct tokens.
+        ``(ids, lengths, vocab)``: (T,) ids of ``dtype`` of all tokens in order, int64 (N,)
+        per-list lengths, and the sorted distinct tokens.
     """
     import itertools
 
@@ -476,8 +478,10 @@ def token_ids(lists: Sequence[Sequence[str]]) -> tuple[np.ndarray, np.ndarray, l
 
     lengths = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
     vocab = sorted(set(itertools.chain.from_iterable(lists)))
+    if len(vocab) and len(vocab) - 1 > np.iinfo(dtype).max:
+        raise ValueError(f"{len(vocab)} distinct tokens do not fit in {np.dtype(dtype).name} ids")
     index = {t: i for i, t in enumerate(vocab)}
-    ids = np.fromiter(map(index.__getitem__, itertools.chain.from_iterable(lists)), dtype=np.int64,
+    ids = np.fromiter(map(index.__getitem__, itertools.chain.from_iterable(lists)), dtype=dtype,
                       count=int(lengths.sum()))
     return ids, lengths, vocab
 

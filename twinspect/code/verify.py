@@ -127,38 +127,41 @@ class PairFeatures:
         """Per-fragment representations: sequences (always) and, with ``sparse``, the bag matrices."""
         import numpy as np
 
+        from twinspect._arrays import index_dtype
         from twinspect.code.encoders.lexical import LexicalEncoder
         from twinspect.code.normalize import token_ids
 
         if self._strings is None:
-            # one character per abstracted token: rapidfuzz's LCS then runs on plain strings
-            abs_ids, abs_len, _ = token_ids(self._abstract)
+            # one character per abstracted token: rapidfuzz's LCS then runs on plain strings; int32
+            # ids (one per token: 35 M on a 13-MLOC tree)
+            abs_ids, abs_len, _ = token_ids(self._abstract, dtype="int32")
             self._strings = _as_strings(abs_ids, abs_len)
             self._sizes = abs_len.astype(np.float64)
-            line_ids, line_len, _ = token_ids([normalized_lines(f) for f in self.fragments])
+            line_ids, line_len, _ = token_ids([normalized_lines(f) for f in self.fragments], dtype="int32")
             self._lines = _as_strings(line_ids, line_len)
             # the sequences' symbols as the alignments see them (ids wrapped as in _as_strings), counted
-            n = len(self.fragments)
             self._seq_counts = tuple(  # type: ignore[assignment]
                 _list_counts(ids, lens, int(min(_CHAR_SPAN, ids.max(initial=0) + 1)), wrap=_CHAR_SPAN)
                 for ids, lens in ((abs_ids, abs_len), (line_ids, line_len)))
         if not sparse or self._tfidf is not None:
             return
-        n = len(self.fragments)
         enc = LexicalEncoder(dim=1 << 20, ngram_range=(1, 3), identifier_weight=0.0)
         self._tfidf = enc.encode_sparse(self.fragments).tocsr()
         # Per-token arrays below hold one entry for every token of every fragment (tens of millions
-        # on a 10-MLOC tree, this stage's peak): made after the TF-IDF encoding (itself a peak of
-        # this stage), rows are int32, each array is freed once used, and the trigram codes are
-        # counted in chunks (_trigram_counts).
-        plain_ids, plain_len, plain_vocab = token_ids(self._plain)
+        # on a 10-MLOC tree, this stage's peak): made after the TF-IDF encoding (itself encoded in
+        # chunks of tokens), ids are int32, no row index per token is made, each array is freed once
+        # used, and the trigram codes are counted in chunks (_trigram_counts).
+        plain_ids, plain_len, plain_vocab = token_ids(self._plain, dtype="int32")
         self._bags = _list_counts(plain_ids, plain_len, len(plain_vocab))
-        rows = np.repeat(np.arange(n, dtype=np.int32), plain_len)
         ident = np.fromiter(map(_is_identifier, plain_vocab), dtype=bool, count=len(plain_vocab))
         keep = ident[plain_ids] if len(plain_ids) else np.zeros(0, dtype=bool)
-        self._idents = _tfidf_rows(_counts(rows[keep], plain_ids[keep], n, len(plain_vocab)))
-        del plain_ids, rows, keep
-        abs_ids, abs_len, abs_vocab = token_ids(self._abstract)
+        # identifiers per fragment from the running count at each fragment's end (no row index per token)
+        seen = np.zeros(len(keep) + 1, dtype=index_dtype(len(keep)))
+        np.cumsum(keep, out=seen[1:])
+        seen = seen[np.concatenate([[0], np.cumsum(plain_len)])]
+        self._idents = _tfidf_rows(_list_counts(plain_ids[keep], np.diff(seen), len(plain_vocab)))
+        del plain_ids, keep
+        abs_ids, abs_len, abs_vocab = token_ids(self._abstract, dtype="int32")
         self._trigrams = _trigram_counts(abs_ids, abs_len, max(1, len(abs_vocab)))
 
     def sequences(self) -> tuple[list[str], list[str], np.ndarray]:
@@ -435,14 +438,14 @@ def _list_counts(cols: np.ndarray, lengths: np.ndarray, ncols: int, wrap: int | 
     n = len(lengths)
     indices = cols % wrap if wrap is not None and len(cols) and int(cols.max()) >= wrap else cols
     dtype = index_dtype(max(len(cols), ncols))  # int32 where it holds them, as scipy's COO conversion picks
-    indices = indices.astype(dtype, copy=False)
+    indices = indices.astype(dtype, copy=indices is cols)  # never the caller's array: sum_duplicates sorts in place
     indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(dtype)
     m = sp.csr_matrix((np.ones(len(indices), dtype=np.float32), indices, indptr), shape=(n, max(1, ncols)))
     m.sum_duplicates()
     return m
 
 
-def _trigram_counts(ids: np.ndarray, lengths: np.ndarray, v: int, chunk_tokens: int = 1 << 22) -> sp.csr_matrix:
+def _trigram_counts(ids: np.ndarray, lengths: np.ndarray, v: int, chunk_tokens: int = 1 << 21) -> sp.csr_matrix:
     """Per-fragment counts of abstracted-token trigrams (three consecutive tokens of one fragment).
 
     A trigram is coded as the base-``v`` integer of its three token ids; column ``j`` of the result is

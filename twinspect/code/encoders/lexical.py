@@ -63,7 +63,11 @@ _SALT_IDENT = 0x1DE7
 _FEAT_BITS = _U64(40)
 _FEAT_MASK = _U64((1 << 40) - 1)
 _SIGN_BIT = _U64(39)
-_CHUNK = 1 << 15  # fragments per feature-extraction chunk (bounds memory; doc ids < 2**24)
+_CHUNK = 1 << 15  # fragments per feature-extraction chunk at most (doc ids < 2**24)
+# tokens per feature-extraction chunk at most: extraction holds about 120 bytes of hashes, keys and
+# sort temporaries per token (1<<15 fragments of a large tree were ~5.6 M tokens, a 0.7 GB burst);
+# a corpus of at most this many tokens (the stdlib: 1.2 M) is still one chunk, extracted once
+_CHUNK_TOKENS = 1 << 21
 
 _token_hash_cache: dict[str, int] = {}
 _CACHE_LIMIT = 1 << 20
@@ -219,11 +223,9 @@ class LexicalEncoder(Encoder):
         norm = _normalize()
         if self.literal_mode == "keep":
             lit = norm.LIT
-            streams = [
-                [a if b == lit else b for a, b in zip(norm.tokens(f), norm.abstract_tokens(f))] for f in fragments
-            ]
-        else:
-            streams = [norm.abstract_tokens(f) for f in fragments]
+            streams = [[a if b == lit else b for a, b in zip(*norm.token_views(f))] for f in fragments]
+        else:  # the cached tuples, not list copies (one chunk's tokens)
+            streams = [norm.token_views(f)[1] for f in fragments]
         tok, doc = _hash_stream(streams)
         lo, hi = self.ngram_range
         docs, feats = [], []
@@ -246,7 +248,7 @@ class LexicalEncoder(Encoder):
         norm = _normalize()
         streams = []
         for f in fragments:
-            t1, t2 = norm.tokens(f), norm.abstract_tokens(f)
+            t1, t2 = norm.token_views(f)
             idents = [a for a, b in zip(t1, t2) if b == "ID"]
             if self.identifier_mode == "subtokens":
                 idents = list(itertools.chain.from_iterable(map(_split_cached, idents)))
@@ -270,12 +272,33 @@ class LexicalEncoder(Encoder):
         uniq = key[starts]
         return (uniq >> _FEAT_BITS).astype(np.int64), uniq & _FEAT_MASK, counts
 
+    @staticmethod
+    def _chunks(fragments: Sequence[Fragment]) -> list[tuple[int, int]]:
+        """Consecutive ``[lo, hi)`` ranges of ``fragments`` for feature extraction.
+
+        Each range holds at most :data:`_CHUNK` fragments and :data:`_CHUNK_TOKENS` tokens (a
+        fragment longer than that is a range of its own): extraction's temporaries grow with the
+        tokens, about 120 bytes each.
+        """
+        norm = _normalize()
+        sizes = np.fromiter((len(norm.token_views(f)[1]) for f in fragments), dtype=np.int64,
+                            count=len(fragments))
+        out, lo = [], 0
+        ends = np.cumsum(sizes)
+        while lo < len(fragments):
+            base = int(ends[lo - 1]) if lo else 0
+            hi = int(np.searchsorted(ends, base + _CHUNK_TOKENS, side="right"))
+            hi = min(max(hi, lo + 1), lo + _CHUNK, len(fragments))
+            out.append((lo, hi))
+            lo = hi
+        return out
+
     def _blocks(self, fragments: Sequence[Fragment]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         """Per block (structure, then identifiers if weighted): (doc, feature, count) triples."""
         n_blocks = 2 if self.identifier_weight > 0 else 1
         parts: list[list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = [[] for _ in range(n_blocks)]
-        for lo in range(0, len(fragments), _CHUNK):
-            chunk = fragments[lo : lo + _CHUNK]
+        for lo, hi in self._chunks(fragments):
+            chunk = fragments[lo:hi]
             extractors = [self._struct_features, self._ident_features][:n_blocks]
             for part, extract in zip(parts, extractors):
                 doc, feat, counts = self._counts(*extract(chunk))
@@ -302,9 +325,10 @@ class LexicalEncoder(Encoder):
     def fit(self, fragments: Sequence[Fragment]) -> LexicalEncoder:
         """Fit document frequencies (IDF) on a corpus of fragments.
 
-        Features are extracted in chunks of :data:`_CHUNK` fragments and the document frequencies
-        merged chunk by chunk, so memory holds one chunk's (fragment, feature) entries at a time
-        (about 40 M entries, 1 GB, on a 10-MLOC tree when held at once). A corpus of one chunk keeps
+        Features are extracted in chunks (:meth:`_chunks`: at most :data:`_CHUNK` fragments and
+        :data:`_CHUNK_TOKENS` tokens) and the document frequencies merged chunk by chunk, so memory
+        holds one chunk's (fragment, feature) entries at a time (about 40 M entries, 1 GB, on a
+        10-MLOC tree when held at once). A corpus of one chunk keeps
         its features for the :meth:`encode` that usually follows; a larger one is extracted again
         there, chunk by chunk (same vectors either way).
 
@@ -316,10 +340,11 @@ class LexicalEncoder(Encoder):
         """
         fragments = list(fragments)
         features, df = np.zeros(0, _U64), np.zeros(0, np.int64)
-        for lo in range(0, len(fragments), _CHUNK):
-            chunk = fragments[lo : lo + _CHUNK]
+        chunks = self._chunks(fragments)
+        for lo, hi in chunks:
+            chunk = fragments[lo:hi]
             blocks = self._blocks(chunk)
-            if len(fragments) <= _CHUNK:  # fit() then encode() on the same small corpus: extract once
+            if len(chunks) == 1:  # fit() then encode() on the same small corpus: extract once
                 self._cache = (fragments, blocks)
             # each (fragment, feature) entry of a block is distinct: a feature's entries count its documents
             chunk_feats, chunk_df = np.unique(np.concatenate([f for _, f, _ in blocks]), return_counts=True)
@@ -366,12 +391,13 @@ class LexicalEncoder(Encoder):
         fragments = list(fragments)
         if not self.fitted:
             self.fit(fragments)
-        if len(fragments) <= _CHUNK:
+        chunks = self._chunks(fragments)
+        if len(chunks) <= 1:
             return self._encode_chunk(fragments, self._blocks_cached(fragments))
         self._cache = None
         rows = [self._encode_chunk(chunk, self._blocks(chunk))
-                for chunk in (fragments[lo : lo + _CHUNK] for lo in range(0, len(fragments), _CHUNK))]
-        return sp.vstack(rows, format="csr", dtype=np.float32)
+                for chunk in (fragments[lo:hi] for lo, hi in chunks)]
+        return _stack_rows(rows, self._dim)
 
     def _encode_chunk(self, fragments: Sequence[Fragment], blocks: list) -> sp.csr_matrix:
         """Rows of ``fragments`` from their feature ``blocks`` (:meth:`_blocks` of the same fragments)."""
@@ -454,6 +480,34 @@ def _merge_counts(a: np.ndarray, ca: np.ndarray, b: np.ndarray, cb: np.ndarray) 
     counts = np.zeros(keys.size, np.int64)
     np.add.at(counts, inverse, np.concatenate([ca, cb]).astype(np.int64))
     return keys, counts
+
+
+def _stack_rows(parts: list[sp.csr_matrix], dim: int) -> sp.csr_matrix:
+    """``sp.vstack(parts)`` as float32 CSR, emptying ``parts`` as it goes.
+
+    ``vstack`` holds every part and the whole result at once (on a 13-MLOC tree about twice the
+    matrix, 0.5 GB); here each array of the result is assembled by
+    :func:`twinspect._arrays.concatenate_consumed`, so resident memory stays near one copy.
+
+    Args:
+        parts: CSR matrices of ``dim`` columns; the list is emptied.
+        dim: the number of columns.
+
+    Returns:
+        float32 CSR (sum of the parts' rows, dim), equal to ``sp.vstack(parts)``.
+    """
+    from twinspect._arrays import concatenate_consumed, index_dtype
+
+    nnz = sum(p.nnz for p in parts)
+    n = sum(p.shape[0] for p in parts)
+    dt = index_dtype(max(nnz, dim))
+    starts = np.cumsum([0] + [p.nnz for p in parts[:-1]])
+    indptr = np.concatenate([[0]] + [p.indptr[1:] + s for p, s in zip(parts, starts)]).astype(dt)
+    indices = [p.indices for p in parts]
+    data = [p.data for p in parts]
+    parts.clear()  # the arrays above are now the only references to the parts' memory
+    return sp.csr_matrix((concatenate_consumed(data, np.float32), concatenate_consumed(indices, dt), indptr),
+                         shape=(n, dim))
 
 
 def _normalize_rows(m: sp.csr_matrix) -> sp.csr_matrix:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from twinspect._arrays import concatenate_consumed, index_dtype, unique_sorted
+from twinspect._arrays import concatenate_consumed, index_dtype, shrink, unique_sorted
 
 
 @pytest.mark.parametrize("n", [0, 1, 2, 7, 1000])
@@ -77,3 +77,44 @@ def test_concatenate_consumed_holds_about_one_copy():
                                        check=True).stdout) for mode in ("consumed", "plain")}
     assert rise["plain"] > 0.9  # the measurement sees a second copy where there is one
     assert rise["consumed"] < 0.3
+
+
+def test_shrink_keeps_the_leading_values_in_place_or_copies_a_view():
+    values = np.arange(10, dtype=np.int32)
+    got = shrink(values, 4)
+    assert got is values and got.tolist() == [0, 1, 2, 3]
+    base = np.arange(10.0)
+    view = base[2:]
+    got = shrink(view, 3)
+    assert got.tolist() == [2.0, 3.0, 4.0] and not np.shares_memory(got, base)
+    assert base.tolist() == list(np.arange(10.0))  # the viewed array is left alone
+    assert len(shrink(np.arange(5), 0)) == 0 and len(shrink(np.arange(5), 5)) == 5
+    for bad in (-1, 6):
+        with pytest.raises(ValueError, match="cannot keep"):
+            shrink(np.arange(5), bad)
+    with pytest.raises(ValueError, match="cannot keep"):
+        shrink(np.zeros((2, 2)), 1)
+
+
+def test_shrink_gives_the_tail_back():
+    """A 200 MB array cut to a tenth uses about a tenth resident afterwards, without a second copy
+    at any time (fresh interpreter: the resident figures are the process's own)."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent("""
+        import re, numpy as np
+        from twinspect._arrays import shrink
+        def status(key):
+            return int(re.search(key + r":\\s*(\\d+)", open("/proc/self/status").read()).group(1)) * 1024
+        x = np.arange(25 << 20, dtype=np.int64)  # 200 MB, every page written
+        full = status("VmRSS")
+        x = shrink(x, 5 << 20)
+        assert x[-1] == (5 << 20) - 1
+        print(full - status("VmRSS"), status("VmHWM") - full)
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    freed, rise = map(int, out.split())
+    assert freed > 150 << 20  # the 160 MB tail went back
+    assert rise < 20 << 20  # and no copy of the kept 40 MB was made beside it

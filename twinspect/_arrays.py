@@ -86,3 +86,30 @@ def concatenate_consumed(parts: list[np.ndarray], dtype: npt.DTypeLike | None = 
             freed = 0
     trim()
     return out
+
+
+def shrink(values: np.ndarray, n: int) -> np.ndarray:
+    """The first ``n`` values of a 1-D array, its tail's memory given back without a copy.
+
+    An array that owns its buffer is resized in place: the C library's ``realloc`` shrinks a large
+    mapped block where it lies, so the tail stops using memory and no second array exists at any
+    time. **No view of ``values`` may exist** (a view would point into freed memory); the caller
+    hands the array over and uses only the result. Any other array (a view, non-contiguous) is
+    copied: ``values[:n].copy()``.
+
+    Args:
+        values: 1-D array, handed over.
+        n: how many leading values to keep, ``0 <= n <= len(values)``.
+
+    Returns:
+        A 1-D array of the first ``n`` values (``values`` itself when resized in place).
+
+    Raises:
+        ValueError: ``values`` not 1-D, or ``n`` outside ``[0, len(values)]``.
+    """
+    if values.ndim != 1 or not 0 <= n <= len(values):
+        raise ValueError(f"cannot keep {n} values of an array of shape {values.shape}")
+    if values.flags.owndata and values.flags.c_contiguous:
+        values.resize(n, refcheck=False)
+        return values
+    return values[:n].copy()

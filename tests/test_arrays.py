@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from twinspect._arrays import concatenate_consumed, index_dtype, shrink, unique_sorted
+from twinspect._arrays import chunk_bounds, concatenate_consumed, index_dtype, shrink, unique_sorted
 
 
 @pytest.mark.parametrize("n", [0, 1, 2, 7, 1000])
@@ -118,3 +118,21 @@ def test_shrink_gives_the_tail_back():
     freed, rise = map(int, out.split())
     assert freed > 150 << 20  # the 160 MB tail went back
     assert rise < 20 << 20  # and no copy of the kept 40 MB was made beside it
+
+
+@pytest.mark.parametrize("max_total,max_count", [(1, None), (10, None), (10, 2), (1000, None), (1000, 3)])
+def test_chunk_bounds_cover_the_items_in_order_within_the_bounds(max_total, max_count):
+    sizes = np.array([3, 0, 7, 12, 1, 1, 0, 0, 9, 4])  # 12 alone is over the bound of 10
+    chunks = chunk_bounds(sizes, max_total, max_count)
+    assert chunks[0][0] == 0 and chunks[-1][1] == len(sizes)
+    assert all(hi > lo for lo, hi in chunks) and all(a[1] == b[0] for a, b in zip(chunks, chunks[1:]))
+    for lo, hi in chunks:
+        total = int(sizes[lo:hi].sum())
+        assert hi - lo == 1 or total <= max_total  # an item over the bound is a chunk of its own
+        assert max_count is None or hi - lo <= max_count
+        # greedy: the next item would have broken a bound
+        if hi < len(sizes):
+            assert total + sizes[hi] > max_total or (max_count is not None and hi - lo == max_count)
+    assert chunk_bounds(np.zeros(0, dtype=np.int64), 5) == []
+    with pytest.raises(ValueError, match="at least 1"):
+        chunk_bounds(sizes, 0)

@@ -113,3 +113,37 @@ def shrink(values: np.ndarray, n: int) -> np.ndarray:
         values.resize(n, refcheck=False)
         return values
     return values[:n].copy()
+
+
+def chunk_bounds(sizes: np.ndarray, max_total: int, max_count: int | None = None) -> list[tuple[int, int]]:
+    """Consecutive ``[lo, hi)`` ranges of items whose ``sizes`` sum to at most ``max_total`` each.
+
+    For passes over many variable-length lists (a fragment's tokens, a row's entries) whose
+    temporaries grow with the entries, not the lists: a range holds as many whole lists as fit, and a
+    list longer than ``max_total`` is a range of its own.
+
+    Args:
+        sizes: int (N,) non-negative sizes, in the order the items are visited.
+        max_total: the most entries in a range (≥ 1).
+        max_count: the most items in a range (None: no bound).
+
+    Returns:
+        Ranges covering ``0..N`` in order, each non-empty; ``[]`` for N = 0.
+
+    Raises:
+        ValueError: ``max_total`` or ``max_count`` below 1.
+    """
+    if max_total < 1 or (max_count is not None and max_count < 1):
+        raise ValueError(f"chunk bounds must be at least 1, got {max_total} entries, {max_count} items")
+    ends = np.cumsum(np.asarray(sizes, dtype=np.int64))
+    n = len(ends)
+    out: list[tuple[int, int]] = []
+    lo = 0
+    while lo < n:
+        base = int(ends[lo - 1]) if lo else 0
+        hi = max(lo + 1, int(np.searchsorted(ends, base + max_total, side="right")))
+        if max_count is not None:
+            hi = min(hi, lo + max_count)
+        out.append((lo, min(hi, n)))
+        lo = out[-1][1]
+    return out

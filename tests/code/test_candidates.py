@@ -29,13 +29,17 @@ def _brute_overlap(toks, theta):
     return out
 
 
-@pytest.mark.parametrize("bag_chunk", [None, 7])  # 7: the 60 bags are built and prefixed in 9 chunks of rows
+# 7: the 60 bags are built and prefixed in 9 chunks of rows; 90 tokens: chunks of 1 to ~30 rows (rows
+# ascend in size, so the chunks of the largest rows hold fewest)
+@pytest.mark.parametrize("bag_chunk,bag_tokens", [(None, None), (7, None), (None, 90)])
 @pytest.mark.parametrize("theta", [0.3, 0.55, 0.8, 1.0])
-def test_overlap_pairs_equal_brute_force(theta, bag_chunk, monkeypatch):
+def test_overlap_pairs_equal_brute_force(theta, bag_chunk, bag_tokens, monkeypatch):
     from twinspect.code import candidates
 
     if bag_chunk is not None:
         monkeypatch.setattr(candidates, "_BAG_CHUNK", bag_chunk)
+    if bag_tokens is not None:
+        monkeypatch.setattr(candidates, "_BAG_TOKENS", bag_tokens)
     rng = random.Random(7)
     vocab = [f"t{k}" for k in range(30)] + ["(", ")", "=", "self", "."] * 6
     base = [[rng.choice(vocab) for _ in range(rng.randint(3, 60))] for _ in range(12)]

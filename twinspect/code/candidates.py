@@ -53,7 +53,8 @@ if TYPE_CHECKING:
 _REDUCE_CHUNK = 50_000  # representatives projected and added to the reduced index at once (a memory bound)
 _SEARCH_CHUNK = 1024  # queries per index.search call (progress granularity, bounded memory)
 _PREFIX_CHUNK = 256  # rows of the prefix matrix multiplied at once (bounds the candidate arrays held at once)
-_BAG_CHUNK = 1 << 15  # representatives whose token bags are built at once (bounds the int64 sort keys)
+_BAG_CHUNK = 1 << 15  # representatives whose token bags are built at once, at most (bounds the int64 sort keys)
+_BAG_TOKENS = 1 << 21  # and their tokens, at most (the keys and sort orders are int64 per token)
 _VERIFY_CHUNK = 1 << 14  # candidate pairs whose overlap is computed at once (1 << 16 held 0.6 GB of rows)
 _RESCORE_CHUNK = 1 << 18  # neighbour pairs of the reduced index re-scored per progress step
 _SPAN_CHUNK = 1 << 22  # neighbour entries checked for overlapping spans at once (bounded memory)
@@ -680,7 +681,7 @@ def overlap_pairs(
     import numpy as np
     import scipy.sparse as sp
 
-    from twinspect._arrays import concatenate_consumed, index_dtype
+    from twinspect._arrays import chunk_bounds, concatenate_consumed, index_dtype
 
     if not 0.0 < theta <= 1.0:
         raise InputError(f"the token-overlap threshold must be in (0, 1], got {theta}")
@@ -710,8 +711,10 @@ def overlap_pairs(
     tok_sorted = np.empty(n_tokens, dtype=tok_dtype)  # each row's token ids ascending (ties: positions)
     occ = np.empty(n_tokens, dtype=index_dtype(int(sizes.max(initial=0))))  # k of each token in its row
     width = np.zeros(nvocab, dtype=np.int64)
-    for c0 in range(0, n, _BAG_CHUNK):
-        c1 = min(n, c0 + _BAG_CHUNK)
+    # row chunks by tokens (rows ascend in size: a chunk of the largest rows held several times the
+    # tokens of the first ones, and its int64 sort keys were this index's memory peak)
+    row_chunks = chunk_bounds(sizes, _BAG_TOKENS, _BAG_CHUNK)
+    for c0, c1 in row_chunks:
         t0, t1 = int(indptr[c0]), int(indptr[c1])
         toks = np.fromiter(map(vocab.__getitem__, itertools.chain.from_iterable(token_lists[r] for r in rep_rows[c0:c1])),
                            dtype=np.int64, count=t1 - t0)
@@ -751,8 +754,7 @@ def overlap_pairs(
     plen = np.where(sizes > 0, sizes - alpha + need, 0)
     last = np.full(n, -1, dtype=np.int64)  # rank of each prefix's last (most common) item
     p_rows, p_items = [], []
-    for c0 in range(0, n, _BAG_CHUNK):
-        c1 = min(n, c0 + _BAG_CHUNK)
+    for c0, c1 in row_chunks:
         t0, t1 = int(indptr[c0]), int(indptr[c1])
         row = np.repeat(np.arange(c0, c1, dtype=np.int64), sizes[c0:c1])
         it = items[t0:t1]

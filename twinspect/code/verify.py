@@ -396,12 +396,12 @@ def _as_strings(ids: np.ndarray, lengths: np.ndarray, chunk_tokens: int = 1 << 2
     """
     import numpy as np
 
+    from twinspect._arrays import chunk_bounds
+
     ends = np.cumsum(lengths)
     out: list[str] = []
-    lo = 0  # first list of the chunk
-    while lo < len(lengths):
+    for lo, hi in chunk_bounds(lengths, chunk_tokens):
         t0 = int(ends[lo - 1]) if lo else 0
-        hi = max(lo + 1, int(np.searchsorted(ends, t0 + chunk_tokens, side="right")))
         t1 = int(ends[hi - 1])
         c = ids[t0:t1] % _CHAR_SPAN + _FIRST_CHAR
         c[c >= _SURROGATES[0]] += _SURROGATES[1] - _SURROGATES[0]
@@ -409,7 +409,6 @@ def _as_strings(ids: np.ndarray, lengths: np.ndarray, chunk_tokens: int = 1 << 2
         del c
         cuts = (ends[lo:hi] - t0).tolist()
         out.extend(text[s:e] for s, e in zip([0, *cuts[:-1]], cuts))
-        lo = hi
     return out
 
 
@@ -468,15 +467,15 @@ def _trigram_counts(ids: np.ndarray, lengths: np.ndarray, v: int, chunk_tokens: 
     import numpy as np
     import scipy.sparse as sp
 
+    from twinspect._arrays import chunk_bounds
+
     n = len(lengths)
     ends = np.cumsum(lengths, dtype=np.int64)
     rows_parts: list[np.ndarray] = []
     code_parts: list[np.ndarray] = []
     count_parts: list[np.ndarray] = []
-    r0 = 0
-    while r0 < n:
+    for r0, r1 in chunk_bounds(lengths, chunk_tokens):
         start = int(ends[r0 - 1]) if r0 else 0
-        r1 = max(r0 + 1, int(np.searchsorted(ends, start + chunk_tokens, side="right")))
         x = np.asarray(ids[start:int(ends[r1 - 1])], dtype=np.int64)
         if len(x) > 2:
             rows = np.repeat(np.arange(r0, r1, dtype=np.int32), lengths[r0:r1])
@@ -492,7 +491,6 @@ def _trigram_counts(ids: np.ndarray, lengths: np.ndarray, v: int, chunk_tokens: 
             rows_parts.append(rows[first])
             code_parts.append(code[first])
             count_parts.append(np.diff(np.r_[first, len(code)]).astype(np.float32))
-        r0 = r1
     if not code_parts:
         return sp.csr_matrix((n, 1), dtype=np.float32)
     vocab = np.unique(np.concatenate([np.unique(c) for c in code_parts]))

@@ -280,18 +280,12 @@ class LexicalEncoder(Encoder):
         fragment longer than that is a range of its own): extraction's temporaries grow with the
         tokens, about 120 bytes each.
         """
+        from twinspect._arrays import chunk_bounds
+
         norm = _normalize()
         sizes = np.fromiter((len(norm.token_views(f)[1]) for f in fragments), dtype=np.int64,
                             count=len(fragments))
-        out, lo = [], 0
-        ends = np.cumsum(sizes)
-        while lo < len(fragments):
-            base = int(ends[lo - 1]) if lo else 0
-            hi = int(np.searchsorted(ends, base + _CHUNK_TOKENS, side="right"))
-            hi = min(max(hi, lo + 1), lo + _CHUNK, len(fragments))
-            out.append((lo, hi))
-            lo = hi
-        return out
+        return chunk_bounds(sizes, _CHUNK_TOKENS, _CHUNK)
 
     def _blocks(self, fragments: Sequence[Fragment]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         """Per block (structure, then identifiers if weighted): (doc, feature, count) triples."""

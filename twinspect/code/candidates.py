@@ -711,8 +711,8 @@ def overlap_pairs(
     tok_sorted = np.empty(n_tokens, dtype=tok_dtype)  # each row's token ids ascending (ties: positions)
     occ = np.empty(n_tokens, dtype=index_dtype(int(sizes.max(initial=0))))  # k of each token in its row
     width = np.zeros(nvocab, dtype=np.int64)
-    # row chunks by tokens (rows ascend in size: a chunk of the largest rows held several times the
-    # tokens of the first ones, and its int64 sort keys were this index's memory peak)
+    # row chunks by tokens (rows ascend in size: a chunk of 32,768 of the largest rows held several
+    # times the tokens of the first ones, and its int64 sort keys several hundred MB)
     row_chunks = chunk_bounds(sizes, _BAG_TOKENS, _BAG_CHUNK)
     for c0, c1 in row_chunks:
         t0, t1 = int(indptr[c0]), int(indptr[c1])

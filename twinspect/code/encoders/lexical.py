@@ -65,7 +65,8 @@ _FEAT_MASK = _U64((1 << 40) - 1)
 _SIGN_BIT = _U64(39)
 _CHUNK = 1 << 15  # fragments per feature-extraction chunk at most (doc ids < 2**24)
 # tokens per feature-extraction chunk at most: extraction holds about 120 bytes of hashes, keys and
-# sort temporaries per token (1<<15 fragments of a large tree were ~5.6 M tokens, a 0.7 GB burst);
+# sort temporaries per token (measured on the stdlib; 1<<15 fragments of the 13-MLOC tree are ~5.6 M
+# tokens, so about 0.7 GB at once);
 # a corpus of at most this many tokens (the stdlib: 1.2 M) is still one chunk, extracted once
 _CHUNK_TOKENS = 1 << 21
 
@@ -479,8 +480,8 @@ def _merge_counts(a: np.ndarray, ca: np.ndarray, b: np.ndarray, cb: np.ndarray) 
 def _stack_rows(parts: list[sp.csr_matrix], dim: int) -> sp.csr_matrix:
     """``sp.vstack(parts)`` as float32 CSR, emptying ``parts`` as it goes.
 
-    ``vstack`` holds every part and the whole result at once (on a 13-MLOC tree about twice the
-    matrix, 0.5 GB); here each array of the result is assembled by
+    ``vstack`` holds every part and the whole result at once (twice the matrix: about 0.5 GB for the
+    13-MLOC tree's verifier features, estimated); here each array of the result is assembled by
     :func:`twinspect._arrays.concatenate_consumed`, so resident memory stays near one copy.
 
     Args:

@@ -23,8 +23,8 @@ torch model it was exported from, the ``.pt`` of the same name, is the surrogate
 heldout5 rule of ``deviate_ssim_notes.md``). The configurations from before that rule set
 ``minimize_flat=False``, so that they stay what their results files report. ``guided-skip``
 (``guided-flat`` with ``skip_orig_wrong``: seeds the original gets wrong are set aside, status
-``orig_wrong_at_seed``, not searched; the candidate of ``deviate_cifar_notes.md``); the margin and
-guided configurations before it set ``skip_orig_wrong=False``.
+``orig_wrong_at_seed``, not searched; the candidate of ``deviate_cifar_notes.md``, the default since
+its heldout6 rule held); the margin and guided configurations before it set ``skip_orig_wrong=False``.
 
 Run from the repository root after ``benchmarks/deviate_suite.py build``::
 
@@ -76,7 +76,8 @@ CONFIGS: dict[str, tuple[str, dict]] = {
     # the same with the minimisation's flat-region pass (step 6): the default since the heldout5 rule
     # (deviate_ssim_notes.md)
     "guided-flat": ("guided", {"second": "margin", "minimize_flat": True}),
-    # the same with seeds the original gets wrong set aside (the candidate of deviate_cifar_notes.md)
+    # the same with seeds the original gets wrong set aside (the candidate of deviate_cifar_notes.md; the
+    # default since its heldout6 rule held)
     "guided-skip": ("guided", {"second": "margin", "minimize_flat": True, "skip_orig_wrong": True}),
 }
 # every margin / guided configuration before the heldout6 rule searches the seeds the original gets wrong

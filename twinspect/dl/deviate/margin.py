@@ -82,9 +82,9 @@ PLATEAU = 1e-9
 DEFAULT_REFINE_STEPS = 12
 #: Minimisation step 1a (L∞ descent): estimation rounds per L∞ level (0: off).
 DEFAULT_DESCENT = 0
-#: Set aside seeds the original gets wrong (labels known); decided by the rule of
-#: ``benchmarks/results/deviate_cifar_notes.md`` on the sixth pair hold-out.
-DEFAULT_SKIP_ORIG_WRONG = False
+#: Set aside seeds the original gets wrong (labels known): on by default since the rule of
+#: ``benchmarks/results/deviate_cifar_notes.md`` held on the sixth pair hold-out.
+DEFAULT_SKIP_ORIG_WRONG = True
 
 
 @dataclass
@@ -172,8 +172,11 @@ class MarginSearch(PairSearch):
         skip_orig_wrong: set aside a seed whose label is given and on which the original is wrong
             (status ``orig_wrong_at_seed``, no search, counted apart from the searched seeds: no
             trigger near it is a compressed-model error unless the search first moves the original
-            onto the true label). Default :data:`DEFAULT_SKIP_ORIG_WRONG`; see
-            ``benchmarks/results/deviate_cifar_notes.md`` for the rule that decides it.
+            onto the true label). None: :data:`DEFAULT_SKIP_ORIG_WRONG`, on since the rule of
+            ``benchmarks/results/deviate_cifar_notes.md`` held on the sixth pair hold-out (compressed-model
+            errors on its two CIFAR-10 pairs 75.0 → 82.5 % pooled, over fewer searched seeds; it finds no
+            additional compressed-model error and drops those the search found by first moving the
+            original onto the true label: 41 of 276 there). False: every seed is searched.
         max_queries, timeout, seed, max_linf, min_ssim, minimize, require: see
             :class:`~twinspect.dl.deviate.pair_search.PairSearch`.
 

@@ -214,7 +214,9 @@ def _best_per_pair(a: np.ndarray, b: np.ndarray, score: np.ndarray) -> tuple[np.
     if not len(a):
         return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64)
     base = int(max(a.max(), b.max())) + 1
-    key = np.minimum(a, b).astype(np.int64) * base + np.maximum(a, b)
+    key = np.minimum(a, b, dtype=np.int64)  # the key built in place: no int64 temporaries beside it
+    key *= base
+    key += np.maximum(a, b)
     order = np.argsort(key, kind="stable")
     key = key[order]
     score = score[order]
@@ -569,9 +571,12 @@ def range_pairs(
         kept.append((ka, kb, kc))
         capped += cut
     del pa, pb, cos
-    a, b, c = (np.concatenate(x) for x in zip(*kept))  # one range at least (n ≥ 2)
+    # one range at least (n ≥ 2); each range's arrays dropped as they are copied (concatenate_consumed)
+    ka_parts, kb_parts, kc_parts = (list(x) for x in zip(*kept))
     del kept
-    a, b, c = _best_per_pair(rep_ids[a], rep_ids[b], c)
+    a = rep_ids[concatenate_consumed(ka_parts)]
+    b = rep_ids[concatenate_consumed(kb_parts)]
+    a, b, c = _best_per_pair(a, b, concatenate_consumed(kc_parts))
     trim()  # the ranges' temporaries, freed into the C heap, back to the system
     recall, queries = measure_recall(search, rep_fv, np.arange(n, dtype=np.int64), k, threshold, seed=seed)
     return Candidates(a, b, c, capped, index=used, index_recall=recall, index_recall_queries=queries)

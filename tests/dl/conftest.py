@@ -179,26 +179,33 @@ def keras_file(mnist_train_512, model_dir):
     return path
 
 
-@pytest.fixture(scope="session")
-def tiny_twins(tiny_torch, tiny_meta, tmp_path_factory):
-    """The TinyCNN above and a copy with every weight tensor rounded to 8 bits (per-tensor,
-    symmetric), both saved as TorchScript with metadata and loaded through twinspect's adapter."""
+def save_rounded_twins(model, meta: dict, d: Path) -> list[Path]:
+    """``model`` and a copy with every weight tensor rounded to 8 bits (per-tensor, symmetric), saved
+    as TorchScript files ``d/orig.pt`` and ``d/w8.pt`` with ``meta`` embedded; returns the two paths."""
     import copy
 
     import torch
 
-    from twinspect.dl.adapters import load_classifier
     from twinspect.dl.adapters.metadata import extra_files
 
-    rounded = copy.deepcopy(tiny_torch)
+    rounded = copy.deepcopy(model)
     with torch.no_grad():
         for p in rounded.parameters():
             step = p.abs().max() / 127
             p.copy_(torch.round(p / step) * step)
-    d = tmp_path_factory.mktemp("twins")
-    out = []
-    for name, model in (("orig.pt", tiny_torch), ("w8.pt", rounded)):
-        scripted = torch.jit.trace(model.eval(), torch.zeros(1, 1, 28, 28))
-        torch.jit.save(scripted, str(d / name), _extra_files=extra_files(tiny_meta))
-        out.append(load_classifier(d / name))
-    return out[0], out[1]
+    paths = []
+    for name, m in (("orig.pt", model), ("w8.pt", rounded)):
+        scripted = torch.jit.trace(m.eval(), torch.zeros(1, 1, 28, 28))
+        torch.jit.save(scripted, str(d / name), _extra_files=extra_files(meta))
+        paths.append(d / name)
+    return paths
+
+
+@pytest.fixture(scope="session")
+def tiny_twins(tiny_torch, tiny_meta, tmp_path_factory):
+    """The TinyCNN above and its 8-bit-rounded copy (:func:`save_rounded_twins`), loaded through
+    twinspect's adapter."""
+    from twinspect.dl.adapters import load_classifier
+
+    orig, w8 = save_rounded_twins(tiny_torch, tiny_meta, tmp_path_factory.mktemp("twins"))
+    return load_classifier(orig), load_classifier(w8)

@@ -52,24 +52,14 @@ def test_summary_counts_set_aside_seeds_apart_from_the_searched_ones():
 
 @pytest.fixture(scope="module")
 def tiny_pair_files(tiny_torch, tmp_path_factory):
-    """The conftest's TinyCNN and an 8-bit-rounded copy as TorchScript files with metadata."""
-    import copy
+    """The conftest's TinyCNN and an 8-bit-rounded copy as TorchScript files with metadata (embedded
+    and beside them)."""
+    from tests.dl.conftest import TINY_META, save_rounded_twins
+    from twinspect.dl.adapters.metadata import write_metadata
 
-    from tests.dl.conftest import TINY_META
-    from twinspect.dl.adapters.metadata import extra_files, write_metadata
-
-    rounded = copy.deepcopy(tiny_torch)
-    with torch.no_grad():
-        for p in rounded.parameters():
-            step = p.abs().max() / 127
-            p.copy_(torch.round(p / step) * step)
-    d = tmp_path_factory.mktemp("skip-twins")
-    paths = []
-    for name, model in (("orig.pt", tiny_torch), ("w8.pt", rounded)):
-        scripted = torch.jit.trace(model.eval(), torch.zeros(1, 1, 28, 28))
-        torch.jit.save(scripted, str(d / name), _extra_files=extra_files(TINY_META))
-        write_metadata(d / name, TINY_META)
-        paths.append(d / name)
+    paths = save_rounded_twins(tiny_torch, TINY_META, tmp_path_factory.mktemp("skip-twins"))
+    for path in paths:
+        write_metadata(path, TINY_META)
     return paths
 
 

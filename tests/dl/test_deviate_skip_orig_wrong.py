@@ -107,3 +107,20 @@ def test_cli_sets_aside_the_seeds_the_original_gets_wrong_and_says_so(tiny_pair_
     for i in (3, 4, 5):
         keys = ("status", "success", "queries", "orig_label", "comp_label")
         assert {k: recs[i][k] for k in keys} == {k: recs_old[i][k] for k in keys}
+
+
+@pytest.mark.parametrize("search_cls", ["DFlare", "DiffChaser"])
+def test_every_search_sets_the_seed_aside_through_the_shared_seed_check(search_cls):
+    """DFlare and DiffChaser (off by default, as their papers) set the seed aside the same way when asked:
+    the check is the seed evaluation every search shares, not a step of one algorithm."""
+    from twinspect.dl.deviate.dflare import DFlare
+    from twinspect.dl.deviate.diffchaser import DiffChaser
+
+    cls = {"DFlare": DFlare, "DiffChaser": DiffChaser}[search_cls]
+    w = np.full(64, 1 / 64)
+    f, g = Affine(w, 20.5 / 255, "f"), Affine(w, 21.5 / 255, "g")
+    seed = np.zeros((8, 8))
+    aside = cls(f, g, max_queries=50, timeout=None, minimize=False, skip_orig_wrong=True).search(seed, seed=0, label=1)
+    assert aside.status == "orig_wrong_at_seed" and aside.queries == 0 and aside.trigger is None
+    searched = cls(f, g, max_queries=50, timeout=None, minimize=False).search(seed, seed=0, label=1)
+    assert searched.status != "orig_wrong_at_seed" and searched.queries > 0

@@ -150,13 +150,19 @@ class PairSearch:
         )
 
     def _seed_outcome(self, x0: np.ndarray, t0: float):
-        """Evaluate the seed; return (pf0, pg0, early SearchResult or None)."""
+        """Evaluate the seed (not a query); return (pf0, pg0, early SearchResult or None).
+
+        Early results: ``"nan"``, ``"disagree_at_seed"``, and with ``skip_orig_wrong`` and a known
+        label ``"orig_wrong_at_seed"`` (the two models agree and the original is wrong: set aside
+        without a search, no trigger)."""
         pf, pg = self._query(x0[None])
         pf0, pg0 = pf[0], pg[0]
         if np.isnan(pf0).any() or np.isnan(pg0).any():
             return pf0, pg0, self._result("nan", 0, t0, x0, x0, pf0, pg0)
         if np.argmax(pf0) != np.argmax(pg0):
             return pf0, pg0, self._result("disagree_at_seed", 0, t0, x0, x0, pf0, pg0)
+        if self.skip_orig_wrong and self._label is not None and int(np.argmax(pf0)) != self._label:
+            return pf0, pg0, self._result("orig_wrong_at_seed", 0, t0, x0, None, pf0, pg0)
         return pf0, pg0, None
 
     def _admit(self, x0: np.ndarray, x: np.ndarray) -> np.ndarray | None:
@@ -212,9 +218,6 @@ class PairSearch:
         if self.require == "compressed-error" and label is None:
             raise InputError("require='compressed-error' needs the seed's true label (the data has no labels)")
         self._label = None if label is None else int(label)
-        aside = self._orig_wrong_at_seed(x_seed)
-        if aside is not None:
-            return aside
         res = self._search(x_seed, seed=seed)
         if (res.status == "found" and res.trigger is not None and res.seed is not None
                 and res.orig_probs is not None and res.comp_probs is not None):
@@ -240,23 +243,6 @@ class PairSearch:
         if res.success and self._label is not None:
             res.extra["compressed_error"] = bool(res.orig_label == self._label)
         return res
-
-    def _orig_wrong_at_seed(self, x_seed: np.ndarray) -> SearchResult | None:
-        """With ``skip_orig_wrong`` and a known label: the ``orig_wrong_at_seed`` result of a seed on which
-        the two models agree and the original is wrong, else None (the seed is searched). The seed's
-        evaluation is not a query (as in :meth:`_seed_outcome`, which the search repeats)."""
-        if not self.skip_orig_wrong or self._label is None:
-            return None
-        t0 = time.perf_counter()
-        x0 = self._prepare_seed(x_seed)
-        pf, pg = self._query(x0[None])
-        pf0, pg0 = pf[0], pg[0]
-        if np.isnan(pf0).any() or np.isnan(pg0).any():
-            return None  # the search reports it as "nan"
-        lf = int(np.argmax(pf0))
-        if lf != int(np.argmax(pg0)) or lf == self._label:
-            return None  # disagree_at_seed (counted apart by the search) or the original right: searched
-        return self._result("orig_wrong_at_seed", 0, t0, x0, None, pf0, pg0)
 
     def _search(self, x_seed: np.ndarray, *, seed: SeedLike = None) -> SearchResult:  # pragma: no cover
         """The algorithm proper (subclasses): one seed, no minimisation."""

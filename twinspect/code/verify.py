@@ -412,22 +412,13 @@ def _as_strings(ids: np.ndarray, lengths: np.ndarray, chunk_tokens: int = 1 << 2
     return out
 
 
-def _counts(rows: np.ndarray, cols: np.ndarray, n: int, ncols: int) -> sp.csr_matrix:
-    """Sparse (n, ncols) float32 count matrix of (row, column) occurrences."""
-    import numpy as np
-    import scipy.sparse as sp
-
-    m = sp.csr_matrix((np.ones(len(cols), dtype=np.float32), (rows, cols)), shape=(n, max(1, ncols)))
-    m.sum_duplicates()
-    return m
-
-
 def _list_counts(cols: np.ndarray, lengths: np.ndarray, ncols: int, wrap: int | None = None) -> sp.csr_matrix:
-    """:func:`_counts` of the occurrences of ``cols`` in N consecutive lists of ``lengths`` ids (row i: list i).
+    """Sparse (N, ncols) float32 counts of the occurrences of ``cols`` in N consecutive lists of
+    ``lengths`` ids (row i: list i), with sorted, summed entries.
 
-    The same matrix, built from the lists' offsets instead of a row index per occurrence and a COO
-    conversion (per-token int64 temporaries: several hundred MB at a 13-MLOC tree's 35 M tokens).
-    ``wrap``: count ``cols % wrap`` instead (computed only when some id reaches it).
+    Built from the lists' offsets, not from a row index per occurrence and a COO conversion
+    (per-token int64 temporaries: several hundred MB at a 13-MLOC tree's 35 M tokens). ``cols`` is
+    not modified. ``wrap``: count ``cols % wrap`` instead (computed only when some id reaches it).
     """
     import numpy as np
     import scipy.sparse as sp

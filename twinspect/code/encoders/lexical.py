@@ -289,23 +289,11 @@ class LexicalEncoder(Encoder):
         return chunk_bounds(sizes, _CHUNK_TOKENS, _CHUNK)
 
     def _blocks(self, fragments: Sequence[Fragment]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-        """Per block (structure, then identifiers if weighted): (doc, feature, count) triples."""
-        n_blocks = 2 if self.identifier_weight > 0 else 1
-        parts: list[list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = [[] for _ in range(n_blocks)]
-        for lo, hi in self._chunks(fragments):
-            chunk = fragments[lo:hi]
-            extractors = [self._struct_features, self._ident_features][:n_blocks]
-            for part, extract in zip(parts, extractors):
-                doc, feat, counts = self._counts(*extract(chunk))
-                part.append((doc + lo, feat, counts))
-        out: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-        for part in parts:
-            if not part:
-                out.append((np.zeros(0, np.int64), np.zeros(0, _U64), np.zeros(0, np.int64)))
-            else:
-                docs_, feats_, counts_ = (np.concatenate(arrays) for arrays in zip(*part))
-                out.append((docs_, feats_, counts_))
-        return out
+        """Per block (structure, then identifiers if weighted): (doc, feature, count) triples of
+        ``fragments``, one range of :meth:`_chunks` (the callers chunk: extraction's temporaries grow
+        with the tokens, and doc ids stay below 2**24)."""
+        extractors = [self._struct_features, self._ident_features][: 2 if self.identifier_weight > 0 else 1]
+        return [self._counts(*extract(fragments)) for extract in extractors]
 
     def _blocks_cached(self, fragments: list[Fragment]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         cached = self._cache

@@ -163,23 +163,13 @@ class Candidates:
                    None if np.isnan(recall) else recall, int(arrays[f"{prefix}_recall_queries"]))
 
 
-def _id_blocks(a: np.ndarray, b: np.ndarray, n: int, chunk: int) -> list[tuple[int, int]]:
-    """Consecutive id ranges ``[lo, hi)`` covering ``0..n-1`` whose ids occur, as ``a`` or ``b`` ends
-    of the undirected pairs ``(a, b)``, in about ``chunk`` entries each (at least one id per range)."""
-    import numpy as np
-
-    ends = np.cumsum(np.bincount(a, minlength=n) + np.bincount(b, minlength=n))
-    cuts = np.searchsorted(ends, np.arange(chunk, int(ends[-1]) if n else 0, chunk), side="left") + 1
-    bounds = np.unique(np.r_[0, np.minimum(cuts, n), n])
-    return [(int(lo), int(hi)) for lo, hi in zip(bounds[:-1], bounds[1:])]
-
-
 def _ends_by_range(
     a: np.ndarray, b: np.ndarray, score: np.ndarray, n: int,
 ) -> Iterator[tuple[int, int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
     """The undirected pairs ``(a[i], b[i])`` with ``score[i]``, seen from both ends, a range of ids at a time.
 
-    For each range ``[lo, hi)`` of :func:`_id_blocks` (about :data:`_GROUP_CHUNK` entries), the entries
+    For each range ``[lo, hi)`` of ids whose entries (as either end) number at most :data:`_GROUP_CHUNK`
+    (:func:`twinspect._arrays.chunk_bounds`; an id with more is a range of its own), the entries
     whose end lies in it, sorted by (end, descending score, partner): each end's group is whole and in
     the order both the neighbour cap and the overlap cap rank it. One sort of every pair from both ends
     at once held several arrays of twice the pairs (about 1 GB at 33 M pairs).
@@ -190,7 +180,9 @@ def _ends_by_range(
     """
     import numpy as np
 
-    for lo, hi in _id_blocks(a, b, n, _GROUP_CHUNK):
+    from twinspect._arrays import chunk_bounds
+
+    for lo, hi in chunk_bounds(np.bincount(a, minlength=n) + np.bincount(b, minlength=n), _GROUP_CHUNK):
         from_a = np.flatnonzero((a >= lo) & (a < hi))
         from_b = np.flatnonzero((b >= lo) & (b < hi))
         end = np.concatenate([a[from_a], b[from_b]])

@@ -711,7 +711,7 @@ class Campaign:
             return fallback, "output"
         probe = triage.probe_spec(spec)
         try:
-            mp, ip = self._save_model(probe, "probe", self._seeded_build(probe))
+            mp, ip = self._save_model(probe, "probe")
         except Exception:
             return fallback, "output"
         pres = self._run_all(mp, ip, involved)
@@ -760,7 +760,7 @@ class Campaign:
             cand = cands.pop(0)
             try:
                 # build only: a candidate that crashes a library is what a crash finding keeps
-                mp, ip = self._save_model(cand, f"min{k}", self._seeded_build(cand))
+                mp, ip = self._save_model(cand, f"min{k}")  # built (seeded) there
             except Exception:
                 continue
             r = self._run_all(mp, ip, involved)

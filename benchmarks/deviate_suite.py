@@ -302,19 +302,18 @@ def build(suite_dir: Path, datasets: tuple[str, ...] = ("mnist", "cifar10")) -> 
     if "cifar10" in datasets:
         _export_onnx(d / "cifar-resnet8.pt", d / "cifar-resnet8.onnx", None, None, d / "cifar-resnet8-dyn.onnx")
         _export_onnx(d / "cifar-resnet8q.pt", d / "cifar-resnet8q.onnx", None, None, d / "cifar-resnet8q-dyn.onnx")
-        # calibration inputs as the model sees them: its metadata's preprocessing (scale, per-channel mean/std)
         from twinspect.dl.adapters.metadata import read_metadata
 
-        pre = read_metadata(d / "cifar-resnet8h.pt")["preprocess"]
-        x_cifar = load_images("cifar10", split="train")[0][:256].astype(np.float32) / pre["scale"]
-        x_cifar = (x_cifar - np.float32(pre["mean"])) / np.float32(pre["std"])
-        _export_onnx(d / "cifar-resnet8h.pt", d / "cifar-resnet8h.onnx", x_cifar.transpose(0, 3, 1, 2),
+        def calibration(model: Path) -> np.ndarray:
+            """256 training images as ``model`` sees them (its metadata's scale and per-channel mean/std), NCHW."""
+            pre = read_metadata(model)["preprocess"]
+            x = load_images("cifar10", split="train")[0][:256].astype(np.float32) / pre["scale"]
+            return ((x - np.float32(pre["mean"])) / np.float32(pre["std"])).transpose(0, 3, 1, 2)
+
+        _export_onnx(d / "cifar-resnet8h.pt", d / "cifar-resnet8h.onnx", calibration(d / "cifar-resnet8h.pt"),
                      d / "cifar-resnet8h-qdq.onnx", None)
         _export_onnx(d / "cifar-resnet8s.pt", d / "cifar-resnet8s.onnx", None, None, d / "cifar-resnet8s-dyn.onnx")
-        pre = read_metadata(d / "cifar-resnet14h.pt")["preprocess"]
-        x14 = load_images("cifar10", split="train")[0][:256].astype(np.float32) / pre["scale"]
-        x14 = (x14 - np.float32(pre["mean"])) / np.float32(pre["std"])
-        _export_onnx(d / "cifar-resnet14h.pt", d / "cifar-resnet14h.onnx", x14.transpose(0, 3, 1, 2),
+        _export_onnx(d / "cifar-resnet14h.pt", d / "cifar-resnet14h.onnx", calibration(d / "cifar-resnet14h.pt"),
                      d / "cifar-resnet14h-qdq.onnx", None)
     if "mnist" not in datasets:
         return

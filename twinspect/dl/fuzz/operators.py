@@ -307,26 +307,50 @@ def _place(spec: dict, src: str, src_shape: list[int], chain: list[tuple[str, di
     return _insert_chain(spec, src, chain)
 
 
-def _pick_pair(spec: dict, cands_of: Callable[[int], list[str]], cov: Coverage, rng: random.Random,
-               tries: int = 12) -> tuple[str, list[int], str] | None:
-    """A (source tensor, its shape, new layer) choice, preferring an uncovered (source type, layer) pair and
-    then an unseen layer type; None when no source has a candidate layer."""
-    srcs = _source_choices(spec)
-    rng.shuffle(srcs)
-    fallback = None
-    for src, shape, kind in srcs[:tries]:
-        cands = cands_of(len(shape) + 1)
-        if not cands:
-            continue
+def _pair_options(spec: dict, cands_of: Callable[[int], list[str]]) -> dict[tuple[str | None, str], list[tuple[str, list[int]]]]:
+    """Every (source layer type, candidate layer) option of the model: ``{(A, B): [(tensor, shape), ...]}`` over
+    *all* tensors of the model (A is None for the model input), B from ``cands_of(rank)`` of the tensor.
+
+    The authors' ``ArchitectureUtils.choose_new_layer`` and ``find_new_edges`` (``maybeLee/COMET``) look at
+    every layer class present in the model and every candidate class, keep the pairs whose ranks fit
+    (``scan_by_ndim``), and split them into uncovered and covered ones; this is that enumeration."""
+    out: dict[tuple[str | None, str], list[tuple[str, list[int]]]] = {}
+    cache: dict[int, list[str]] = {}
+    for src, shape, kind in _source_choices(spec):
         entry = catalogue.get(kind) if kind else None
         a = entry.name if entry else None
-        fresh = [c for c in cands if a and (a, c) not in cov.pairs]
-        unseen = [c for c in cands if c not in cov.types]
-        pool = [c for c in fresh if c in unseen] or unseen or fresh
-        if pool:
-            return src, shape, rng.choice(pool)
-        fallback = fallback or (src, shape, rng.choice(cands))
-    return fallback
+        rank = len(shape) + 1
+        if rank not in cache:
+            cache[rank] = cands_of(rank)
+        for c in cache[rank]:
+            out.setdefault((a, c), []).append((src, shape))
+    return out
+
+
+def _pick_pair(spec: dict, cands_of: Callable[[int], list[str]], cov: Coverage, rng: random.Random,
+               ) -> tuple[str, list[int], str] | None:
+    """A (source tensor, its shape, new layer) choice in MEMO's "diverse" mode: an uncovered (source type, layer)
+    pair whose layer type is also unseen first, then an unseen layer type, then any uncovered pair, then any
+    option at random; None when no tensor of the model has a candidate layer.
+
+    The options are every (layer type present in the model, candidate) pair whose ranks fit
+    (:func:`_pair_options`), drawn uniformly among the pairs of the first non-empty class, then a tensor of
+    that source type uniformly — as the authors' ``choose_new_layer`` does for NLA (MEMO/COMET §3.3: the new
+    layer is chosen so that its pair with the preceding layer is not yet covered). twinspect used to look at 12 random
+    tensors only, so in a 60–150-layer reduced seed the uncovered pairs of rare source types (a merge, a
+    pooling, an inserted layer) were almost never offered once the common types' pairs were covered."""
+    opts = _pair_options(spec, cands_of)
+    if not opts:
+        return None
+    fresh = [k for k in opts if k[0] is not None and k not in cov.pairs]
+    unseen = [k for k in opts if k[1] not in cov.types]
+    both = [k for k in fresh if k[1] not in cov.types]
+    for group in (both, unseen, fresh, list(opts)):
+        if group:
+            key = rng.choice(sorted(group, key=str))
+            src, shape = rng.choice(opts[key])
+            return src, shape, key[1]
+    return None
 
 
 def _nla_one(spec: dict, cov: Coverage, rng: random.Random) -> dict | None:
@@ -391,56 +415,178 @@ def lmerge(spec: dict, cov: Coverage, rng: random.Random) -> dict | None:
 
 def _lconn_one(spec: dict, cov: Coverage, rng: random.Random) -> dict | None:
     """One LConn step: connect a layer of type A to a new layer of type B with (A, B) an uncovered legal pair,
-    as a new output branch."""
-    srcs = [s for s in _source_choices(spec) if s[2] and catalogue.get(s[2])]
-    if not srcs:
+    as a new output branch. The pair is drawn among the uncovered pairs of *every* layer of the model
+    (:func:`_pair_options`; the authors' ``find_new_edges`` enumerates every layer class of the model); a model
+    with no catalogue layer gets an NLA step instead; None when every pair it offers is covered."""
+    if not any(catalogue.get(n["layer"]) for n in spec["nodes"]):
         return _nla_one(spec, cov, rng)
-    rng.shuffle(srcs)
-    for src, shape, kind in srcs[:10]:
-        entry = catalogue.get(kind or "")
-        if entry is None:
-            continue
-        a = entry.name
-        cands = [c for c in _candidates(len(shape) + 1) if (a, c) not in cov.pairs]
-        if cands:
-            layer = rng.choice(cands)
-            return _insert_after(spec, src, shape, layer, random_params(layer, shape, rng, cov))
-    return None
+    opts = _pair_options(spec, _candidates)
+    fresh = sorted((k for k in opts if k[0] is not None and k not in cov.pairs), key=str)
+    if not fresh:
+        return None
+    a, layer = rng.choice(fresh)
+    src, shape = rng.choice(opts[(a, layer)])
+    return _insert_after(spec, src, shape, layer, random_params(layer, shape, rng, cov))
+
+
+#: CShape/CMode try at most this many values for one parameter before giving up on it (the authors'
+#: ``choose_layers_for_mparam`` redraws an already covered value up to 10 times, ``try_time > 10``)
+MAX_VALUE_TRIES = 10
+
+
+def _open_labels(layer: str, p: catalogue.Param, seen: set[tuple[str, str, str]]) -> list[str]:
+    """Labels of parameter ``p`` of ``layer`` not in ``seen`` (the uncovered values or buckets)."""
+    return [lab for lab in p.labels() if (layer, p.name, lab) not in seen]
+
+
+def _value_of(p: catalogue.Param, lab: str, rng: random.Random):
+    """A value of parameter ``p`` in its value or bucket ``lab``."""
+    if p.kind == "mode":
+        return p.values[p.labels().index(lab)]
+    lo, hi = next((b[1], b[2]) for b in p.buckets if b[0] == lab)
+    if p.kind == "float":
+        return round(rng.uniform(lo, hi), 3) if hi > 0 else 0.0
+    return rng.randint(int(lo), int(hi))
+
+
+def _accepts(spec: dict, node: dict, params: dict) -> list[int] | None:
+    """The per-sample output shape of ``node`` with constructor arguments ``params`` on its recorded input
+    shapes (a symbolic Keras call), or None when Keras rejects them or an input shape is unknown."""
+    keras = graph.keras_module()
+    tensors: dict = {}
+    for i in node["inputs"]:
+        shape = graph.shape_of(spec, i)
+        if not shape or -1 in shape:
+            return None
+        tensors[i] = keras.Input(shape=tuple(shape))
+    try:
+        out = graph.call_node({**node, "name": "probe", "params": params}, tensors)
+    except Exception:
+        return None
+    return [int(d) if d is not None else -1 for d in out.shape[1:]]
+
+
+def _fix_strided_dilation(layer: str, tp: dict, just_set: set[str], rng: random.Random) -> None:
+    """Keras rejects strides > 1 with dilation_rate > 1 on :data:`_NO_STRIDED_DILATION`: one of the two goes back
+    to 1, the one not in ``just_set`` (random when both or neither are)."""
+    if layer in _NO_STRIDED_DILATION and _first(tp.get("strides", 1)) > 1 and _first(tp.get("dilation_rate", 1)) > 1:
+        keep = [k for k in ("strides", "dilation_rate") if k in just_set]
+        reset = ("dilation_rate" if keep == ["strides"] else "strides") if len(keep) == 1 else rng.choice(("strides", "dilation_rate"))
+        tp[reset] = [1] * len(tp[reset]) if isinstance(tp[reset], (list, tuple)) else 1
 
 
 def _change_param(spec: dict, cov: Coverage, rng: random.Random, kinds: tuple[str, ...], count: int) -> dict | None:
-    """Set 1 to :data:`MAX_PARAMS_PER_LAYER` parameters of ``kinds`` (uniform; fewer when the layer has fewer)
-    to preferably unseen values on each of ``count`` distinct layers (fewer when the model has fewer such
-    layers); None when it has none."""
-    nodes = [n for n in spec["nodes"] if catalogue.get(n["layer"]) and
-             any(p.kind in kinds for p in catalogue.get(n["layer"]).params)]  # type: ignore[union-attr]
+    """CShape/CMode in MEMO's "diverse" mode: on each of ``count`` distinct layers (fewer when the model has fewer
+    such layers) set 1 to :data:`MAX_PARAMS_PER_LAYER` parameters of ``kinds`` to uncovered values; None when
+    the model has no such layer.
+
+    "Diverse" is the authors' rule for every choice of their operators (``maybeLee/COMET``, ``mutation_mode``:
+    "first select the global option, if no global option is available, randomly choose one"), applied here
+    at each level of the choice (MEMO/COMET §3.3, layer parameter mutation):
+
+    * *layers*: a layer whose type still has an uncovered value of ``kinds`` first (uniform among them),
+      then any layer. Before, layers were drawn uniformly from the model, so in a reduced ResNet50 or
+      Xception (dozens of Conv2D, BatchNormalization and Activation layers) the few layers of rarer types
+      (Conv1D, GRU, Conv3D inserted by NLA) were almost never the ones mutated once Conv2D's values were
+      covered — the single largest block of uncovered parameter values at the end of a campaign;
+    * *parameters*: those with an uncovered value first (the authors skip a numeric parameter whose space is
+      already covered), then the others;
+    * *values*: the uncovered values or buckets in random order, then the covered ones; each candidate is
+      checked by a symbolic Keras call of the layer on its recorded input shapes, and the first one Keras
+      accepts is kept (at most :data:`MAX_VALUE_TRIES` tries; the authors redraw up to 10 times). Before,
+      one value was drawn and a kernel, pool or stride larger than the input made the whole mutant invalid
+      (about half of all CShape mutants of the reduced large seeds).
+
+    When a new shape parameter changes the layer's output shape, the layers of :func:`restore_chain` bring it
+    back for the layer's readers (marked ``"adapter": True``), as NLA's inline insertion does (the authors'
+    ``NL_mut`` with ``revert_shape``): without it a changed filter count or stride inside a residual block or
+    before a Concatenate made the mutant invalid. The authors' ``mutate_param`` does not restore the shape;
+    twinspect does, so that such a change is tested instead of rejected. When the shape cannot be restored
+    (:func:`restore_chain` returns None) the change is kept as it is and the caller's build decides.
+    """
+    def mutable(node: dict) -> list[catalogue.Param]:
+        lay = catalogue.get(node["layer"])
+        return [p for p in lay.params if p.kind in kinds] if lay else []
+
+    nodes = [n for n in spec["nodes"] if mutable(n)]
     if not nodes:
         return None
     new = graph.clone(spec)
     seen_all = set(cov.params)
-    for node in rng.sample(nodes, min(count, len(nodes))):
+
+    def is_open(node: dict) -> bool:
+        name = catalogue.get(node["layer"]).name  # type: ignore[union-attr]
+        return any(_open_labels(name, p, seen_all) for p in mutable(node))
+
+    picked: list[dict] = []
+    for _ in range(min(count, len(nodes))):
+        left = [n for n in nodes if n not in picked]
+        fresh = [n for n in left if is_open(n)]
+        node = rng.choice(fresh or left)
+        picked.append(node)
         lay = catalogue.get(node["layer"])
         assert lay is not None
         target = next(n for n in new["nodes"] if n["name"] == node["name"])
-        mutable = [p for p in lay.params if p.kind in kinds]
-        chosen = rng.sample(mutable, min(rng.randint(1, MAX_PARAMS_PER_LAYER), len(mutable)))
+        params = mutable(node)
+        rng.shuffle(params)
+        params.sort(key=lambda p: not _open_labels(lay.name, p, seen_all))  # stable: open ones first, shuffled
+        chosen = params[:min(rng.randint(1, MAX_PARAMS_PER_LAYER), len(params))]
+        just_set: set[str] = set()
         for p in chosen:
-            seen = {t[2] for t in seen_all if t[0] == lay.name and t[1] == p.name}
-            value = sample_value(p, rng, seen)
-            if p.name in ("kernel_size", "pool_size", "strides", "dilation_rate") and isinstance(target["params"].get(p.name), (list, tuple)):
-                value = [value] * len(target["params"][p.name])
-            target["params"][p.name] = value
-            lab = p.label_of(value)
-            if lab is not None:
-                seen_all.add((lay.name, p.name, lab))
-        tp = target["params"]
-        if lay.name in _NO_STRIDED_DILATION and _first(tp.get("strides", 1)) > 1 and _first(tp.get("dilation_rate", 1)) > 1:
-            # Keras rejects strides > 1 with dilation_rate > 1 here: one of the two goes back to 1, the one this
-            # application did not just set (random when it set both)
-            keep = [k for k in ("strides", "dilation_rate") if k in {q.name for q in chosen}]
-            reset = ("dilation_rate" if keep == ["strides"] else "strides") if len(keep) == 1 else rng.choice(("strides", "dilation_rate"))
-            tp[reset] = [1] * len(tp[reset]) if isinstance(tp[reset], (list, tuple)) else 1
+            opened = _open_labels(lay.name, p, seen_all)
+            rng.shuffle(opened)
+            rest = [lab for lab in p.labels() if lab not in opened]
+            rng.shuffle(rest)
+            for lab in (opened + rest)[:MAX_VALUE_TRIES]:
+                value = _value_of(p, lab, rng)
+                old = target["params"].get(p.name)
+                if p.name in ("kernel_size", "pool_size", "strides", "dilation_rate", "cropping", "padding", "size") \
+                        and isinstance(old, (list, tuple)) and old and not isinstance(old[0], (list, tuple)):
+                    value = [value] * len(old)
+                trial = {**target["params"], p.name: value}
+                _fix_strided_dilation(lay.name, trial, just_set | {p.name}, rng)
+                if _accepts(new, target, trial) is not None:
+                    target["params"] = trial
+                    just_set.add(p.name)
+                    label = p.label_of(value)
+                    if label is not None:
+                        seen_all.add((lay.name, p.name, label))
+                    break
+        _restore_output(new, target)
     return new
+
+
+def _restore_output(spec: dict, node: dict) -> None:
+    """After a parameter change of ``node`` (in ``spec``, in place): when its output shape differs from the one
+    recorded, insert the :func:`restore_chain` layers between it and its readers (and the model output it is),
+    so the rest of the model sees the old shape. Nothing when the shape is unchanged, unknown or cannot be
+    restored."""
+    old = node.get("shape")
+    out = _accepts(spec, node, node["params"])
+    if not old or out is None or out == old:
+        return
+    back = restore_chain(out, old)
+    if not back:
+        return
+    try:
+        shapes = chain_shapes(back, out)
+    except Exception:
+        return
+    if shapes[-1] != [int(d) for d in old]:
+        return
+    readers = graph.consumers(spec, node["name"])
+    idx = graph.node_names(spec).index(node["name"]) + 1
+    prev = node["name"]
+    for (layer, params), shape in zip(back, shapes):
+        ad = {"name": graph.fresh_name(spec, layer), "layer": layer, "params": params, "inputs": [prev],
+              "shape": shape, "adapter": True}
+        spec["nodes"].insert(idx, ad)
+        idx += 1
+        prev = ad["name"]
+    for n in readers:
+        n["inputs"] = [prev if i == node["name"] else i for i in n["inputs"]]
+    spec["outputs"] = [prev if o == node["name"] else o for o in spec["outputs"]]
+    node["shape"] = out
 
 
 def _first(value) -> int:

@@ -111,6 +111,9 @@ def test_trigram_counts_match_a_plain_count_whatever_the_chunk():
         got = _trigram_counts(ids, lengths, v, chunk_tokens=chunk)
         assert got.has_sorted_indices
         np.testing.assert_array_equal(got.toarray(), want)
+    # a chunk whose lists are all too short for a trigram (here the whole input) has none: no error
+    short = _trigram_counts(np.array([1, 2, 3, 4, 5]), np.array([2, 0, 1, 2]), 6, chunk_tokens=1 << 22)
+    assert short.shape == (4, 1) and short.nnz == 0
 
 
 def test_sequence_strings_and_counts_match_a_plain_encoding_whatever_the_chunk():
@@ -136,13 +139,18 @@ def test_sequence_strings_and_counts_match_a_plain_encoding_whatever_the_chunk()
     for chunk in (1, 23, 1 << 22):  # every list its own chunk, chunks of a few lists, one chunk
         assert _as_strings(ids, lengths, chunk_tokens=chunk) == want
     ncols = int(min(_CHAR_SPAN, ids.max() + 1))  # as PairFeatures sizes it
-    got = _list_counts(ids, lengths, ncols, wrap=_CHAR_SPAN)
     dense = np.zeros((len(lengths), ncols), dtype=np.float32)
     for k in range(len(lengths)):
         for sym, cnt in Counter(int(i) % _CHAR_SPAN for i in ids[starts[k]:starts[k + 1]]).items():
             dense[k, sym] = cnt
-    assert got.has_canonical_format and (dense > 1).any()
-    np.testing.assert_array_equal(got.toarray(), dense)
+    assert (dense > 1).any()
+    for chunk in (1, 23, 1 << 22):  # the counts are made a chunk of lists at a time: same matrix
+        got = _list_counts(ids, lengths, ncols, wrap=_CHAR_SPAN, chunk_tokens=chunk)
+        assert got.has_canonical_format and got.dtype == np.float32
+        np.testing.assert_array_equal(got.toarray(), dense)
+        # canonical indeed (the flag is set, not checked, by _list_counts): strictly ascending columns per row
+        assert all((np.diff(got.indices[got.indptr[r]:got.indptr[r + 1]]) > 0).all() for r in range(got.shape[0]))
+        assert got.nnz == np.count_nonzero(dense)
     # ids already of the index dtype (int32, as PairFeatures passes them) are counted, not sorted in place
     small = (ids % _CHAR_SPAN).astype(np.int32)
     before = small.copy()

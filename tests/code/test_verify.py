@@ -339,3 +339,43 @@ def test_bad_verifier_fails_in_validate(tmp_path):
         cfg.validate()
     cfg.verifier_path = "strict"
     cfg.validate()
+
+
+def test_identifier_tfidf_rows_equal_scikit_learns_transformer():
+    """The identifier features' weights are scikit-learn's TfidfTransformer (sublinear tf, smoothed idf,
+    L2 rows), computed in place on the counts' entries, empty rows included; the counts are untouched."""
+    from sklearn.feature_extraction.text import TfidfTransformer
+
+    from twinspect.code.verify import _list_counts, _tfidf_rows
+
+    rng = np.random.default_rng(5)
+    lengths = rng.integers(0, 30, size=40)
+    lengths[[0, 7, 39]] = 0  # empty rows: first, inside, last
+    counts = _list_counts(rng.integers(0, 25, size=int(lengths.sum())), lengths, 25)
+    before = counts.toarray()
+    want = TfidfTransformer(sublinear_tf=True, smooth_idf=True, norm="l2").fit_transform(counts.astype(np.float64)).toarray()
+    assert (before > 1).any()
+    whole = _tfidf_rows(counts)
+    for chunk in (1, 7, 1 << 21):  # weighted a chunk of rows at a time: the same matrix
+        got = _tfidf_rows(counts, chunk_entries=chunk)
+        assert got.dtype == np.float64 and got.has_canonical_format
+        np.testing.assert_allclose(got.toarray(), want, rtol=1e-12, atol=1e-15)
+        np.testing.assert_array_equal(got.toarray(), whole.toarray())
+        np.testing.assert_array_equal(counts.toarray(), before)
+
+
+def test_list_sums_equal_a_sum_per_list_whatever_the_chunk():
+    """Identifiers per fragment are summed a chunk of lists at a time; empty lists (first, inside, last) sum to 0."""
+    from twinspect.code.verify import _list_sums
+
+    rng = np.random.default_rng(8)
+    lengths = rng.integers(0, 9, size=60)
+    lengths[[0, 5, 6, 59]] = 0
+    values = rng.random(int(lengths.sum())) < 0.4
+    starts = np.cumsum(lengths) - lengths
+    want = np.array([int(values[s:s + n].sum()) for s, n in zip(starts, lengths)])
+    assert want.max() > 1
+    for chunk in (1, 10, 1 << 21):
+        got = _list_sums(values, lengths, chunk=chunk)
+        assert got.dtype == np.int64
+        np.testing.assert_array_equal(got, want)

@@ -127,7 +127,6 @@ class PairFeatures:
         """Per-fragment representations: sequences (always) and, with ``sparse``, the bag matrices."""
         import numpy as np
 
-        from twinspect._arrays import index_dtype
         from twinspect.code.encoders.lexical import LexicalEncoder
         from twinspect.code.normalize import token_ids
 
@@ -147,22 +146,27 @@ class PairFeatures:
             return
         enc = LexicalEncoder(dim=1 << 20, ngram_range=(1, 3), identifier_weight=0.0)
         self._tfidf = enc.encode_sparse(self.fragments).tocsr()
+        del enc  # its fitted document frequencies
         # Per-token arrays below hold one entry for every token of every fragment (tens of millions
         # on a 10-MLOC tree, this stage's peak): made after the TF-IDF encoding (itself encoded in
         # chunks of tokens), ids are int32, no row index per token is made, each array is freed once
-        # used, and the trigram codes are counted in chunks (_trigram_counts).
+        # used, and the counts are made a chunk of fragments at a time (_trigram_counts, _list_counts).
+        # The trigrams come first, while fewer tables are held: their pass needs the most memory
+        # (the tables do not depend on the order).
+        abs_ids, abs_len, abs_vocab = token_ids(self._abstract, dtype="int32")
+        self._trigrams = _trigram_counts(abs_ids, abs_len, max(1, len(abs_vocab)))
+        del abs_ids, abs_len, abs_vocab
         plain_ids, plain_len, plain_vocab = token_ids(self._plain, dtype="int32")
         self._bags = _list_counts(plain_ids, plain_len, len(plain_vocab))
         ident = np.fromiter(map(_is_identifier, plain_vocab), dtype=bool, count=len(plain_vocab))
         keep = ident[plain_ids] if len(plain_ids) else np.zeros(0, dtype=bool)
-        # identifiers per fragment from the running count at each fragment's end (no row index per token)
-        seen = np.zeros(len(keep) + 1, dtype=index_dtype(len(keep)))
-        np.cumsum(keep, out=seen[1:])
-        seen = seen[np.concatenate([[0], np.cumsum(plain_len)])]
-        self._idents = _tfidf_rows(_list_counts(plain_ids[keep], np.diff(seen), len(plain_vocab)))
+        # identifiers per fragment (no row index or running count per token); the token ids are freed
+        # before the identifiers are counted
+        ident_len = _list_sums(keep, plain_len)
+        ident_ids = plain_ids[keep]
         del plain_ids, keep
-        abs_ids, abs_len, abs_vocab = token_ids(self._abstract, dtype="int32")
-        self._trigrams = _trigram_counts(abs_ids, abs_len, max(1, len(abs_vocab)))
+        self._idents = _tfidf_rows(_list_counts(ident_ids, ident_len, len(plain_vocab)))
+        del ident_ids
 
     def sequences(self) -> tuple[list[str], list[str], np.ndarray]:
         """The per-fragment sequences the alignment features read.
@@ -456,7 +460,28 @@ def _list_counts(cols: np.ndarray, lengths: np.ndarray, ncols: int, wrap: int | 
     return m
 
 
-def _trigram_counts(ids: np.ndarray, lengths: np.ndarray, v: int, chunk_tokens: int = 1 << 21) -> sp.csr_matrix:
+def _list_sums(values: np.ndarray, lengths: np.ndarray, chunk: int = 1 << 21) -> np.ndarray:
+    """int64 (N,) sums of N consecutive lists of ``lengths`` entries of ``values`` (bool or int, (T,)).
+
+    Summed a chunk of about ``chunk`` entries of whole lists at a time: ``np.add.reduceat`` into int64
+    casts its whole input first (8 bytes an entry: 0.3 GB for a 13-MLOC tree's 35 M tokens).
+    """
+    import numpy as np
+
+    from twinspect._arrays import chunk_bounds
+
+    out = np.zeros(len(lengths), dtype=np.int64)
+    ends = np.cumsum(lengths, dtype=np.int64)
+    for r0, r1 in chunk_bounds(lengths, chunk):
+        t0 = int(ends[r0 - 1]) if r0 else 0
+        filled = np.flatnonzero(lengths[r0:r1])
+        if len(filled):
+            starts = ends[r0 + filled] - lengths[r0 + filled] - t0
+            out[r0 + filled] = np.add.reduceat(values[t0:int(ends[r1 - 1])], starts, dtype=np.int64)
+    return out
+
+
+def _trigram_counts(ids: np.ndarray, lengths: np.ndarray, v: int, chunk_tokens: int = 1 << 20) -> sp.csr_matrix:
     """Per-fragment counts of abstracted-token trigrams (three consecutive tokens of one fragment).
 
     A trigram is coded as the base-``v`` integer of its three token ids; column ``j`` of the result is
@@ -484,7 +509,7 @@ def _trigram_counts(ids: np.ndarray, lengths: np.ndarray, v: int, chunk_tokens: 
 
     n = len(lengths)
     ends = np.cumsum(lengths, dtype=np.int64)
-    rows_parts: list[np.ndarray] = []
+    row_counts = np.zeros(n, dtype=np.int64)  # distinct trigrams per fragment
     code_parts: list[np.ndarray] = []
     count_parts: list[np.ndarray] = []
     for r0, r1 in chunk_bounds(lengths, chunk_tokens):
@@ -501,23 +526,23 @@ def _trigram_counts(ids: np.ndarray, lengths: np.ndarray, v: int, chunk_tokens: 
             order = np.lexsort((code, rows))
             code, rows = code[order], rows[order]
             first = np.flatnonzero(np.r_[True, (code[1:] != code[:-1]) | (rows[1:] != rows[:-1])])
-            rows_parts.append(rows[first])
+            row_counts[r0:r1] = np.bincount(rows[first] - r0, minlength=r1 - r0)
             code_parts.append(code[first])
             count_parts.append(np.diff(np.r_[first, len(code)]).astype(np.float32))
     if not code_parts:
         return sp.csr_matrix((n, 1), dtype=np.float32)
     # Assembled part by part, each part dropped once used: the codes' vocabulary grown one part at a
-    # time, the row counts summed per part, each part's codes mapped into one preallocated column array
-    # of the final index dtype, the counts joined by concatenate_consumed. Joining every part at once
+    # time, each part's codes mapped into one preallocated column array of the final index dtype, the
+    # counts joined by concatenate_consumed (the rows were counted per chunk above). Joining every part at once
     # (int64 columns from searchsorted, then scipy's int32 copy) held about 0.6 GB above the finished
     # matrix on a 13-MLOC tree: the verifier's memory peak there.
     vocab = np.zeros(0, dtype=np.int64)
-    for c in code_parts:
-        vocab = np.union1d(vocab, c)
-    row_counts = np.zeros(n, dtype=np.int64)
-    for r in rows_parts:
-        row_counts += np.bincount(r, minlength=n)
-    del rows_parts
+    pending: list[np.ndarray] = []
+    for i, c in enumerate(code_parts):  # merged every ~4 M codes: one sort per part was slow, all at once large
+        pending.append(np.unique(c))
+        if i == len(code_parts) - 1 or sum(len(p) for p in pending) >= 1 << 22:
+            vocab = np.unique(np.concatenate([vocab, *pending]))
+            pending.clear()
     indptr = np.r_[0, np.cumsum(row_counts)]
     indices = np.empty(int(indptr[-1]), dtype=index_dtype(max(len(vocab), int(indptr[-1]))))
     pos = 0
@@ -540,19 +565,47 @@ def _is_identifier(tok: str) -> bool:
     return tok[:1].isalpha() or tok[:1] == "_" or tok[:1] == "$"
 
 
-def _tfidf_rows(counts: sp.csr_matrix) -> sp.csr_matrix:
-    """Sublinear-tf, smoothed-idf (as scikit-learn's TfidfTransformer), L2-normalised rows."""
+def _tfidf_rows(counts: sp.csr_matrix, chunk_entries: int = 1 << 21) -> sp.csr_matrix:
+    """Sublinear-tf, smoothed-idf (as scikit-learn's TfidfTransformer), L2-normalised rows, float64.
+
+    ``counts``: float CSR with positive entries in canonical format (as :func:`_list_counts` makes
+    them); its entries are not modified, and the result (canonical too) shares its index arrays. The
+    weights are computed in place on one float64 copy of the entries, a chunk of about
+    ``chunk_entries`` entries of whole rows at a time (a copy of the whole matrix in each step, and
+    the diagonal product that scaled the rows, held several at once: about 0.3 GB above the result on
+    a 13-MLOC tree's identifiers). The row norms are summed as ``scipy.sparse``'s row sum does
+    (``np.add.reduceat`` over each non-empty row), so the result does not depend on ``chunk_entries``.
+    """
     import numpy as np
     import scipy.sparse as sp
 
-    m = counts.tocsr(copy=True).astype(np.float64)
-    n = m.shape[0]
-    df = np.bincount(m.indices, minlength=m.shape[1])
+    from twinspect._arrays import chunk_bounds
+
+    n = counts.shape[0]
+    indptr, indices = counts.indptr, counts.indices
+    data = counts.data.astype(np.float64)
+    df = np.bincount(indices, minlength=counts.shape[1])
     idf = np.log((1.0 + n) / (1.0 + df)) + 1.0
-    m.data = (1.0 + np.log(m.data)) * idf[m.indices]
-    norms = np.sqrt(np.asarray(m.multiply(m).sum(axis=1)).ravel())
+    np.log(data, out=data)
+    data += 1.0
+    row_nnz = np.diff(indptr)
+    norms = np.zeros(n, dtype=np.float64)
+    ranges = chunk_bounds(row_nnz, chunk_entries)
+    for r0, r1 in ranges:
+        e0, e1 = int(indptr[r0]), int(indptr[r1])
+        seg = data[e0:e1]
+        seg *= idf[indices[e0:e1]]
+        filled = np.flatnonzero(row_nnz[r0:r1])
+        if len(filled):
+            norms[r0 + filled] = np.add.reduceat(seg * seg, indptr[r0 + filled] - e0)
+    np.sqrt(norms, out=norms)
     norms[norms == 0] = 1.0
-    return sp.csr_matrix(sp.diags(1.0 / norms) @ m)
+    inv = 1.0 / norms
+    for r0, r1 in ranges:
+        data[int(indptr[r0]):int(indptr[r1])] *= np.repeat(inv[r0:r1], row_nnz[r0:r1])
+    m = sp.csr_matrix((data, indices, indptr), shape=counts.shape)
+    m.has_canonical_format = True  # the counts' order (canonical, as _list_counts makes them)
+    return m
 
 
 def _intersection(m: sp.csr_matrix, a: np.ndarray, b: np.ndarray) -> np.ndarray:

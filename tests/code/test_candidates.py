@@ -31,11 +31,16 @@ def _brute_overlap(toks, theta):
 
 # 7: the 60 bags are built and prefixed in 9 chunks of rows; 90 tokens: chunks of 1 to ~30 rows (rows
 # ascend in size, so the chunks of the largest rows hold fewest)
-@pytest.mark.parametrize("bag_chunk,bag_tokens", [(None, None), (7, None), (None, 90)])
+# prefix chunk 5: the prefix product is taken 5 rows at a time, so the blocks of the largest rows drop
+# the entries under their smallest extended-prefix `need` (up to 32 shared items) before filtering
+@pytest.mark.parametrize("bag_chunk,bag_tokens,prefix_chunk", [(None, None, None), (7, None, None), (None, 90, None),
+                                                               (None, None, 5)])
 @pytest.mark.parametrize("theta", [0.3, 0.55, 0.8, 1.0])
-def test_overlap_pairs_equal_brute_force(theta, bag_chunk, bag_tokens, monkeypatch):
+def test_overlap_pairs_equal_brute_force(theta, bag_chunk, bag_tokens, prefix_chunk, monkeypatch):
     from twinspect.code import candidates
 
+    if prefix_chunk is not None:
+        monkeypatch.setattr(candidates, "_PREFIX_CHUNK", prefix_chunk)
     if bag_chunk is not None:
         monkeypatch.setattr(candidates, "_BAG_CHUNK", bag_chunk)
     if bag_tokens is not None:

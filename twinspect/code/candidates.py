@@ -607,7 +607,16 @@ def _overlap_chunk(shared: tuple, chunk: tuple[int, int]) -> tuple[np.ndarray, n
     theta, prefix, prefix_t, bags, s_sizes, s_need, s_rest, s_last, spans = shared
     lo, hi = chunk
     upper = int(np.searchsorted(s_sizes, s_sizes[hi - 1] / theta + 1e-9, side="right"))
-    cand = (prefix[lo:hi] @ prefix_t[:, lo:upper]).tocoo()
+    cand = prefix[lo:hi] @ prefix_t[:, lo:upper]  # CSR: shared prefix items of each (row, partner)
+    # Every pair kept below shares at least the smaller `need` of its two rows (the extended prefix
+    # filter), so entries under the smallest `need` of the block go first, in the CSR, before any
+    # per-entry index array exists: most of the product shares a few common items (on the stdlib
+    # 23.6 M entries, 0.6 M of them reach `need`; the per-entry filters took as long as the product).
+    floor = min(float(s_need[lo:hi].min()), float(s_need[lo:upper].min()))
+    if floor > 1.0:  # every stored entry is a count of at least 1
+        cand.data[cand.data < floor - 0.5] = 0.0
+        cand.eliminate_zeros()
+    cand = cand.tocoo()
     a = cand.row.astype(np.int64) + lo
     b = cand.col.astype(np.int64) + lo
     shared_items = cand.data

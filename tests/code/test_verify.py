@@ -111,6 +111,17 @@ def test_trigram_counts_match_a_plain_count_whatever_the_chunk():
         got = _trigram_counts(ids, lengths, v, chunk_tokens=chunk)
         assert got.has_sorted_indices
         np.testing.assert_array_equal(got.toarray(), want)
+        # the ids asked for a chunk of fragments at a time: the same matrix
+        asked: list[tuple[int, int]] = []
+
+        def chunk_ids(r0: int, r1: int, asked: list = asked, bounds: np.ndarray = np.cumsum(lengths) - lengths
+                      ) -> np.ndarray:
+            asked.append((r0, r1))
+            return ids[bounds[r0]:bounds[r1 - 1] + lengths[r1 - 1]]
+
+        got = _trigram_counts(chunk_ids, lengths, v, chunk_tokens=chunk)
+        np.testing.assert_array_equal(got.toarray(), want)
+        assert asked[0][0] == 0 and all(a[1] == b[0] for a, b in zip(asked, asked[1:]))
     # a chunk whose lists are all too short for a trigram (here the whole input) has none: no error
     short = _trigram_counts(np.array([1, 2, 3, 4, 5]), np.array([2, 0, 1, 2]), 6, chunk_tokens=1 << 22)
     assert short.shape == (4, 1) and short.nnz == 0

@@ -57,8 +57,9 @@ how they were obtained; :func:`load_verifier` reads and checks it.
 
 from __future__ import annotations
 
+import itertools
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -153,9 +154,17 @@ class PairFeatures:
         # used, and the counts are made a chunk of fragments at a time (_trigram_counts, _list_counts).
         # The trigrams come first, while fewer tables are held: their pass needs the most memory
         # (the tables do not depend on the order).
-        abs_ids, abs_len, abs_vocab = token_ids(self._abstract, dtype="int32")
-        self._trigrams = _trigram_counts(abs_ids, abs_len, max(1, len(abs_vocab)))
-        del abs_ids, abs_len, abs_vocab
+        # the abstracted tokens' ids (as token_ids numbers them) made a chunk of fragments at a time
+        # inside _trigram_counts: never all 35 M of a 13-MLOC tree at once (0.14 GB at this step's peak)
+        abstract = self._abstract
+        abs_len = np.fromiter(map(len, abstract), dtype=np.int64, count=len(abstract))
+        abs_index = {t: i for i, t in enumerate(sorted(set(itertools.chain.from_iterable(abstract))))}
+
+        def abstract_ids(r0: int, r1: int) -> np.ndarray:
+            return np.fromiter(map(abs_index.__getitem__, itertools.chain.from_iterable(abstract[r0:r1])),
+                               dtype=np.int64, count=int(abs_len[r0:r1].sum()))
+
+        self._trigrams = _trigram_counts(abstract_ids, abs_len, max(1, len(abs_index)))
         plain_ids, plain_len, plain_vocab = token_ids(self._plain, dtype="int32")
         self._bags = _list_counts(plain_ids, plain_len, len(plain_vocab))
         ident = np.fromiter(map(_is_identifier, plain_vocab), dtype=bool, count=len(plain_vocab))
@@ -481,7 +490,8 @@ def _list_sums(values: np.ndarray, lengths: np.ndarray, chunk: int = 1 << 21) ->
     return out
 
 
-def _trigram_counts(ids: np.ndarray, lengths: np.ndarray, v: int, chunk_tokens: int = 1 << 20) -> sp.csr_matrix:
+def _trigram_counts(ids: np.ndarray | Callable[[int, int], np.ndarray], lengths: np.ndarray, v: int,
+                    chunk_tokens: int = 1 << 20) -> sp.csr_matrix:
     """Per-fragment counts of abstracted-token trigrams (three consecutive tokens of one fragment).
 
     A trigram is coded as the base-``v`` integer of its three token ids; column ``j`` of the result is
@@ -490,10 +500,13 @@ def _trigram_counts(ids: np.ndarray, lengths: np.ndarray, v: int, chunk_tokens: 
     chunks of about ``chunk_tokens`` tokens of whole fragments: each chunk's occurrences are reduced
     to distinct ``(fragment, trigram)`` entries with their counts before the next chunk is coded, so
     no array holds one entry per token of the corpus beyond ``ids`` itself (on a 13-MLOC tree the
-    one-pass version held about 1.3 GB of per-token temporaries at the verifier's memory peak).
+    one-pass version held about 1.3 GB of per-token temporaries at the verifier's memory peak), and
+    not even ``ids`` when it is given as a function of the chunk.
 
     Args:
-        ids: int (T,) abstracted-token ids of all fragments, concatenated in fragment order.
+        ids: int (T,) abstracted-token ids of all fragments, concatenated in fragment order; or a
+            function ``ids(r0, r1)`` returning the int ids of fragments ``r0`` to ``r1 - 1``,
+            concatenated (the same values: the corpus' ids are then never held at once).
         lengths: int (N,) tokens per fragment (summing to T).
         v: the id space (every id < ``v``); ``v ** 3`` must fit in int64.
         chunk_tokens: tokens coded at once (memory bound, not a result parameter).
@@ -514,7 +527,7 @@ def _trigram_counts(ids: np.ndarray, lengths: np.ndarray, v: int, chunk_tokens: 
     count_parts: list[np.ndarray] = []
     for r0, r1 in chunk_bounds(lengths, chunk_tokens):
         start = int(ends[r0 - 1]) if r0 else 0
-        x = np.asarray(ids[start:int(ends[r1 - 1])], dtype=np.int64)
+        x = np.asarray(ids(r0, r1) if callable(ids) else ids[start:int(ends[r1 - 1])], dtype=np.int64)
         if len(x) > 2 and int(lengths[r0:r1].max()) > 2:  # a chunk of lists of ≤ 2 ids has no trigram
             rows = np.repeat(np.arange(r0, r1, dtype=np.int32), lengths[r0:r1])
             valid = rows[:-2] == rows[2:]

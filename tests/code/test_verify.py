@@ -390,3 +390,27 @@ def test_list_sums_equal_a_sum_per_list_whatever_the_chunk():
         got = _list_sums(values, lengths, chunk=chunk)
         assert got.dtype == np.int64
         np.testing.assert_array_equal(got, want)
+
+
+def test_ids_by_chunk_number_tokens_as_token_ids_and_feed_list_counts():
+    """Ids made a chunk of lists at a time equal token_ids' ids; counts from them (and from int64 ids,
+    which are not modified) equal the counts of the whole id array."""
+    from twinspect.code.normalize import token_ids
+    from twinspect.code.verify import _ids_by_chunk, _list_counts
+
+    rng = np.random.default_rng(11)
+    words = ["self", "x", "(", ")", "return", "if", "y2", "==", "_z"]
+    lists = [[words[i] for i in rng.integers(0, len(words), size=n)] for n in rng.integers(0, 25, size=30)]
+    lists[3] = []
+    want_ids, want_len, want_vocab = token_ids(lists)
+    ids, lengths, vocab = _ids_by_chunk(lists)
+    assert vocab == want_vocab
+    np.testing.assert_array_equal(lengths, want_len)
+    np.testing.assert_array_equal(ids(0, len(lists)), want_ids)
+    np.testing.assert_array_equal(np.concatenate([ids(0, 7), ids(7, 8), ids(8, 30)]), want_ids)
+    before = want_ids.copy()
+    whole = _list_counts(want_ids, want_len, len(vocab), chunk_tokens=50)
+    np.testing.assert_array_equal(want_ids, before)  # int64 ids without wrap: still not modified
+    for chunk in (1, 50, 1 << 21):
+        got = _list_counts(ids, lengths, len(vocab), chunk_tokens=chunk)
+        assert (got != whole).nnz == 0 and np.array_equal(got.indices, whole.indices)

@@ -128,6 +128,7 @@ class PairFeatures:
         """Per-fragment representations: sequences (always) and, with ``sparse``, the bag matrices."""
         import numpy as np
 
+        from twinspect._arrays import chunk_bounds
         from twinspect.code.encoders.lexical import LexicalEncoder
         from twinspect.code.normalize import token_ids
 
@@ -154,28 +155,22 @@ class PairFeatures:
         # used, and the counts are made a chunk of fragments at a time (_trigram_counts, _list_counts).
         # The trigrams come first, while fewer tables are held: their pass needs the most memory
         # (the tables do not depend on the order).
-        # the abstracted tokens' ids (as token_ids numbers them) made a chunk of fragments at a time
-        # inside _trigram_counts: never all 35 M of a 13-MLOC tree at once (0.14 GB at this step's peak)
-        abstract = self._abstract
-        abs_len = np.fromiter(map(len, abstract), dtype=np.int64, count=len(abstract))
-        abs_index = {t: i for i, t in enumerate(sorted(set(itertools.chain.from_iterable(abstract))))}
-
-        def abstract_ids(r0: int, r1: int) -> np.ndarray:
-            return np.fromiter(map(abs_index.__getitem__, itertools.chain.from_iterable(abstract[r0:r1])),
-                               dtype=np.int64, count=int(abs_len[r0:r1].sum()))
-
-        self._trigrams = _trigram_counts(abstract_ids, abs_len, max(1, len(abs_index)))
-        plain_ids, plain_len, plain_vocab = token_ids(self._plain, dtype="int32")
+        # token ids (as token_ids numbers them) made a chunk of fragments at a time inside each pass
+        # (_ids_by_chunk): never all 35 M of a 13-MLOC tree at once (0.14 GB as int32 at each step's peak)
+        abstract_ids, abs_len, abs_vocab = _ids_by_chunk(self._abstract)
+        self._trigrams = _trigram_counts(abstract_ids, abs_len, max(1, len(abs_vocab)))
+        plain_ids, plain_len, plain_vocab = _ids_by_chunk(self._plain)
         self._bags = _list_counts(plain_ids, plain_len, len(plain_vocab))
         ident = np.fromiter(map(_is_identifier, plain_vocab), dtype=bool, count=len(plain_vocab))
-        keep = ident[plain_ids] if len(plain_ids) else np.zeros(0, dtype=bool)
-        # identifiers per fragment (no row index or running count per token); the token ids are freed
-        # before the identifiers are counted
-        ident_len = _list_sums(keep, plain_len)
-        ident_ids = plain_ids[keep]
-        del plain_ids, keep
+        ident_len = np.zeros(len(plain_len), dtype=np.int64)  # identifiers per fragment
+        for r0, r1 in chunk_bounds(plain_len, 1 << 21):
+            ident_len[r0:r1] = _list_sums(ident[plain_ids(r0, r1)], plain_len[r0:r1])
+
+        def ident_ids(r0: int, r1: int) -> np.ndarray:
+            ids = plain_ids(r0, r1)
+            return ids[ident[ids]]
+
         self._idents = _tfidf_rows(_list_counts(ident_ids, ident_len, len(plain_vocab)))
-        del ident_ids
 
     def sequences(self) -> tuple[list[str], list[str], np.ndarray]:
         """The per-fragment sequences the alignment features read.
@@ -425,8 +420,8 @@ def _as_strings(ids: np.ndarray, lengths: np.ndarray, chunk_tokens: int = 1 << 2
     return out
 
 
-def _list_counts(cols: np.ndarray, lengths: np.ndarray, ncols: int, wrap: int | None = None,
-                 chunk_tokens: int = 1 << 21) -> sp.csr_matrix:
+def _list_counts(cols: np.ndarray | Callable[[int, int], np.ndarray], lengths: np.ndarray, ncols: int,
+                 wrap: int | None = None, chunk_tokens: int = 1 << 21) -> sp.csr_matrix:
     """Sparse (N, ncols) float32 counts of the occurrences of ``cols`` in N consecutive lists of
     ``lengths`` ids (row i: list i), with sorted, summed entries (canonical format).
 
@@ -435,7 +430,9 @@ def _list_counts(cols: np.ndarray, lengths: np.ndarray, ncols: int, wrap: int | 
     next one is read, and the parts are joined by :func:`twinspect._arrays.concatenate_consumed`. One
     CSR matrix of every occurrence with its duplicates summed held a copy of the ids and a float32 one
     per occurrence besides the result (about 0.3 GB at a 13-MLOC tree's 35 M tokens, at the
-    verifier's memory peak). ``cols`` is not modified. ``wrap``: count ``cols % wrap`` instead.
+    verifier's memory peak). ``cols`` is not modified; it may also be a function ``cols(r0, r1)``
+    returning the ids of lists ``r0`` to ``r1 - 1``, concatenated (:func:`_ids_by_chunk`), so that the
+    ids of every list are never held at once. ``wrap``: count ``cols % wrap`` instead.
     ``chunk_tokens`` bounds memory only; the result does not depend on it.
     """
     import numpy as np
@@ -445,14 +442,14 @@ def _list_counts(cols: np.ndarray, lengths: np.ndarray, ncols: int, wrap: int | 
 
     n = len(lengths)
     width = max(1, ncols)
-    dtype = index_dtype(max(len(cols), width))
     ends = np.cumsum(lengths, dtype=np.int64)
+    dtype = index_dtype(max(int(ends[-1]) if n else 0, width))
     row_counts = np.zeros(n, dtype=np.int64)
     ind_parts: list[np.ndarray] = []
     data_parts: list[np.ndarray] = []
     for r0, r1 in chunk_bounds(lengths, chunk_tokens):
         t0, t1 = (int(ends[r0 - 1]) if r0 else 0), int(ends[r1 - 1])
-        key = np.asarray(cols[t0:t1], dtype=np.int64)  # a copy when cols is narrower: never the caller's array
+        key = np.array(cols(r0, r1) if callable(cols) else cols[t0:t1], dtype=np.int64)  # a copy: modified below
         if wrap is not None:
             key = key % wrap
         key += np.repeat(np.arange(r1 - r0, dtype=np.int64), lengths[r0:r1]) * width
@@ -467,6 +464,28 @@ def _list_counts(cols: np.ndarray, lengths: np.ndarray, ncols: int, wrap: int | 
                        indptr), shape=(n, width))
     m.has_canonical_format = True  # sorted and summed by construction
     return m
+
+
+def _ids_by_chunk(lists: Sequence[Sequence[str]]) -> tuple[Callable[[int, int], np.ndarray], np.ndarray, list[str]]:
+    """:func:`twinspect.code.normalize.token_ids`' numbering of the tokens of ``lists``, made on demand.
+
+    Returns:
+        ``(ids, lengths, vocab)``: ``ids(r0, r1)`` gives the int64 ids of lists ``r0`` to ``r1 - 1``
+        concatenated (the values ``token_ids`` gives them), int64 (N,) list lengths and the sorted
+        distinct tokens. For passes over a chunk of lists at a time that would otherwise hold the ids
+        of every token (35 M on a 13-MLOC tree).
+    """
+    import numpy as np
+
+    lengths = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
+    vocab = sorted(set(itertools.chain.from_iterable(lists)))
+    index = {t: i for i, t in enumerate(vocab)}
+
+    def ids(r0: int, r1: int) -> np.ndarray:
+        return np.fromiter(map(index.__getitem__, itertools.chain.from_iterable(lists[r0:r1])), dtype=np.int64,
+                           count=int(lengths[r0:r1].sum()))
+
+    return ids, lengths, vocab
 
 
 def _list_sums(values: np.ndarray, lengths: np.ndarray, chunk: int = 1 << 21) -> np.ndarray:

@@ -149,14 +149,11 @@ class PairFeatures:
         enc = LexicalEncoder(dim=1 << 20, ngram_range=(1, 3), identifier_weight=0.0)
         self._tfidf = enc.encode_sparse(self.fragments).tocsr()
         del enc  # its fitted document frequencies
-        # Per-token arrays below hold one entry for every token of every fragment (tens of millions
-        # on a 10-MLOC tree, this stage's peak): made after the TF-IDF encoding (itself encoded in
-        # chunks of tokens), ids are int32, no row index per token is made, each array is freed once
-        # used, and the counts are made a chunk of fragments at a time (_trigram_counts, _list_counts).
-        # The trigrams come first, while fewer tables are held: their pass needs the most memory
-        # (the tables do not depend on the order).
-        # token ids (as token_ids numbers them) made a chunk of fragments at a time inside each pass
-        # (_ids_by_chunk): never all 35 M of a 13-MLOC tree at once (0.14 GB as int32 at each step's peak)
+        # Per-token work below goes a chunk of fragments at a time (35 M tokens on a 13-MLOC tree; this
+        # stage's memory peak): token ids are made on demand inside each pass (_ids_by_chunk), never
+        # all at once, and reduced to per-fragment counts chunk by chunk (_trigram_counts, _list_counts,
+        # _list_sums). The trigrams come first, while fewer tables are held (the tables do not depend
+        # on the order).
         abstract_ids, abs_len, abs_vocab = _ids_by_chunk(self._abstract)
         self._trigrams = _trigram_counts(abstract_ids, abs_len, max(1, len(abs_vocab)))
         plain_ids, plain_len, plain_vocab = _ids_by_chunk(self._plain)

@@ -129,6 +129,7 @@ class PairFeatures:
         import numpy as np
 
         from twinspect._arrays import chunk_bounds
+        from twinspect._memory import trim
         from twinspect.code.encoders.lexical import LexicalEncoder
         from twinspect.code.normalize import token_ids
 
@@ -149,6 +150,7 @@ class PairFeatures:
         enc = LexicalEncoder(dim=1 << 20, ngram_range=(1, 3), identifier_weight=0.0)
         self._tfidf = enc.encode_sparse(self.fragments).tocsr()
         del enc  # its fitted document frequencies
+        trim()  # each pass's freed chunk temporaries back to the system before the next pass (glibc keeps them)
         # Per-token work below goes a chunk of fragments at a time (35 M tokens on a 13-MLOC tree; this
         # stage's memory peak): token ids are made on demand inside each pass (_ids_by_chunk), never
         # all at once, and reduced to per-fragment counts chunk by chunk (_trigram_counts, _list_counts,
@@ -156,8 +158,10 @@ class PairFeatures:
         # on the order).
         abstract_ids, abs_len, abs_vocab = _ids_by_chunk(self._abstract)
         self._trigrams = _trigram_counts(abstract_ids, abs_len, max(1, len(abs_vocab)))
+        trim()
         plain_ids, plain_len, plain_vocab = _ids_by_chunk(self._plain)
         self._bags = _list_counts(plain_ids, plain_len, len(plain_vocab))
+        trim()
         ident = np.fromiter(map(_is_identifier, plain_vocab), dtype=bool, count=len(plain_vocab))
         ident_len = np.zeros(len(plain_len), dtype=np.int64)  # identifiers per fragment
         for r0, r1 in chunk_bounds(plain_len, 1 << 21):
@@ -168,6 +172,7 @@ class PairFeatures:
             return ids[ident[ids]]
 
         self._idents = _tfidf_rows(_list_counts(ident_ids, ident_len, len(plain_vocab)))
+        trim()
 
     def sequences(self) -> tuple[list[str], list[str], np.ndarray]:
         """The per-fragment sequences the alignment features read.

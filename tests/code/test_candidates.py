@@ -169,3 +169,55 @@ def test_keep_neighbours_equals_the_per_query_loop(cap, span_chunk, monkeypatch)
     a, b, c = _best_per_pair(a, b, c)
     assert dict(zip(zip(a.tolist(), b.tolist()), c.tolist())) == want
     assert capped == want_capped
+
+
+@pytest.mark.parametrize("index,hnsw_min", [("exact", None), ("auto", 0)])  # auto from 0 reps: the reduced HNSW path
+def test_candidate_sources_hold_the_shared_tail_lock_while_they_rank(index, hnsw_min, monkeypatch):
+    """Both candidate sources rank and de-duplicate what they found inside the ``tail`` context (the
+    pipeline shares one lock between them so their largest temporaries never coincide), and give
+    the same candidates with it as without it."""
+    import threading
+
+    from twinspect.code import candidates
+
+    if hnsw_min is not None:
+        monkeypatch.setattr(candidates, "AUTO_HNSW_MIN", hnsw_min)
+    rng = np.random.default_rng(2)
+    centre = rng.normal(size=32)
+    vecs = np.stack([centre + 0.3 * rng.normal(size=32) for _ in range(60)] + [rng.normal(size=32) for _ in range(20)])
+    vecs = (vecs / np.linalg.norm(vecs, axis=1, keepdims=True)).astype(np.float32)
+    words = [f"t{k}" for k in range(12)]
+    toks = [[words[int(i)] for i in rng.integers(0, 12, size=int(rng.integers(8, 40)))] for _ in range(80)]
+    frags = [_frag(i) for i in range(80)]
+    reps = list(range(80))
+
+    class Recorder:
+        """A lock that counts how often it is entered."""
+
+        def __init__(self):
+            self.lock, self.entries = threading.Lock(), 0
+
+        def __enter__(self):
+            self.lock.acquire()
+            self.entries += 1
+
+        def __exit__(self, *exc):
+            self.lock.release()
+
+    plain_range = range_pairs(vecs, reps, frags, threshold=0.3, cap=5, index=index, index_params={"seed": 0})
+    plain_overlap = overlap_pairs(toks, reps, frags, theta=0.5, cap=5)
+    tail = Recorder()
+    held = {}
+    real = candidates._best_per_pair
+
+    def spy(*args):  # every source's last step, de-duplication, runs with the tail held
+        held.setdefault("calls", []).append(tail.lock.locked())
+        return real(*args)
+
+    monkeypatch.setattr(candidates, "_best_per_pair", spy)
+    got_range = range_pairs(vecs, reps, frags, threshold=0.3, cap=5, index=index, index_params={"seed": 0}, tail=tail)
+    got_overlap = overlap_pairs(toks, reps, frags, theta=0.5, cap=5, tail=tail)
+    assert tail.entries == 2 and held["calls"] == [True, True]
+    assert got_range.pairs == plain_range.pairs and got_range.capped == plain_range.capped
+    assert got_overlap.pairs == plain_overlap.pairs and got_overlap.capped == plain_overlap.capped
+    assert len(plain_range) > 0 and len(plain_overlap) > 0

@@ -33,10 +33,12 @@ candidates is a sparse element-wise minimum of their count vectors.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import os
 from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -366,6 +368,7 @@ def range_pairs(
     index: str = "exact",
     index_params: dict[str, Any] | None = None,
     quiet: bool = True,
+    tail: AbstractContextManager[Any] | None = None,
 ) -> Candidates:
     """Every neighbour of every representative at cosine ≥ ``threshold`` (up to ``cap`` per query).
 
@@ -389,6 +392,11 @@ def range_pairs(
         index_params: keyword arguments of the index (HNSW ``M``, ``ef_construction``,
             ``ef_search``, ``seed``, ``num_threads``); with ``"auto"`` only ``seed`` is used.
         quiet: no progress bar.
+        tail: a context held while the found neighbours are joined, re-scored, ranked and
+            de-duplicated (this search's largest temporaries); a lock shared with
+            :func:`overlap_pairs` running beside it keeps the two sources' tails from coinciding
+            (on a 13-MLOC tree they once ended within 5 s of each other: 220 MiB more at the peak).
+            None: nothing held. The result does not depend on it.
 
     Returns:
         :class:`Candidates` with cosine scores (always the full vectors' cosine).
@@ -502,7 +510,8 @@ def range_pairs(
                     found.append((a, b, c))
                     capped += cut
                     bar.advance(hi - lo)
-        a, b, c = _best_per_pair(*(np.concatenate(x) for x in zip(*found)))  # len(reps) ≥ 2: one chunk at least
+        with tail if tail is not None else contextlib.nullcontext():
+            a, b, c = _best_per_pair(*(np.concatenate(x) for x in zip(*found)))  # len(reps) ≥ 2: one chunk at least
         if used != "hnsw":
             return Candidates(a, b, c, capped)
         recall, queries = measure_recall(search, rep_fv, rep_ids, k, threshold, seed=seed)
@@ -526,50 +535,51 @@ def range_pairs(
             # each chunk's pairs as sorted distinct keys min·n + max (a pair often turns up from both ends)
             found_keys.append(unique_sorted(np.minimum(a[keep], b[keep]) * n + np.maximum(a[keep], b[keep])))
             bar.advance(hi - lo)
-    # one array of every chunk's keys, each chunk dropped once copied in and the array then sorted in
-    # place: about one copy of the keys, where concatenating and sorting a copy held four (~1.2 GB
-    # at 33 M keys)
-    keys = concatenate_consumed(found_keys, np.int64)
-    pair_key = unique_sorted(keys, overwrite=True)
-    del keys
-    pa, pb = (pair_key // n).astype(index_dtype(n)), (pair_key % n).astype(index_dtype(n))
-    del pair_key
-    # the pairs that reach the threshold are moved to the front of the same arrays as each chunk is
-    # re-scored (the write position never passes the chunk being read), then the arrays are cut to
-    # them: no second set of pair arrays beside the first (~0.25 GB at 33 M pairs)
-    cos = np.empty(len(pa), dtype=np.float32)
-    kept_n = 0
-    with progress("re-scoring neighbours", total=len(pa), quiet=quiet) as bar:
-        for lo in range(0, len(pa), _RESCORE_CHUNK):
-            hi = min(len(pa), lo + _RESCORE_CHUNK)
-            c = rep_fv.pair_cosines(pa[lo:hi], pb[lo:hi])
-            ok = c >= threshold
-            m = int(ok.sum())
-            pa[kept_n:kept_n + m] = pa[lo:hi][ok]
-            pb[kept_n:kept_n + m] = pb[lo:hi][ok]
-            cos[kept_n:kept_n + m] = c[ok]
-            kept_n += m
-            bar.advance(hi - lo)
-    pa, pb, cos = shrink(pa, kept_n), shrink(pb, kept_n), shrink(cos, kept_n)  # no views of them remain
-    # Each query's neighbours are its pairs from both ends, by descending cosine, ties by position,
-    # cut at the cap a range of queries at a time (_ends_by_range: a query's group is whole in its range).
-    spans_pos = spans.take(rep_ids)
-    kept: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-    capped = 0
-    for lo, hi, q, v, c, _ in _ends_by_range(pa, pb, cos, n):
-        # positions throughout (spans taken by position), fragment ids for the kept entries only
-        ka, kb, kc, cut = _keep_neighbours(q, v, c, np.searchsorted(q, np.arange(lo, hi + 1)), spans_pos,
-                                           threshold, cap)
-        kept.append((ka, kb, kc))
-        capped += cut
-    del pa, pb, cos
-    # one range at least (n ≥ 2); each range's arrays dropped as they are copied (concatenate_consumed)
-    ka_parts, kb_parts, kc_parts = (list(x) for x in zip(*kept))
-    del kept
-    a = rep_ids[concatenate_consumed(ka_parts)]
-    b = rep_ids[concatenate_consumed(kb_parts)]
-    a, b, c = _best_per_pair(a, b, concatenate_consumed(kc_parts))
-    trim()  # the ranges' temporaries, freed into the C heap, back to the system
+    with tail if tail is not None else contextlib.nullcontext():  # see the docstring
+        # one array of every chunk's keys, each chunk dropped once copied in and the array then sorted in
+        # place: about one copy of the keys, where concatenating and sorting a copy held four (~1.2 GB
+        # at 33 M keys)
+        keys = concatenate_consumed(found_keys, np.int64)
+        pair_key = unique_sorted(keys, overwrite=True)
+        del keys
+        pa, pb = (pair_key // n).astype(index_dtype(n)), (pair_key % n).astype(index_dtype(n))
+        del pair_key
+        # the pairs that reach the threshold are moved to the front of the same arrays as each chunk is
+        # re-scored (the write position never passes the chunk being read), then the arrays are cut to
+        # them: no second set of pair arrays beside the first (~0.25 GB at 33 M pairs)
+        cos = np.empty(len(pa), dtype=np.float32)
+        kept_n = 0
+        with progress("re-scoring neighbours", total=len(pa), quiet=quiet) as bar:
+            for lo in range(0, len(pa), _RESCORE_CHUNK):
+                hi = min(len(pa), lo + _RESCORE_CHUNK)
+                c = rep_fv.pair_cosines(pa[lo:hi], pb[lo:hi])
+                ok = c >= threshold
+                m = int(ok.sum())
+                pa[kept_n:kept_n + m] = pa[lo:hi][ok]
+                pb[kept_n:kept_n + m] = pb[lo:hi][ok]
+                cos[kept_n:kept_n + m] = c[ok]
+                kept_n += m
+                bar.advance(hi - lo)
+        pa, pb, cos = shrink(pa, kept_n), shrink(pb, kept_n), shrink(cos, kept_n)  # no views of them remain
+        # Each query's neighbours are its pairs from both ends, by descending cosine, ties by position,
+        # cut at the cap a range of queries at a time (_ends_by_range: a query's group is whole in its range).
+        spans_pos = spans.take(rep_ids)
+        kept: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        capped = 0
+        for lo, hi, q, v, c, _ in _ends_by_range(pa, pb, cos, n):
+            # positions throughout (spans taken by position), fragment ids for the kept entries only
+            ka, kb, kc, cut = _keep_neighbours(q, v, c, np.searchsorted(q, np.arange(lo, hi + 1)), spans_pos,
+                                               threshold, cap)
+            kept.append((ka, kb, kc))
+            capped += cut
+        del pa, pb, cos
+        # one range at least (n ≥ 2); each range's arrays dropped as they are copied (concatenate_consumed)
+        ka_parts, kb_parts, kc_parts = (list(x) for x in zip(*kept))
+        del kept
+        a = rep_ids[concatenate_consumed(ka_parts)]
+        b = rep_ids[concatenate_consumed(kb_parts)]
+        a, b, c = _best_per_pair(a, b, concatenate_consumed(kc_parts))
+        trim()  # the ranges' temporaries, freed into the C heap, back to the system
     recall, queries = measure_recall(search, rep_fv, np.arange(n, dtype=np.int64), k, threshold, seed=seed)
     return Candidates(a, b, c, capped, index=used, index_recall=recall, index_recall_queries=queries)
 
@@ -657,6 +667,7 @@ def overlap_pairs(
     cap: int,
     quiet: bool = True,
     executor: ShardExecutor | None = None,
+    tail: AbstractContextManager[Any] | None = None,
 ) -> Candidates:
     """SourcererCC candidates: representative pairs whose token multisets overlap ≥ ``theta``.
 
@@ -676,6 +687,8 @@ def overlap_pairs(
         quiet: no progress bar.
         executor: where the row chunks of the prefix index are matched and verified
             (:mod:`twinspect.code.executors`); None = this process. Same result either way.
+        tail: a context held while the found pairs are joined, capped and de-duplicated (see
+            :func:`range_pairs`); None: nothing held. Same result either way.
 
     Returns:
         :class:`Candidates` with overlap-similarity scores.
@@ -800,18 +813,19 @@ def overlap_pairs(
             bar.advance(hi - lo)
     if not found_a:
         return Candidates.empty()
-    # each list emptied as it is copied (concatenate_consumed): one copy of the found pairs at a time
-    fa, fb = concatenate_consumed(found_a), concatenate_consumed(found_b)
-    fs = concatenate_consumed(found_s)
-    # the cap: a pair stays when it is among the `cap` most overlapping partners of either side (ties by
-    # partner id), ranked a range of representatives at a time (_ends_by_range, as in range_pairs)
-    kept = np.zeros(len(fa), dtype=bool)
-    for _, _, ends, _, _, pair in _ends_by_range(fa, fb, fs, n):
-        rank = np.arange(len(ends)) - np.searchsorted(ends, ends, side="left")  # within each end's group
-        kept[pair[rank < cap]] = True
-    counts = np.bincount(fa, minlength=n) + np.bincount(fb, minlength=n)
-    capped = int((counts > cap).sum())
-    a, b, score = _best_per_pair(rep_arr[fa[kept]], rep_arr[fb[kept]], fs[kept])
-    del fa, fb, fs, kept
-    trim()  # the index's and the cap's temporaries, freed into the C heap, back to the system
+    with tail if tail is not None else contextlib.nullcontext():  # see range_pairs
+        # each list emptied as it is copied (concatenate_consumed): one copy of the found pairs at a time
+        fa, fb = concatenate_consumed(found_a), concatenate_consumed(found_b)
+        fs = concatenate_consumed(found_s)
+        # the cap: a pair stays when it is among the `cap` most overlapping partners of either side (ties by
+        # partner id), ranked a range of representatives at a time (_ends_by_range, as in range_pairs)
+        kept = np.zeros(len(fa), dtype=bool)
+        for _, _, ends, _, _, pair in _ends_by_range(fa, fb, fs, n):
+            rank = np.arange(len(ends)) - np.searchsorted(ends, ends, side="left")  # within each end's group
+            kept[pair[rank < cap]] = True
+        counts = np.bincount(fa, minlength=n) + np.bincount(fb, minlength=n)
+        capped = int((counts > cap).sum())
+        a, b, score = _best_per_pair(rep_arr[fa[kept]], rep_arr[fb[kept]], fs[kept])
+        del fa, fb, fs, kept
+        trim()  # the index's and the cap's temporaries, freed into the C heap, back to the system
     return Candidates(a, b, score, capped)

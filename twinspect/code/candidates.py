@@ -395,8 +395,9 @@ def range_pairs(
         tail: a context held while the found neighbours are joined, re-scored, ranked and
             de-duplicated (this search's largest temporaries); a lock shared with
             :func:`overlap_pairs` running beside it keeps the two sources' tails from coinciding
-            (on a 13-MLOC tree they once ended within 5 s of each other: 220 MiB more at the peak).
-            None: nothing held. The result does not depend on it.
+            (on a 13-MLOC tree a run whose two sources ended within 5 s of each other peaked
+            220 MiB above one where they ended minutes apart). None: nothing held. The result does
+            not depend on it.
 
     Returns:
         :class:`Candidates` with cosine scores (always the full vectors' cosine).

@@ -9,18 +9,12 @@ from __future__ import annotations
 
 import random
 
-from twinspect.dl.fuzz import catalogue, graph, operators
+from twinspect.dl.fuzz import catalogue, graph, operators, seeds
 from twinspect.dl.fuzz.coverage import Coverage, model_coverage
 
 
 def _chain(input_shape, layers) -> dict:
-    spec = graph.new_spec(list(input_shape))
-    prev = graph.INPUT
-    for i, (layer, params) in enumerate(layers):
-        name = f"{layer.lower()}_{i}"
-        spec["nodes"].append({"name": name, "layer": layer, "params": params, "inputs": [prev]})
-        prev = name
-    spec["outputs"] = [prev]
+    spec = seeds.chain(input_shape, layers)
     graph.build(spec)
     return spec
 

@@ -33,7 +33,17 @@ SMALL_SEEDS = ("LeNet5", "AlexNet", "LSTM1", "LSTM2")
 ALL_SEEDS = SMALL_SEEDS + tuple(_APPS)
 
 
-def _chain(input_shape, layers) -> dict:
+def chain(input_shape, layers) -> dict:
+    """A sequential model spec: each ``(layer, params)`` reads the one before, the first reads the input.
+
+    Args:
+        input_shape: the input shape without the batch axis (e.g. ``(28, 28, 1)``).
+        layers: ``(layer type, parameters)`` pairs from :mod:`twinspect.dl.fuzz.catalogue`; node
+            ``i`` is named ``f"{layer.lower()}_{i}"``.
+
+    Returns:
+        The spec (:mod:`twinspect.dl.fuzz.graph`'s dict), not built.
+    """
     spec = graph.new_spec(list(input_shape))
     prev = graph.INPUT
     for i, (layer, params) in enumerate(layers):
@@ -46,7 +56,7 @@ def _chain(input_shape, layers) -> dict:
 
 def lenet5() -> dict:
     """LeNet-5 on 28×28×1 (LeCun et al. 1998)."""
-    return _chain((28, 28, 1), [
+    return chain((28, 28, 1), [
         ("Conv2D", {"filters": 6, "kernel_size": 5, "padding": "same", "activation": "tanh"}),
         ("AveragePooling2D", {"pool_size": 2}),
         ("Conv2D", {"filters": 16, "kernel_size": 5, "activation": "tanh"}),
@@ -57,7 +67,7 @@ def lenet5() -> dict:
 
 def alexnet() -> dict:
     """AlexNet-style CNN on 32×32×3 (Krizhevsky et al. 2012, small-image form)."""
-    return _chain((32, 32, 3), [
+    return chain((32, 32, 3), [
         ("Conv2D", {"filters": 32, "kernel_size": 3, "padding": "same", "activation": "relu"}),
         ("BatchNormalization", {}), ("MaxPooling2D", {"pool_size": 2}),
         ("Conv2D", {"filters": 64, "kernel_size": 3, "padding": "same", "activation": "relu"}),
@@ -71,13 +81,13 @@ def alexnet() -> dict:
 
 def lstm1() -> dict:
     """Two stacked LSTMs on sequences of 20×8 (regression head)."""
-    return _chain((20, 8), [("LSTM", {"units": 16, "return_sequences": True}), ("LSTM", {"units": 16}),
+    return chain((20, 8), [("LSTM", {"units": 16, "return_sequences": True}), ("LSTM", {"units": 16}),
                             ("Dense", {"units": 1})])
 
 
 def lstm2() -> dict:
     """LSTM + dense classifier on sequences of 30×4."""
-    return _chain((30, 4), [("LSTM", {"units": 32}), ("Dropout", {"rate": 0.2}),
+    return chain((30, 4), [("LSTM", {"units": 32}), ("Dropout", {"rate": 0.2}),
                             ("Dense", {"units": 5, "activation": "softmax"})])
 
 

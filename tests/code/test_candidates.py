@@ -215,9 +215,17 @@ def test_candidate_sources_hold_the_shared_tail_lock_while_they_rank(index, hnsw
         return real(*args)
 
     monkeypatch.setattr(candidates, "_best_per_pair", spy)
+    real_recall = candidates.measure_recall
+
+    def recall_spy(*args, **kwargs):  # the HNSW path's recall measurement: inside the tail too
+        held.setdefault("recall", []).append(tail.lock.locked())
+        return real_recall(*args, **kwargs)
+
+    monkeypatch.setattr(candidates, "measure_recall", recall_spy)
     got_range = range_pairs(vecs, reps, frags, threshold=0.3, cap=5, index=index, index_params={"seed": 0}, tail=tail)
     got_overlap = overlap_pairs(toks, reps, frags, theta=0.5, cap=5, tail=tail)
     assert tail.entries == 2 and held["calls"] == [True, True]
+    assert held.get("recall") == ([True] if index == "auto" else None)
     assert got_range.pairs == plain_range.pairs and got_range.capped == plain_range.capped
     assert got_overlap.pairs == plain_overlap.pairs and got_overlap.capped == plain_overlap.capped
     assert len(plain_range) > 0 and len(plain_overlap) > 0

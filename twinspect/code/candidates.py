@@ -393,7 +393,7 @@ def range_pairs(
             ``ef_search``, ``seed``, ``num_threads``); with ``"auto"`` only ``seed`` is used.
         quiet: no progress bar.
         tail: a context held while the found neighbours are joined, re-scored, ranked and
-            de-duplicated (this search's largest temporaries); a lock shared with
+            de-duplicated and the recall is measured (this search's largest temporaries); a lock shared with
             :func:`overlap_pairs` running beside it keeps the two sources' tails from coinciding
             (on a 13-MLOC tree a run whose two sources ended within 5 s of each other peaked
             220 MiB above one where they ended minutes apart). None: nothing held. The result does
@@ -513,9 +513,9 @@ def range_pairs(
                     bar.advance(hi - lo)
         with tail if tail is not None else contextlib.nullcontext():
             a, b, c = _best_per_pair(*(np.concatenate(x) for x in zip(*found)))  # len(reps) ≥ 2: one chunk at least
-        if used != "hnsw":
-            return Candidates(a, b, c, capped)
-        recall, queries = measure_recall(search, rep_fv, rep_ids, k, threshold, seed=seed)
+            if used != "hnsw":
+                return Candidates(a, b, c, capped)
+            recall, queries = measure_recall(search, rep_fv, rep_ids, k, threshold, seed=seed)
         return Candidates(a, b, c, capped, index=used, index_recall=recall, index_recall_queries=queries)
 
     # Reduced index: collect every (query, neighbour) the reduced space puts within the margin, re-score
@@ -581,7 +581,10 @@ def range_pairs(
         b = rep_ids[concatenate_consumed(kb_parts)]
         a, b, c = _best_per_pair(a, b, concatenate_consumed(kc_parts))
         trim()  # the ranges' temporaries, freed into the C heap, back to the system
-    recall, queries = measure_recall(search, rep_fv, np.arange(n, dtype=np.int64), k, threshold, seed=seed)
+        # the recall measurement too: each of its query blocks makes a sparse product over every
+        # fragment (about 0.3 GB at a time on a 13-MLOC tree)
+        recall, queries = measure_recall(search, rep_fv, np.arange(n, dtype=np.int64), k, threshold, seed=seed)
+        trim()
     return Candidates(a, b, c, capped, index=used, index_recall=recall, index_recall_queries=queries)
 
 

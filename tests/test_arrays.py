@@ -51,6 +51,12 @@ def test_concatenate_consumed_equals_np_concatenate_and_empties_the_list():
     np.testing.assert_array_equal(got, want)
     assert concatenate_consumed([np.ones(2)], np.float32).dtype == np.float32
     assert len(concatenate_consumed([])) == 0
+    # each part transformed as it is copied in (as the trigram counts map codes to columns)
+    vocab = np.array([2, 5, 9, 40])
+    parts = [np.array([9, 2]), np.array([], dtype=np.int64), np.array([40, 5, 5])]
+    got = concatenate_consumed(parts, np.int32, transform=lambda p: np.searchsorted(vocab, p))
+    assert parts == [] and got.dtype == np.int32
+    np.testing.assert_array_equal(got, [2, 0, 3, 1, 1])
 
 
 def test_concatenate_consumed_holds_about_one_copy():

@@ -8,6 +8,8 @@ comparison take 1.5–2 s. :func:`unique_sorted` is the sort-based form.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import numpy.typing as npt
 
@@ -52,7 +54,8 @@ def unique_sorted(values: np.ndarray, *, overwrite: bool = False) -> np.ndarray:
     return out[keep]
 
 
-def concatenate_consumed(parts: list[np.ndarray], dtype: npt.DTypeLike | None = None) -> np.ndarray:
+def concatenate_consumed(parts: list[np.ndarray], dtype: npt.DTypeLike | None = None,
+                         transform: Callable[[np.ndarray], np.ndarray] | None = None) -> np.ndarray:
     """``np.concatenate(parts)`` of 1-D arrays that empties ``parts`` as it copies them.
 
     ``np.concatenate`` holds every part and the whole result at once: twice the data at the peak.
@@ -64,6 +67,8 @@ def concatenate_consumed(parts: list[np.ndarray], dtype: npt.DTypeLike | None = 
     Args:
         parts: 1-D arrays; the list is emptied.
         dtype: the result's dtype (default: the parts' common type, as ``np.concatenate``).
+        transform: applied to each part as it is copied in (it must keep the part's length), e.g.
+            mapping codes to columns; the part is dropped once transformed.
 
     Returns:
         A new 1-D array of ``sum(len(p) for p in parts)`` values.
@@ -77,7 +82,7 @@ def concatenate_consumed(parts: list[np.ndarray], dtype: npt.DTypeLike | None = 
     pos = freed = 0
     while parts:
         p = parts.pop()
-        out[pos:pos + len(p)] = p
+        out[pos:pos + len(p)] = p if transform is None else transform(p)
         pos += len(p)
         freed += p.nbytes
         del p

@@ -57,7 +57,6 @@ how they were obtained; :func:`load_verifier` reads and checks it.
 
 from __future__ import annotations
 
-import functools
 import itertools
 import json
 from collections.abc import Callable, Sequence
@@ -578,8 +577,10 @@ def _trigram_counts(ids: np.ndarray | Callable[[int, int], np.ndarray], lengths:
             vocab = np.unique(np.concatenate([vocab, *pending]))
             pending.clear()
     indptr = np.r_[0, np.cumsum(row_counts)]
-    indices = concatenate_consumed(code_parts, index_dtype(max(len(vocab), int(indptr[-1]))),
-                                   transform=functools.partial(np.searchsorted, vocab))
+    def columns(codes: np.ndarray) -> np.ndarray:
+        return np.searchsorted(vocab, codes)
+
+    indices = concatenate_consumed(code_parts, index_dtype(max(len(vocab), int(indptr[-1]))), transform=columns)
     data = concatenate_consumed(count_parts)
     return sp.csr_matrix((data, indices, indptr.astype(indices.dtype)), shape=(n, max(1, len(vocab))))
 

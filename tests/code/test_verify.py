@@ -386,24 +386,28 @@ def test_list_sums_equal_a_sum_per_list_whatever_the_chunk():
     starts = np.cumsum(lengths) - lengths
     want = np.array([int(values[s:s + n].sum()) for s, n in zip(starts, lengths)])
     assert want.max() > 1
+    bounds = np.cumsum(lengths) - lengths
     for chunk in (1, 10, 1 << 21):
         got = _list_sums(values, lengths, chunk=chunk)
         assert got.dtype == np.int64
         np.testing.assert_array_equal(got, want)
+        # the values of a range of lists asked for on demand: the same sums
+        got = _list_sums(lambda r0, r1: values[bounds[r0]:bounds[r1 - 1] + lengths[r1 - 1]], lengths, chunk=chunk)
+        np.testing.assert_array_equal(got, want)
 
 
-def test_ids_by_chunk_number_tokens_as_token_ids_and_feed_list_counts():
+def test_token_ids_by_chunk_number_tokens_as_token_ids_and_feed_list_counts():
     """Ids made a chunk of lists at a time equal token_ids' ids; counts from them (and from int64 ids,
     which are not modified) equal the counts of the whole id array."""
-    from twinspect.code.normalize import token_ids
-    from twinspect.code.verify import _ids_by_chunk, _list_counts
+    from twinspect.code.normalize import token_ids, token_ids_by_chunk
+    from twinspect.code.verify import _list_counts
 
     rng = np.random.default_rng(11)
     words = ["self", "x", "(", ")", "return", "if", "y2", "==", "_z"]
     lists = [[words[i] for i in rng.integers(0, len(words), size=n)] for n in rng.integers(0, 25, size=30)]
     lists[3] = []
     want_ids, want_len, want_vocab = token_ids(lists)
-    ids, lengths, vocab = _ids_by_chunk(lists)
+    ids, lengths, vocab = token_ids_by_chunk(lists)
     assert vocab == want_vocab
     np.testing.assert_array_equal(lengths, want_len)
     np.testing.assert_array_equal(ids(0, len(lists)), want_ids)

@@ -37,7 +37,7 @@ import functools
 import hashlib
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from rapidfuzz.distance import LCSseq
@@ -472,6 +472,30 @@ def token_ids(lists: Sequence[Sequence[str]], dtype: Any = "int64") -> tuple[np.
         ``(ids, lengths, vocab)``: (T,) ids of ``dtype`` of all tokens in order, int64 (N,)
         per-list lengths, and the sorted distinct tokens.
     """
+    ids, lengths, vocab = token_ids_by_chunk(lists, dtype)
+    return ids(0, len(lists)), lengths, vocab
+
+
+def token_ids_by_chunk(
+    lists: Sequence[Sequence[str]], dtype: Any = "int64",
+) -> tuple[Callable[[int, int], np.ndarray], np.ndarray, list[str]]:
+    """:func:`token_ids`' numbering, made on demand a range of lists at a time.
+
+    For passes over a chunk of lists at a time that would otherwise hold the ids of every token at
+    once (35 M on a 13-MLOC tree).
+
+    Args:
+        lists: N token lists (sliceable).
+        dtype: integer dtype of the ids, as in :func:`token_ids`.
+
+    Returns:
+        ``(ids, lengths, vocab)``: ``ids(r0, r1)`` gives the ids of ``dtype`` of lists ``r0`` to
+        ``r1 - 1`` concatenated (the values :func:`token_ids` gives them), int64 (N,) list lengths
+        and the sorted distinct tokens.
+
+    Raises:
+        ValueError: ``dtype`` cannot hold the number of distinct tokens.
+    """
     import itertools
 
     import numpy as np
@@ -481,8 +505,11 @@ def token_ids(lists: Sequence[Sequence[str]], dtype: Any = "int64") -> tuple[np.
     if len(vocab) and len(vocab) - 1 > np.iinfo(dtype).max:
         raise ValueError(f"{len(vocab)} distinct tokens do not fit in {np.dtype(dtype).name} ids")
     index = {t: i for i, t in enumerate(vocab)}
-    ids = np.fromiter(map(index.__getitem__, itertools.chain.from_iterable(lists)), dtype=dtype,
-                      count=int(lengths.sum()))
+
+    def ids(r0: int, r1: int) -> np.ndarray:
+        return np.fromiter(map(index.__getitem__, itertools.chain.from_iterable(lists[r0:r1])), dtype=dtype,
+                           count=int(lengths[r0:r1].sum()))
+
     return ids, lengths, vocab
 
 

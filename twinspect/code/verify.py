@@ -57,7 +57,6 @@ how they were obtained; :func:`load_verifier` reads and checks it.
 
 from __future__ import annotations
 
-import itertools
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -128,10 +127,9 @@ class PairFeatures:
         """Per-fragment representations: sequences (always) and, with ``sparse``, the bag matrices."""
         import numpy as np
 
-        from twinspect._arrays import chunk_bounds
         from twinspect._memory import trim
         from twinspect.code.encoders.lexical import LexicalEncoder
-        from twinspect.code.normalize import token_ids
+        from twinspect.code.normalize import token_ids, token_ids_by_chunk
 
         if self._strings is None:
             # one character per abstracted token: rapidfuzz's LCS then runs on plain strings; int32
@@ -152,25 +150,23 @@ class PairFeatures:
         del enc  # its fitted document frequencies
         trim()  # each pass's freed chunk temporaries back to the system before the next pass (glibc keeps them)
         # Per-token work below goes a chunk of fragments at a time (35 M tokens on a 13-MLOC tree; this
-        # stage's memory peak): token ids are made on demand inside each pass (_ids_by_chunk), never
-        # all at once, and reduced to per-fragment counts chunk by chunk (_trigram_counts, _list_counts,
+        # stage's memory peak): token ids are made on demand inside each pass (token_ids_by_chunk),
+        # never all at once, and reduced to per-fragment counts chunk by chunk (_trigram_counts, _list_counts,
         # _list_sums). The trigrams come first, while fewer tables are held (the tables do not depend
         # on the order).
-        abstract_ids, abs_len, abs_vocab = _ids_by_chunk(self._abstract)
+        abstract_ids, abs_len, abs_vocab = token_ids_by_chunk(self._abstract)
         self._trigrams = _trigram_counts(abstract_ids, abs_len, max(1, len(abs_vocab)))
         trim()
-        plain_ids, plain_len, plain_vocab = _ids_by_chunk(self._plain)
+        plain_ids, plain_len, plain_vocab = token_ids_by_chunk(self._plain)
         self._bags = _list_counts(plain_ids, plain_len, len(plain_vocab))
         trim()
         ident = np.fromiter(map(_is_identifier, plain_vocab), dtype=bool, count=len(plain_vocab))
-        ident_len = np.zeros(len(plain_len), dtype=np.int64)  # identifiers per fragment
-        for r0, r1 in chunk_bounds(plain_len, 1 << 21):
-            ident_len[r0:r1] = _list_sums(ident[plain_ids(r0, r1)], plain_len[r0:r1])
 
         def ident_ids(r0: int, r1: int) -> np.ndarray:
             ids = plain_ids(r0, r1)
             return ids[ident[ids]]
 
+        ident_len = _list_sums(lambda r0, r1: ident[plain_ids(r0, r1)], plain_len)  # identifiers per fragment
         self._idents = _tfidf_rows(_list_counts(ident_ids, ident_len, len(plain_vocab)))
         trim()
 
@@ -422,6 +418,15 @@ def _as_strings(ids: np.ndarray, lengths: np.ndarray, chunk_tokens: int = 1 << 2
     return out
 
 
+def _lists_chunk(values: np.ndarray | Callable[[int, int], np.ndarray], ends: np.ndarray, r0: int,
+                 r1: int) -> np.ndarray:
+    """The entries of lists ``r0`` to ``r1 - 1``: a slice of ``values`` (all lists concatenated, list i
+    ending at ``ends[i]``) or, for a function, ``values(r0, r1)`` (the passes below take either)."""
+    if callable(values):
+        return values(r0, r1)
+    return values[(int(ends[r0 - 1]) if r0 else 0):int(ends[r1 - 1])]
+
+
 def _list_counts(cols: np.ndarray | Callable[[int, int], np.ndarray], lengths: np.ndarray, ncols: int,
                  wrap: int | None = None, chunk_tokens: int = 1 << 21) -> sp.csr_matrix:
     """Sparse (N, ncols) float32 counts of the occurrences of ``cols`` in N consecutive lists of
@@ -433,8 +438,9 @@ def _list_counts(cols: np.ndarray | Callable[[int, int], np.ndarray], lengths: n
     CSR matrix of every occurrence with its duplicates summed held a copy of the ids and a float32 one
     per occurrence besides the result (about 0.3 GB at a 13-MLOC tree's 35 M tokens, at the
     verifier's memory peak). ``cols`` is not modified; it may also be a function ``cols(r0, r1)``
-    returning the ids of lists ``r0`` to ``r1 - 1``, concatenated (:func:`_ids_by_chunk`), so that the
-    ids of every list are never held at once. ``wrap``: count ``cols % wrap`` instead.
+    returning the ids of lists ``r0`` to ``r1 - 1``, concatenated
+    (:func:`twinspect.code.normalize.token_ids_by_chunk`), so that the ids of every list are never
+    held at once. ``wrap``: count ``cols % wrap`` instead.
     ``chunk_tokens`` bounds memory only; the result does not depend on it.
     """
     import numpy as np
@@ -450,8 +456,7 @@ def _list_counts(cols: np.ndarray | Callable[[int, int], np.ndarray], lengths: n
     ind_parts: list[np.ndarray] = []
     data_parts: list[np.ndarray] = []
     for r0, r1 in chunk_bounds(lengths, chunk_tokens):
-        t0, t1 = (int(ends[r0 - 1]) if r0 else 0), int(ends[r1 - 1])
-        key = np.array(cols(r0, r1) if callable(cols) else cols[t0:t1], dtype=np.int64)  # a copy: modified below
+        key = np.array(_lists_chunk(cols, ends, r0, r1), dtype=np.int64)  # a copy: modified below
         if wrap is not None:
             key = key % wrap
         key += np.repeat(np.arange(r1 - r0, dtype=np.int64), lengths[r0:r1]) * width
@@ -468,30 +473,10 @@ def _list_counts(cols: np.ndarray | Callable[[int, int], np.ndarray], lengths: n
     return m
 
 
-def _ids_by_chunk(lists: Sequence[Sequence[str]]) -> tuple[Callable[[int, int], np.ndarray], np.ndarray, list[str]]:
-    """:func:`twinspect.code.normalize.token_ids`' numbering of the tokens of ``lists``, made on demand.
-
-    Returns:
-        ``(ids, lengths, vocab)``: ``ids(r0, r1)`` gives the int64 ids of lists ``r0`` to ``r1 - 1``
-        concatenated (the values ``token_ids`` gives them), int64 (N,) list lengths and the sorted
-        distinct tokens. For passes over a chunk of lists at a time that would otherwise hold the ids
-        of every token (35 M on a 13-MLOC tree).
-    """
-    import numpy as np
-
-    lengths = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
-    vocab = sorted(set(itertools.chain.from_iterable(lists)))
-    index = {t: i for i, t in enumerate(vocab)}
-
-    def ids(r0: int, r1: int) -> np.ndarray:
-        return np.fromiter(map(index.__getitem__, itertools.chain.from_iterable(lists[r0:r1])), dtype=np.int64,
-                           count=int(lengths[r0:r1].sum()))
-
-    return ids, lengths, vocab
-
-
-def _list_sums(values: np.ndarray, lengths: np.ndarray, chunk: int = 1 << 21) -> np.ndarray:
-    """int64 (N,) sums of N consecutive lists of ``lengths`` entries of ``values`` (bool or int, (T,)).
+def _list_sums(values: np.ndarray | Callable[[int, int], np.ndarray], lengths: np.ndarray,
+               chunk: int = 1 << 21) -> np.ndarray:
+    """int64 (N,) sums of N consecutive lists of ``lengths`` entries of ``values`` (bool or int, (T,),
+    or a function of a range of lists as in :func:`_list_counts`).
 
     Summed a chunk of about ``chunk`` entries of whole lists at a time: ``np.add.reduceat`` into int64
     casts its whole input first (8 bytes an entry: 0.3 GB for a 13-MLOC tree's 35 M tokens).
@@ -503,11 +488,10 @@ def _list_sums(values: np.ndarray, lengths: np.ndarray, chunk: int = 1 << 21) ->
     out = np.zeros(len(lengths), dtype=np.int64)
     ends = np.cumsum(lengths, dtype=np.int64)
     for r0, r1 in chunk_bounds(lengths, chunk):
-        t0 = int(ends[r0 - 1]) if r0 else 0
         filled = np.flatnonzero(lengths[r0:r1])
         if len(filled):
-            starts = ends[r0 + filled] - lengths[r0 + filled] - t0
-            out[r0 + filled] = np.add.reduceat(values[t0:int(ends[r1 - 1])], starts, dtype=np.int64)
+            starts = ends[r0 + filled] - lengths[r0 + filled] - (int(ends[r0 - 1]) if r0 else 0)
+            out[r0 + filled] = np.add.reduceat(_lists_chunk(values, ends, r0, r1), starts, dtype=np.int64)
     return out
 
 
@@ -546,8 +530,7 @@ def _trigram_counts(ids: np.ndarray | Callable[[int, int], np.ndarray], lengths:
     code_parts: list[np.ndarray] = []
     count_parts: list[np.ndarray] = []
     for r0, r1 in chunk_bounds(lengths, chunk_tokens):
-        start = int(ends[r0 - 1]) if r0 else 0
-        x = np.asarray(ids(r0, r1) if callable(ids) else ids[start:int(ends[r1 - 1])], dtype=np.int64)
+        x = np.asarray(_lists_chunk(ids, ends, r0, r1), dtype=np.int64)
         if len(x) > 2 and int(lengths[r0:r1].max()) > 2:  # a chunk of lists of ≤ 2 ids has no trigram
             rows = np.repeat(np.arange(r0, r1, dtype=np.int32), lengths[r0:r1])
             valid = rows[:-2] == rows[2:]

@@ -38,7 +38,6 @@ import functools
 import itertools
 import os
 from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -368,7 +367,7 @@ def range_pairs(
     index: str = "exact",
     index_params: dict[str, Any] | None = None,
     quiet: bool = True,
-    tail: AbstractContextManager[Any] | None = None,
+    tail: contextlib.AbstractContextManager[Any] = contextlib.nullcontext(),
 ) -> Candidates:
     """Every neighbour of every representative at cosine ≥ ``threshold`` (up to ``cap`` per query).
 
@@ -396,8 +395,8 @@ def range_pairs(
             de-duplicated and the recall is measured (this search's largest temporaries); a lock shared with
             :func:`overlap_pairs` running beside it keeps the two sources' tails from coinciding
             (on a 13-MLOC tree a run whose two sources ended within 5 s of each other peaked
-            220 MiB above one where they ended minutes apart). None: nothing held. The result does
-            not depend on it.
+            220 MiB above one where they ended minutes apart). Default: nothing held (a
+            ``contextlib.nullcontext``, reusable). The result does not depend on it.
 
     Returns:
         :class:`Candidates` with cosine scores (always the full vectors' cosine).
@@ -511,7 +510,7 @@ def range_pairs(
                     found.append((a, b, c))
                     capped += cut
                     bar.advance(hi - lo)
-        with tail if tail is not None else contextlib.nullcontext():
+        with tail:
             a, b, c = _best_per_pair(*(np.concatenate(x) for x in zip(*found)))  # len(reps) ≥ 2: one chunk at least
             if used != "hnsw":
                 return Candidates(a, b, c, capped)
@@ -536,7 +535,7 @@ def range_pairs(
             # each chunk's pairs as sorted distinct keys min·n + max (a pair often turns up from both ends)
             found_keys.append(unique_sorted(np.minimum(a[keep], b[keep]) * n + np.maximum(a[keep], b[keep])))
             bar.advance(hi - lo)
-    with tail if tail is not None else contextlib.nullcontext():  # see the docstring
+    with tail:  # see the docstring
         # one array of every chunk's keys, each chunk dropped once copied in and the array then sorted in
         # place: about one copy of the keys, where concatenating and sorting a copy held four (~1.2 GB
         # at 33 M keys)
@@ -671,7 +670,7 @@ def overlap_pairs(
     cap: int,
     quiet: bool = True,
     executor: ShardExecutor | None = None,
-    tail: AbstractContextManager[Any] | None = None,
+    tail: contextlib.AbstractContextManager[Any] = contextlib.nullcontext(),
 ) -> Candidates:
     """SourcererCC candidates: representative pairs whose token multisets overlap ≥ ``theta``.
 
@@ -692,7 +691,7 @@ def overlap_pairs(
         executor: where the row chunks of the prefix index are matched and verified
             (:mod:`twinspect.code.executors`); None = this process. Same result either way.
         tail: a context held while the found pairs are joined, capped and de-duplicated (see
-            :func:`range_pairs`); None: nothing held. Same result either way.
+            :func:`range_pairs`); default: nothing held. Same result either way.
 
     Returns:
         :class:`Candidates` with overlap-similarity scores.
@@ -817,7 +816,7 @@ def overlap_pairs(
             bar.advance(hi - lo)
     if not found_a:
         return Candidates.empty()
-    with tail if tail is not None else contextlib.nullcontext():  # see range_pairs
+    with tail:  # see range_pairs
         # each list emptied as it is copied (concatenate_consumed): one copy of the found pairs at a time
         fa, fb = concatenate_consumed(found_a), concatenate_consumed(found_b)
         fs = concatenate_consumed(found_s)

@@ -280,21 +280,28 @@ def insert_inline(spec: dict, src: str, src_shape: list[int], chain: list[tuple[
     except Exception:
         return None
     new = graph.clone(spec)
-    readers = graph.consumers(new, src)
-    idx = 0 if src == graph.INPUT else graph.node_names(new).index(src) + 1
+    _splice(new, src, chain + back, shapes, adapters_from=len(chain))
+    return new
+
+
+def _splice(spec: dict, src: str, layers: list[tuple[str, dict]], shapes: list[list[int]], adapters_from: int) -> None:
+    """In place: ``layers`` (with their per-sample ``shapes``) one after the other between tensor ``src`` and
+    every layer reading it (and the model output it is); layers from index ``adapters_from`` on are marked
+    ``"adapter": True`` (shape-restoring layers). Shared by :func:`insert_inline` and :func:`_restore_output`."""
+    readers = graph.consumers(spec, src)
+    idx = 0 if src == graph.INPUT else graph.node_names(spec).index(src) + 1
     prev = src
-    for k, ((layer, params), shape) in enumerate(zip(chain + back, shapes)):
-        node: dict = {"name": graph.fresh_name(new, layer), "layer": layer, "params": params, "inputs": [prev],
+    for k, ((layer, params), shape) in enumerate(zip(layers, shapes)):
+        node: dict = {"name": graph.fresh_name(spec, layer), "layer": layer, "params": params, "inputs": [prev],
                       "shape": shape}
-        if k >= len(chain):
+        if k >= adapters_from:
             node["adapter"] = True
-        new["nodes"].insert(idx, node)
+        spec["nodes"].insert(idx, node)
         idx += 1
         prev = node["name"]
     for n in readers:
         n["inputs"] = [prev if i == src else i for i in n["inputs"]]
-    new["outputs"] = [prev if o == src else o for o in new["outputs"]]
-    return new
+    spec["outputs"] = [prev if o == src else o for o in spec["outputs"]]
 
 
 def _place(spec: dict, src: str, src_shape: list[int], chain: list[tuple[str, dict]]) -> dict:
@@ -574,18 +581,7 @@ def _restore_output(spec: dict, node: dict) -> None:
         return
     if shapes[-1] != [int(d) for d in old]:
         return
-    readers = graph.consumers(spec, node["name"])
-    idx = graph.node_names(spec).index(node["name"]) + 1
-    prev = node["name"]
-    for (layer, params), shape in zip(back, shapes):
-        ad = {"name": graph.fresh_name(spec, layer), "layer": layer, "params": params, "inputs": [prev],
-              "shape": shape, "adapter": True}
-        spec["nodes"].insert(idx, ad)
-        idx += 1
-        prev = ad["name"]
-    for n in readers:
-        n["inputs"] = [prev if i == node["name"] else i for i in n["inputs"]]
-    spec["outputs"] = [prev if o == node["name"] else o for o in spec["outputs"]]
+    _splice(spec, node["name"], back, shapes, adapters_from=0)
     node["shape"] = out
 
 

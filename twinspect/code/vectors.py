@@ -115,10 +115,18 @@ class FragmentVectors:
         return np.asarray(prod.toarray() if sp.issparse(prod) else prod, dtype=np.float32)
 
     def cross_all(self, ids: Any) -> np.ndarray:
-        """Cosines of the rows ``ids`` with every row (position) of these vectors: float32 (len(ids), N)."""
-        prod = self.rows(ids) @ self._m.T
-        prod = np.asarray(prod.toarray() if sp.issparse(prod) else prod, dtype=np.float32)
-        return prod if self._ids is None else np.ascontiguousarray(prod[:, self._ids])
+        """Cosines of the rows ``ids`` with every row (position) of these vectors: float32 (len(ids), N).
+
+        Sparse vectors are multiplied as ``matrix @ rows.T`` and transposed back, which transposes
+        only the few query rows: ``rows @ matrix.T`` made scipy convert the whole transposed matrix
+        to CSR for every call (0.3 GB per 32-query block on issue 23's 13-MLOC tree). Both orders
+        sum each cosine's products in ascending column order, so the values are the same bits.
+        """
+        if self.sparse:
+            prod = np.asarray((self._m @ self.rows(ids).T).toarray(), dtype=np.float32).T
+        else:
+            prod = np.asarray(self.rows(ids) @ self._m.T, dtype=np.float32)
+        return np.ascontiguousarray(prod if self._ids is None else prod[:, self._ids])
 
     def pair_cosines(self, a: Any, b: Any) -> np.ndarray:
         """Cosine of each pair ``(a[i], b[i])``, clipped to [-1, 1].

@@ -79,6 +79,10 @@ CONFIGS: dict[str, tuple[str, dict]] = {
     # the same with seeds the original gets wrong set aside (the candidate of deviate_cifar_notes.md; the
     # default since its heldout6 rule held)
     "guided-skip": ("guided", {"second": "margin", "minimize_flat": True, "skip_orig_wrong": True}),
+    # the same with the pair's direction in step 3 (the compressed model's own gradient, where it has one):
+    # the candidate of deviate_pair_notes.md
+    "guided-pair": ("guided", {"second": "margin", "minimize_flat": True, "skip_orig_wrong": True,
+                               "pair_gradient": True}),
 }
 # every margin / guided configuration before the heldout6 rule searches the seeds the original gets wrong
 for _name, (_alg, _params) in CONFIGS.items():

@@ -25,6 +25,20 @@ that gradient for its first steps only and stays black-box on the compressed mod
    untargeted from ``restarts`` random points of the ball (Madry et al.'s random start); one query
    and a bisection each. A trigger in which the original changed is kept in reserve: returned
    only if step 4 finds no trigger of its own.
+
+   *The pair's direction* (``pair_gradient=True``; only when the seed's label is known, the
+   original right on it, and the compressed model g itself gives an input gradient: a float torch
+   or Keras model, e.g. a pruned or distilled copy, never an ONNX Runtime or TFLite one). Before the
+   directions above, PGD runs on the two models' joint objective ``m_g − λ·min(m_f, κ)`` (``m`` the
+   logit margin of ``c``, f the surrogate; λ = :data:`PAIR_WEIGHT`, κ = :data:`PAIR_CAP`): g's
+   margin down while the original's is held up, DeepXplore's joint objective for differential
+   testing (Pei, Cao, Yang, Jana, "DeepXplore: automated whitebox testing of deep learning
+   systems", SOSP 2017: ``F_k(x)[c] − λ·F_j(x)[c]``) with Madry et al.'s projected sign steps. It
+   starts from the last point where both models gave ``c``, at the radius reached, and grows
+   through the remaining ``levels`` up to ``pair_max_eps`` (:data:`PAIR_MAX_EPS`, 48; warm-started), one query (and,
+   when a model has left ``c``, a bisection) a radius, until the query shows a compressed-model error. Where the original's
+   boundary is nearer than g's along its own gradient (a pruned copy that holds the seed's class
+   more firmly than its original), this goes around it.
 4. **The margin search.** If no direction gave a compressed-model error, the margin search's loop
    (:class:`~twinspect.dl.deviate.margin.MarginSearch`, all its rules and budgets) runs with the
    queries spent so far counted: from the last point where both models gave ``c``, with ε the
@@ -89,6 +103,15 @@ DEFAULT_RESTARTS = 3
 FALLBACKS = ("seed", "boundary")
 #: The searches step 5 can run on a seed whose trigger is missing, not a compressed-model error or too visible.
 SECONDS = ("margin",)
+#: The pair's direction (step 3): weight λ of the original's logit margin in ``m_g − λ·min(m_f, κ)``.
+PAIR_WEIGHT = 1.0
+#: The pair's direction: the original's logit margin counts only up to this (κ; a surer original is not pushed further).
+PAIR_CAP = 2.0
+#: The pair's direction grows its radius up to this many pixel levels (the issue-19 reference L∞; beyond it the
+#: directions of the original's gradient and the margin search go on as before): on the seen MNIST pair
+#: cnn18-prune50 the direction without a bound found its compressed-model errors at radii up to 96, median L∞ 64
+#: after minimisation.
+PAIR_MAX_EPS = LINF_REF
 
 
 class GuidedSearch(MarginSearch):
@@ -118,6 +141,12 @@ class GuidedSearch(MarginSearch):
             shrinks the trigger).
         second: ``"margin"`` (the default) or None (no step 5): step 5 of the module docstring.
         second_linf: the L∞ (pixel levels) above which step 5 runs on a compressed-model error.
+        pair_gradient: step 3 first tries the pair's direction (PGD on both models' logit margins,
+            the compressed model's down and the original's held up) when the compressed model gives
+            an input gradient (a float torch or Keras model); otherwise it does nothing. Off by
+            default: the candidate of ``benchmarks/results/deviate_pair_notes.md``.
+        pair_max_eps: the largest radius (pixel levels, > 0) the pair's direction grows to, unless the
+            radius reached is already larger (then that radius alone).
         **kwargs: the options of :class:`~twinspect.dl.deviate.margin.MarginSearch` (its ``eps`` is
             only used when the approach is skipped, never here).
 
@@ -145,6 +174,8 @@ class GuidedSearch(MarginSearch):
         early_exit: bool = True,
         second: str | None = "margin",
         second_linf: float = LINF_REF,
+        pair_gradient: bool = False,
+        pair_max_eps: float = PAIR_MAX_EPS,
         **kwargs: Any,
     ):
         super().__init__(orig, comp, **kwargs)
@@ -174,6 +205,12 @@ class GuidedSearch(MarginSearch):
                                                       "model it was made from)")
             raise InputError(f"the guided search {why}{hint}")
         self._logits: LogitFn = fn
+        if not pair_max_eps > 0:
+            raise InputError(f"pair_max_eps must be > 0, got {pair_max_eps}")
+        self.pair_gradient = bool(pair_gradient)
+        self.pair_max_eps = float(pair_max_eps)
+        # the compressed model's own gradient, for the pair's direction (None: it gives none)
+        self._comp_logits: LogitFn | None = logit_fn(comp, keras=True)[0] if self.pair_gradient else None
         self.surrogate = surrogate
         self.levels = levels
         self.steps = int(steps)
@@ -191,14 +228,23 @@ class GuidedSearch(MarginSearch):
         sur = None if self.surrogate is None else self.surrogate.describe()
         return {**super().params(), "levels": list(self.levels), "steps": self.steps, "targets": self.targets,
                 "top": self.top, "restarts": self.restarts, "fallback": self.fallback, "early_exit": self.early_exit, "surrogate": sur,
-                **({"second": self.second, "second_linf": self.second_linf} if self.second else {})}
+                **({"second": self.second, "second_linf": self.second_linf} if self.second else {}),
+                **({"pair_gradient": self._comp_logits is not None, "pair_max_eps": self.pair_max_eps}
+                   if self.pair_gradient else {})}
 
     # -- the surrogate's side ------------------------------------------------------------------------
-    def _pgd(self, x0u: Any, d: Any, eps: float, c: int, target: int | None) -> tuple[Any, int]:
+    def _pgd(self, x0u: Any, d: Any, eps: float, c: int, target: int | None, pair: bool = False) -> tuple[Any, int]:
         """PGD on the surrogate's margin inside the L∞ ball of ``eps`` (unit scale) from change ``d``.
 
-        Returns (the new change, gradient evaluations); stops once the surrogate leaves ``c``."""
+        With ``pair`` the objective is the pair's (step 3 of the module docstring): the compressed
+        model's logit margin of ``c`` less :data:`PAIR_WEIGHT` × the surrogate's (capped at
+        :data:`PAIR_CAP`), and the steps stop once the compressed model has left ``c`` with the
+        surrogate still on it. Returns (the new change, gradient evaluations); stops once the
+        surrogate leaves ``c`` (without ``pair``)."""
         import torch
+
+        def margin_of(z: Any) -> Any:
+            return z[c] - torch.cat([z[:c], z[c + 1:]]).max()
 
         alpha = 2.5 * eps / self.steps
         d = (x0u + d.clamp(-eps, eps)).clamp(0.0, 1.0) - x0u
@@ -206,12 +252,17 @@ class GuidedSearch(MarginSearch):
         for _ in range(self.steps):
             d = d.detach().requires_grad_(True)
             z = self._logits(x0u + d)[0]
-            if target is None:
-                others = torch.cat([z[:c], z[c + 1:]])
-                loss = z[c] - others.max()
+            if pair:
+                assert self._comp_logits is not None
+                mf, mg = margin_of(z), margin_of(self._comp_logits(x0u + d)[0])
+                if float(mg.detach()) < 0 < float(mf.detach()):  # only g has left c: the band
+                    break
+                loss = mg - PAIR_WEIGHT * mf.clamp(max=PAIR_CAP)
+            elif target is None:
+                loss = margin_of(z)
             else:
                 loss = z[c] - z[target]
-            if float(loss.detach()) < 0:  # the surrogate has left c: no further step is needed at this radius
+            if not pair and float(loss.detach()) < 0:  # the surrogate has left c: no further step is needed at this radius
                 break
             (g,) = torch.autograd.grad(loss, d)
             grads += 1
@@ -302,10 +353,11 @@ class GuidedSearch(MarginSearch):
                     aside = (queries, *cand)
             return "crossed", None
 
-        def step(d0: Any, target: int | None, eps: float) -> tuple[str, Any, Any]:
-            """PGD from change ``d0`` (toward ``target``, or away from c) at radius ``eps``, then :func:`probe`."""
+        def step(d0: Any, target: int | None, eps: float, pair: bool = False) -> tuple[str, Any, Any]:
+            """PGD from change ``d0`` (toward ``target``, or away from c; the pair's objective with ``pair``)
+            at radius ``eps``, then :func:`probe`."""
             nonlocal grads
-            dn, g = self._pgd(x0u, d0, eps, c, target)
+            dn, g = self._pgd(x0u, d0, eps, c, target, pair)
             grads += g
             info["guide_directions"] += 1
             state, got = probe(dn)
@@ -332,6 +384,20 @@ class GuidedSearch(MarginSearch):
                 return res
             if state == "crossed":
                 base = torch.from_numpy(((lo - x0) / 255.0).astype(np.float32))[None]
+                if self._comp_logits is not None and seek_ce:
+                    # the pair's direction: g's margin down, the original's held up, through the radii left
+                    dp = base
+                    for lv in [min(v, cap) for v in self.levels if eps_levels <= v <= max(eps_levels, self.pair_max_eps)]:
+                        if self._out_of_time(t0) or (self.max_queries is not None and queries >= self.max_queries):
+                            break
+                        info["pair_directions"] = info.get("pair_directions", 0) + 1
+                        state, got, dp = step(dp, None, lv / 255.0, pair=True)
+                        res = ended(state, got)
+                        if res is not None:
+                            res.extra["pair_eps"] = lv
+                            return res
+                        if lv >= cap:
+                            break
                 # the other directions: toward each next likely class, then untargeted from random
                 # points of the ball (Madry et al.'s random start)
                 others: list[tuple[int | None, Any]] = [(j, base) for j in order]
@@ -421,5 +487,5 @@ class GuidedSearch(MarginSearch):
         return kept
 
 
-__all__ = ["DEFAULT_LEVELS", "DEFAULT_RESTARTS", "DEFAULT_STEPS", "DEFAULT_TARGETS", "DEFAULT_TOP", "FALLBACKS", "SECONDS",
-           "GuidedSearch"]
+__all__ = ["DEFAULT_LEVELS", "DEFAULT_RESTARTS", "DEFAULT_STEPS", "DEFAULT_TARGETS", "DEFAULT_TOP", "FALLBACKS",
+           "PAIR_CAP", "PAIR_MAX_EPS", "PAIR_WEIGHT", "SECONDS", "GuidedSearch"]

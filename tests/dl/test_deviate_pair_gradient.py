@@ -1,0 +1,104 @@
+"""The guided search's pair direction (``pair_gradient``): PGD on both models' margins when the compressed model gives a gradient."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.dl.affine_twins import Affine
+
+pytest.importorskip("skimage")
+torch = pytest.importorskip("torch")
+
+
+@pytest.fixture(scope="module")
+def pruned_twins(tiny_torch, tiny_meta, tmp_path_factory):
+    """The conftest's TinyCNN and its 50 %-magnitude-pruned copy (``twinspect compress -m prune``'s
+    function, no fine-tuning), saved as TorchScript and loaded through twinspect's adapter."""
+    from twinspect.dl.adapters import load_classifier
+    from twinspect.dl.adapters.metadata import extra_files
+    from twinspect.dl.compress import prune_magnitude
+
+    d = tmp_path_factory.mktemp("pruned-twins")
+    out = []
+    for name, m in (("orig.pt", tiny_torch), ("prune50.pt", prune_magnitude(tiny_torch, 0.5))):
+        torch.jit.save(torch.jit.trace(m.eval(), torch.zeros(1, 1, 28, 28)), str(d / name), _extra_files=extra_files(tiny_meta))
+        out.append(load_classifier(d / name))
+    return tuple(out)
+
+
+def test_pair_direction_finds_the_compressed_model_error_where_the_original_crosses_first(pruned_twins, mnist_test):
+    """On MNIST seeds both models get right, the guided search without the pair direction ends some
+    seeds with a trigger in which the *original* left the true label (it crosses first on every
+    direction of its own gradient, and the margin loop finds nothing better). With
+    ``pair_gradient`` every one of those seeds gives a compressed-model error instead, checked by
+    re-running the trigger through both models, in fewer search queries; on the other seeds it still
+    finds a compressed-model error, by the same search where the original never crossed first."""
+    from twinspect.dl.deviate.guided import GuidedSearch
+
+    f, g = pruned_twins
+    x, y = mnist_test
+    lf, lg = f.predict_proba(x[:80]).argmax(1), g.predict_proba(x[:80]).argmax(1)
+    seeds = [i for i in range(80) if lf[i] == lg[i] == y[i]][:30]
+    common = {"max_queries": 1000, "timeout": None, "minimize": False, "second": None}
+    old = GuidedSearch(f, g, **common)
+    # this little-trained pair's boundaries are far from its seeds (compressed-model errors at radii 40-96):
+    # the pair's direction may grow past the default 48 levels here
+    new = GuidedSearch(f, g, pair_gradient=True, pair_max_eps=255, **common)
+    assert new.params()["pair_gradient"] is True and "pair_gradient" not in old.params()
+    missed, same = [], 0
+    for i in seeds:
+        a = old.search(x[i], seed=[0, i], label=int(y[i]))
+        assert a.status == "found"
+        if a.extra["compressed_error"] is False:
+            missed.append((i, a.queries))
+            continue
+        b = new.search(x[i], seed=[0, i], label=int(y[i]))
+        assert b.extra["compressed_error"] is True
+        if "pair_directions" not in b.extra:  # the original never crossed first: the same search
+            assert b.queries == a.queries
+            np.testing.assert_array_equal(a.trigger, b.trigger)
+            same += 1
+    assert len(missed) >= 2 and same >= 5
+    for i, old_queries in missed:
+        b = new.search(x[i], seed=[0, i], label=int(y[i]))
+        assert b.status == "found" and b.extra["compressed_error"] is True and b.extra["guided"] is True
+        assert f.predict(b.trigger)[0] == y[i] != g.predict(b.trigger)[0]
+        assert b.extra["pair_directions"] >= 1 and b.extra["pair_eps"] >= b.extra["guide_eps"]
+        assert b.queries < old_queries
+
+
+def test_pair_direction_does_nothing_without_the_compressed_models_gradient():
+    """A compressed model with no input gradient (here an affine black box; an ONNX Runtime or TFLite
+    model alike): ``pair_gradient`` changes nothing, and ``params`` says the direction was unavailable."""
+    from tests.dl.test_deviate_guided import affine_surrogate
+    from twinspect.dl.deviate.guided import GuidedSearch
+
+    w = np.full(64, 1 / 64)
+    f, g = Affine(w, 20.5 / 255, "f"), Affine(w, 21.5 / 255, "g")  # the original crosses first
+    kw = {"surrogate": affine_surrogate(w, 20.5 / 255), "max_queries": 300, "timeout": None, "minimize": False,
+          "second": None}
+    a = GuidedSearch(f, g, **kw).search(np.zeros((8, 8)), seed=0, label=0)
+    s = GuidedSearch(f, g, pair_gradient=True, **kw)
+    b = s.search(np.zeros((8, 8)), seed=0, label=0)
+    assert s.params()["pair_gradient"] is False and "pair_directions" not in b.extra
+    assert (a.status, a.queries, a.orig_label, a.comp_label) == (b.status, b.queries, b.orig_label, b.comp_label)
+    np.testing.assert_array_equal(a.trigger, b.trigger)
+
+
+def test_pair_direction_stops_at_its_radius_cap(pruned_twins, mnist_test):
+    """With the default cap (48 levels) the pair's direction never queries a radius above it unless the
+    original crossed first beyond it; ``pair_max_eps`` must be positive."""
+    from twinspect.dl.deviate.guided import PAIR_MAX_EPS, GuidedSearch
+    from twinspect.errors import InputError
+
+    f, g = pruned_twins
+    x, y = mnist_test
+    s = GuidedSearch(f, g, pair_gradient=True, max_queries=1000, timeout=None, minimize=False, second=None)
+    assert s.params()["pair_max_eps"] == PAIR_MAX_EPS == 48
+    for i in range(12):
+        res = s.search(x[i], seed=[0, i], label=int(y[i]))
+        if "pair_eps" in res.extra:
+            assert res.extra["pair_eps"] <= max(PAIR_MAX_EPS, res.extra["guide_eps"])
+    with pytest.raises(InputError):
+        GuidedSearch(f, g, pair_gradient=True, pair_max_eps=0, timeout=1)

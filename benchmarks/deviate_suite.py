@@ -6,7 +6,7 @@ model). This script builds the pairs and names the split; ``benchmarks/deviate_g
 runs the searches on them.
 
 Pairs (``PAIRS``; ``split`` is ``tune`` or ``heldout``, fixed before any search was run on them; the later
-hold-outs ``heldout2`` … ``heldout6`` are listed in ``PAIRS`` with the rule each decided):
+hold-outs ``heldout2`` … ``heldout7`` are listed in ``PAIRS`` with the rule each decided):
 
 ============================  =======  ========  ======================================================
 pair                           split    data      compressed model made by
@@ -141,6 +141,15 @@ PAIRS: list[Pair] = [
     Pair("resnet14h-ort-qdq", "heldout6", "cifar10", "cifar-resnet14h.onnx", "cifar-resnet14h-qdq.onnx", None, "torch → ONNX → ORT static QDQ int8"),
     Pair("lenet4m-ort-dyn", "heldout6", "mnist", "mnist-lenet4m.onnx", "mnist-lenet4m-dyn.onnx", None, "torch → ONNX → ORT dynamic int8"),
     Pair("cnn18-prune50", "heldout6", "mnist", "mnist-cnn18.pt", "mnist-cnn18-prune50.pt", None, "magnitude pruning 50 %"),
+    # the seventh hold-out (2026-11-27, fifth session): new originals (a 0.75-width ResNet-8 of seed 20, a 0.75-width
+    # LeNet-5 of seed 21, a 1.25-width CNN of seed 22, a 0.75-width LeNet-4 of seed 23), entered after the rule in
+    # deviate_pair_notes.md was committed and before any of them was built; it decides whether the guided search's
+    # pair direction (pair_gradient) becomes the default
+    Pair("resnet8v-prune50", "heldout7", "cifar10", "cifar-resnet8v.pt", "cifar-resnet8v-prune50.pt", None, "magnitude pruning 50 %"),
+    Pair("resnet8v-ort-dyn", "heldout7", "cifar10", "cifar-resnet8v.onnx", "cifar-resnet8v-dyn.onnx", None, "torch → ONNX → ORT dynamic int8"),
+    Pair("lenet5v-prune50", "heldout7", "mnist", "mnist-lenet5v.pt", "mnist-lenet5v-prune50.pt", None, "magnitude pruning 50 %"),
+    Pair("cnn22-ort-dyn", "heldout7", "mnist", "mnist-cnn22.onnx", "mnist-cnn22-dyn.onnx", None, "torch → ONNX → ORT dynamic int8"),
+    Pair("lenet4v-distill", "heldout7", "mnist", "mnist-lenet4v.pt", "mnist-lenet4v-distill.pt", None, "distillation into LeNet-1"),
 ]
 
 
@@ -273,7 +282,13 @@ def build(suite_dir: Path, datasets: tuple[str, ...] = ("mnist", "cifar10")) -> 
               ("resnet8", "cifar10", "cifar-resnet8s.pt", "16", ["--epochs", "10", "--width", "1.25", "--threads", "2"]),
               ("resnet14", "cifar10", "cifar-resnet14h.pt", "19", ["--epochs", "10", "--width", "0.5", "--threads", "2"]),
               ("lenet4", "mnist", "mnist-lenet4m.pt", "17", ["--width", "1.5"]),
-              ("cnn", "mnist", "mnist-cnn18.pt", "18", ["--width", "0.75"])]
+              ("cnn", "mnist", "mnist-cnn18.pt", "18", ["--width", "0.75"]),
+              # the seventh hold-out's originals: a 0.75-width ResNet-8 of seed 20, a 0.75-width LeNet-5, a 1.25-width
+              # CNN, a 0.75-width LeNet-4
+              ("resnet8", "cifar10", "cifar-resnet8v.pt", "20", ["--epochs", "10", "--width", "0.75", "--threads", "1"]),
+              ("lenet5", "mnist", "mnist-lenet5v.pt", "21", ["--width", "0.75"]),
+              ("cnn", "mnist", "mnist-cnn22.pt", "22", ["--width", "1.25"]),
+              ("lenet4", "mnist", "mnist-lenet4v.pt", "23", ["--width", "0.75"])]
     for arch, data, out, seed, extra in trains:
         if data in datasets and not (d / out).exists():
             _twinspect("train", arch, "-d", data, "-o", str(d / out), "--seed", seed, *extra)
@@ -294,7 +309,10 @@ def build(suite_dir: Path, datasets: tuple[str, ...] = ("mnist", "cifar10")) -> 
              ("mnist-lenet5m.pt", "mnist-lenet5m-int8.pt", ["-m", "quantize"]),
              ("mnist-lenet1w.pt", "mnist-lenet1w-prune80.pt", ["-m", "prune", "--sparsity", "0.8", "--finetune-epochs", "1"]),
              ("cifar-resnet8s.pt", "cifar-resnet8s-prune50.pt", ["-m", "prune", "--sparsity", "0.5"]),
-             ("mnist-cnn18.pt", "mnist-cnn18-prune50.pt", ["-m", "prune", "--sparsity", "0.5"])]
+             ("mnist-cnn18.pt", "mnist-cnn18-prune50.pt", ["-m", "prune", "--sparsity", "0.5"]),
+             ("cifar-resnet8v.pt", "cifar-resnet8v-prune50.pt", ["-m", "prune", "--sparsity", "0.5"]),
+             ("mnist-lenet5v.pt", "mnist-lenet5v-prune50.pt", ["-m", "prune", "--sparsity", "0.5"]),
+             ("mnist-lenet4v.pt", "mnist-lenet4v-distill.pt", ["-m", "distill"])]
     for src, out, extra in comps:
         if ("cifar10" if src.startswith("cifar") else "mnist") in datasets and not (d / out).exists():
             _twinspect("compress", str(d / src), *extra, "-o", str(d / out))
@@ -315,6 +333,7 @@ def build(suite_dir: Path, datasets: tuple[str, ...] = ("mnist", "cifar10")) -> 
         _export_onnx(d / "cifar-resnet8s.pt", d / "cifar-resnet8s.onnx", None, None, d / "cifar-resnet8s-dyn.onnx")
         _export_onnx(d / "cifar-resnet14h.pt", d / "cifar-resnet14h.onnx", calibration(d / "cifar-resnet14h.pt"),
                      d / "cifar-resnet14h-qdq.onnx", None)
+        _export_onnx(d / "cifar-resnet8v.pt", d / "cifar-resnet8v.onnx", None, None, d / "cifar-resnet8v-dyn.onnx")
     if "mnist" not in datasets:
         return
     x_mnist = load_images("mnist", split="train")[0][:256].astype(np.float32) / 255.0
@@ -333,6 +352,7 @@ def build(suite_dir: Path, datasets: tuple[str, ...] = ("mnist", "cifar10")) -> 
                  None)
     _export_onnx(d / "mnist-lenet1w.pt", d / "mnist-lenet1w.onnx", None, None, d / "mnist-lenet1w-dyn.onnx")
     _export_onnx(d / "mnist-lenet4m.pt", d / "mnist-lenet4m.onnx", None, None, d / "mnist-lenet4m-dyn.onnx")
+    _export_onnx(d / "mnist-cnn22.pt", d / "mnist-cnn22.onnx", None, None, d / "mnist-cnn22-dyn.onnx")
     # TFLite conversions of the shared Keras models (TensorFlow in a child process)
     todo = {"lenet1.h5": ["fp16=lenet1-fp16.tflite"], "lenet5.h5": ["dyn=lenet5-dyn.tflite", "int8=lenet5-int8.tflite"]}
     np.save(d / "calib-unit.npy", x_mnist)

@@ -12,10 +12,9 @@ torch = pytest.importorskip("torch")
 
 
 @pytest.fixture(scope="module")
-def pruned_twins(tiny_torch, tiny_meta, tmp_path_factory):
+def pruned_twin_files(tiny_torch, tiny_meta, tmp_path_factory):
     """The conftest's TinyCNN and its 50 %-magnitude-pruned copy (``twinspect compress -m prune``'s
-    function, no fine-tuning), saved as TorchScript and loaded through twinspect's adapter."""
-    from twinspect.dl.adapters import load_classifier
+    function, no fine-tuning), saved as TorchScript files with their metadata embedded."""
     from twinspect.dl.adapters.metadata import extra_files
     from twinspect.dl.compress import prune_magnitude
 
@@ -23,8 +22,16 @@ def pruned_twins(tiny_torch, tiny_meta, tmp_path_factory):
     out = []
     for name, m in (("orig.pt", tiny_torch), ("prune50.pt", prune_magnitude(tiny_torch, 0.5))):
         torch.jit.save(torch.jit.trace(m.eval(), torch.zeros(1, 1, 28, 28)), str(d / name), _extra_files=extra_files(tiny_meta))
-        out.append(load_classifier(d / name))
+        out.append(d / name)
     return tuple(out)
+
+
+@pytest.fixture(scope="module")
+def pruned_twins(pruned_twin_files):
+    """The two files above loaded through twinspect's adapter."""
+    from twinspect.dl.adapters import load_classifier
+
+    return tuple(load_classifier(p) for p in pruned_twin_files)
 
 
 def test_pair_direction_finds_the_compressed_model_error_where_the_original_crosses_first(pruned_twins, mnist_test):
@@ -102,3 +109,27 @@ def test_pair_direction_stops_at_its_radius_cap(pruned_twins, mnist_test):
             assert res.extra["pair_eps"] <= max(PAIR_MAX_EPS, res.extra["guide_eps"])
     with pytest.raises(InputError):
         GuidedSearch(f, g, pair_gradient=True, pair_max_eps=0, timeout=1)
+
+
+def test_pair_gradient_option_from_the_cli(pruned_twin_files, tmp_path, capsys):
+    """``--pair-gradient`` reaches the guided search (run.json records it, and that the compressed model
+    gave a gradient); with ``-a margin`` it is a one-line error, exit 2, nothing written."""
+    import json
+
+    from twinspect.cli import main
+
+    orig_p, comp_p = pruned_twin_files
+    out = tmp_path / "run"
+    with pytest.raises(SystemExit) as exc:
+        main(["deviate", str(orig_p), str(comp_p), "--data", "mnist", "--seeds", "2", "-a", "guided", "--pair-gradient",
+              "--max-queries", "300", "--timeout", "0", "--no-minimize", "-o", str(out), "--quiet"])
+    assert exc.value.code in (0, None)
+    params = json.loads((out / "run.json").read_text())["params"]
+    assert params["pair_gradient"] is True and params["pair_max_eps"] == 48
+    bad = tmp_path / "bad"
+    with pytest.raises(SystemExit) as exc:
+        main(["deviate", str(orig_p), str(comp_p), "--data", "mnist", "--seeds", "1", "-a", "margin", "--pair-gradient",
+              "-o", str(bad), "--quiet"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "--pair-gradient applies to --algorithm guided or auto" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1 and not bad.exists()

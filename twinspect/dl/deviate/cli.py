@@ -39,6 +39,7 @@ def deviate(
     second: Annotated[Optional[str], typer.Option("--second", help="-a guided or auto: margin (also run the margin search from the seed where the guided trigger is missing, not a compressed-model error or above 48 levels L∞, and keep the better one; the default) or none (the guided search alone).")] = None,
     minimize_flat: Annotated[Optional[bool], typer.Option("--minimize-flat/--no-minimize-flat", help="-a margin, guided or auto: end each trigger's minimisation with the flat-region pass (drop the change where the seed is flat, e.g. an MNIST background, and scale the rest back to the boundary, L∞ up to 1.25× but never past 48 levels; about 30-40 more minimisation queries a trigger). Default: on (--no-minimize-flat turns it off).")] = None,
     skip_orig_wrong: Annotated[Optional[bool], typer.Option("--skip-orig-wrong/--search-orig-wrong", help="With labelled seeds: set aside the seeds on which the original model is wrong (the two models agreeing there), without a search, and count them apart from the searched seeds, like seeds where the models already disagree; no trigger near such a seed is a compressed-model error unless the search first moves the original onto the true label. --search-orig-wrong searches them like any other seed (the behaviour before 2026-11-27). Default: on for -a auto, margin and guided (benchmarks/results/deviate_cifar_notes.md), off for DFlare and DiffChaser (as their papers); unlabelled seeds are always searched.")] = None,
+    pair_gradient: Annotated[Optional[bool], typer.Option("--pair-gradient/--no-pair-gradient", help="-a guided or auto: where the original crosses first on its own gradient and the compressed model also gives an input gradient (a float torch or Keras copy: pruned, distilled; not ONNX Runtime or TFLite), first try projected gradient steps on both models' margins (the compressed model's down, the original's held up) up to 48 levels L∞. Default: off (benchmarks/results/deviate_pair_notes.md).")] = None,
     max_queries: Annotated[Optional[int], typer.Option("--max-queries", help="Budget per seed: generated inputs, each sent once to both models (default: none).")] = None,
     timeout: Annotated[float, typer.Option("--timeout", help="Budget per seed in seconds (0 = none).")] = 180.0,
     pop_size: Annotated[int, typer.Option("--pop-size", help="DiffChaser: population size.")] = 1000,
@@ -139,6 +140,10 @@ def deviate(
         params["minimize_flat"] = minimize_flat
     if skip_orig_wrong is not None:
         params["skip_orig_wrong"] = skip_orig_wrong
+    if pair_gradient is not None:
+        if algorithm not in ("guided", "auto"):
+            raise InputError(f"--pair-gradient applies to --algorithm guided or auto, not to {algorithm}")
+        params["pair_gradient"] = pair_gradient
 
     # -- inputs (all validated before anything is written; cheap checks first) ----------------
     from twinspect._io import require_readable

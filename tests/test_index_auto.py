@@ -143,3 +143,39 @@ def test_reduced_index_in_chunks_gives_the_same_candidates(email_frags, monkeypa
     chunked = range_pairs(vecs, reps, frags, threshold=0.4, cap=cap, index="auto")
     assert chunked.pairs == whole.pairs and chunked.capped == whole.capped
     assert chunked.index_recall == whole.index_recall
+
+
+def test_reduced_search_lets_go_of_its_index_before_joining_the_neighbours(email_frags, monkeypatch):
+    """The reduced HNSW search measures its recall first and then drops the index (the graph and its
+    copy of the reduced vectors), so the index is gone while the found neighbour keys are joined,
+    re-scored and ranked (the search's largest temporaries); the recall is still measured."""
+    import weakref
+
+    from twinspect._arrays import concatenate_consumed
+    from twinspect.code import index as index_module
+    from twinspect.code.encoders import make_encoder
+
+    frags = email_frags
+    vecs = make_encoder("lexical", **DetectConfig().encoder_params).fit(frags).encode_sparse(frags)
+    monkeypatch.setattr(candidates, "AUTO_HNSW_MIN", 50)
+    monkeypatch.setattr(candidates, "AUTO_HNSW_DIM", 32)
+    made: list[weakref.ref] = []
+    real_make = index_module.make_index
+
+    def make_index(*args, **kwargs):
+        idx = real_make(*args, **kwargs)
+        made.append(weakref.ref(idx))
+        return idx
+
+    alive_at_join: list[bool] = []
+
+    def joining(parts, *args, **kwargs):
+        if args and args[0] is np.int64:  # the neighbour keys (the first join of the tail)
+            alive_at_join.append(any(r() is not None for r in made))
+        return concatenate_consumed(parts, *args, **kwargs)
+
+    monkeypatch.setattr(index_module, "make_index", make_index)
+    monkeypatch.setattr("twinspect._arrays.concatenate_consumed", joining)
+    got = range_pairs(vecs, list(range(len(frags))), frags, threshold=0.4, cap=20, index="auto")
+    assert got.index == "hnsw" and made and alive_at_join == [False]
+    assert got.index_recall is not None and 0.5 < got.index_recall <= 1.0 and got.index_recall_queries > 0

@@ -36,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import itertools
+import math
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -81,15 +82,23 @@ AUTO_HNSW_PARAMS: dict[str, Any] = {"M": 16, "ef_construction": 100, "ef_search"
 AUTO_HNSW_BUILD_THREADS = 1
 #: Dimension of the truncated SVD the ``index="auto"`` HNSW graph is built on (the lexical vectors have
 #: 2,048 columns; distance computations, and so build and search time, scale with it). On the 81,099
-#: representatives of benchmarks/index_recall.py's sample (threshold 0.4, k 105), with the settings
-#: below: 384 dimensions gave recall 0.955 in 131 s, 256 gave 0.927 in 112 s (HNSW over the full
-#: 2,048 dimensions: 0.977 in 161 s, with 5x the index memory); measured 2026-11-26, not in a results file.
-AUTO_HNSW_DIM = 384
+#: representatives of benchmarks/index_recall.py's sample (threshold 0.4, k 105), with 2x oversampling:
+#: 384 dimensions gave recall 0.955 in 131 s, 256 gave 0.927 in 112 s (HNSW over the full 2,048
+#: dimensions: 0.977 in 161 s, with 5x the index memory); measured 2026-11-26, not in a results file. On
+#: all 204,925 representatives of the 13.3-MLOC tree (1,000 seeded queries, 2026-11-27; chosen on that
+#: tree, the pipeline's own 256-query measure on it is no independent check) 384 dimensions gave 0.910
+#: with 2x oversampling and 0.949 with 3x, 512 dimensions 0.936 with 2x, **0.956 with 2.5x** and 0.966
+#: with 3x. Every miss was a neighbour the reduced index ranked below the oversampled list (reduced
+#: cosines 0.48-0.61, far above threshold − margin), not one the graph failed to reach (ef_search 400
+#: instead of 105 added 0.008): the reduced space's ranking, not the graph, loses them.
+AUTO_HNSW_DIM = 512
 #: Neighbours the reduced index returns at a cosine ≥ threshold − this margin are re-scored with the
 #: full vectors (the reduced cosine only approximates the full one).
 RERANK_MARGIN = 0.1
-#: The reduced index is asked for this many times the query's k neighbours before re-scoring.
-RERANK_OVERSAMPLE = 2
+#: The reduced index is asked for this many times the query's k neighbours (rounded up) before
+#: re-scoring; each extra neighbour is one more candidate key held until the re-scoring (about 25 %
+#: more keys with 2.5 than with 2 on the 13.3-MLOC tree, where nearly every query fills its list).
+RERANK_OVERSAMPLE = 2.5
 #: The reduced index is first asked for this many neighbours; only queries whose last one still
 #: reaches threshold − :data:`RERANK_MARGIN` are searched again for ``RERANK_OVERSAMPLE · k``.
 FIRST_ROUND_K = 32
@@ -428,6 +437,7 @@ def range_pairs(
         reduced = AUTO_HNSW_DIM < fv.dim
     if used == "hnsw" and not reduced:  # the reduced index raises ef with its own k (low_search)
         params["ef_search"] = max(int(params.get("ef_search", 100)), cap + 5)
+    idx: Any  # the index; None once the reduced search has measured its recall (see its tail)
     with progress("building the neighbour index", total=None, quiet=quiet or used != "hnsw"):
         # the reduced index holds positions (0..n-1) of the representatives, the others their ids
         index_ids = np.arange(len(reps), dtype=np.int64) if reduced else rep_ids
@@ -466,7 +476,7 @@ def range_pairs(
 
         A range search down to threshold − margin: most queries have few neighbours there and stop
         after FIRST_ROUND_K; the others are searched again for RERANK_OVERSAMPLE · k."""
-        k_full = min(len(reps), RERANK_OVERSAMPLE * k)
+        k_full = min(len(reps), math.ceil(RERANK_OVERSAMPLE * k))
         k1 = min(k_full, FIRST_ROUND_K)
         q = query_vectors(rows)
         ids, sims = idx.search(q, k1)
@@ -536,6 +546,12 @@ def range_pairs(
             found_keys.append(unique_sorted(np.minimum(a[keep], b[keep]) * n + np.maximum(a[keep], b[keep])))
             bar.advance(hi - lo)
     with tail:  # see the docstring
+        # the recall measurement first, then the index is let go of: the graph and its copy of the reduced
+        # vectors (about 0.5 GB at 200k representatives and 512 dimensions) are not held through the
+        # joining, re-scoring and ranking below, this search's largest temporaries
+        recall, queries = measure_recall(search, rep_fv, np.arange(n, dtype=np.int64), k, threshold, seed=seed)
+        idx = built = None  # the closures read the index through the same cell: nothing holds it now
+        trim()
         # one array of every chunk's keys, each chunk dropped once copied in and the array then sorted in
         # place: about one copy of the keys, where concatenating and sorting a copy held four (~1.2 GB
         # at 33 M keys)
@@ -580,10 +596,6 @@ def range_pairs(
         b = rep_ids[concatenate_consumed(kb_parts)]
         a, b, c = _best_per_pair(a, b, concatenate_consumed(kc_parts))
         trim()  # the ranges' temporaries, freed into the C heap, back to the system
-        # the recall measurement too: each of its query blocks makes a sparse product over every
-        # fragment (about 0.3 GB at a time on a 13-MLOC tree)
-        recall, queries = measure_recall(search, rep_fv, np.arange(n, dtype=np.int64), k, threshold, seed=seed)
-        trim()
     return Candidates(a, b, c, capped, index=used, index_recall=recall, index_recall_queries=queries)
 
 

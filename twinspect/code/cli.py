@@ -61,7 +61,7 @@ ModelPathOpt = Annotated[
     Optional[Path], typer.Option("--model-path", help="Neural encoder: directory of a (fine-tuned) model.")
 ]
 IndexOpt = Annotated[str, typer.Option("--index", help="k-NN index: auto (exact search below 50,000 fragment "
-                                       "representatives; above, HNSW over a 384-d SVD of the vectors with the "
+                                       "representatives; above, HNSW over a 512-d SVD of the vectors with the "
                                        "neighbours re-scored by the full cosine, its recall against exact search "
                                        "measured and reported), exact or hnsw (full dimension).")]
 TopKOpt = Annotated[int, typer.Option("--top-k", "-k", help="Neighbours retrieved per fragment (SSCD's topN).")]

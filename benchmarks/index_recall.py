@@ -385,6 +385,7 @@ def shipped_section(args: argparse.Namespace, tree: Path, threshold: float, k: i
     from twinspect.code import candidates
     from twinspect.code.fragments import Fragment
     from twinspect.code.vectors import FragmentVectors
+    from twinspect.reports.table import markdown_table
 
     s = sample(tree, args.fragments, args.seed)
     fv = FragmentVectors(sp.csr_matrix(s["vecs"]))
@@ -417,11 +418,10 @@ def shipped_section(args: argparse.Namespace, tree: Path, threshold: float, k: i
         "representatives of the whole tree, which include this sample's files, so this is not an "
         f"independent check. Command: `python benchmarks/index_recall.py {' '.join(sys.argv[1:])}`.",
         "",
-        "| reduced dimension | oversampling (× k) | recall | queries | candidate pairs | seconds |",
-        "|---:|---:|---:|---:|---:|---:|",
+        markdown_table([(f"{r['dim']}{' (shipped)' if r['shipped'] else ''}", f"{r['oversample']:g}", f"{r['recall']:.4f}",
+                         f"{r['queries']:,}", f"{r['pairs']:,}", f"{r['seconds']:.0f}") for r in rows],
+                       ["reduced dimension", "oversampling (× k)", "recall", "queries", "candidate pairs", "seconds"]),
     ]
-    lines += [f"| {r['dim']}{' (shipped)' if r['shipped'] else ''} | {r['oversample']:g} | {r['recall']:.4f} | "
-              f"{r['queries']:,} | {r['pairs']:,} | {r['seconds']:.0f} |" for r in rows]
     return "\n".join(lines) + "\n"
 
 

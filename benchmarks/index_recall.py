@@ -55,7 +55,6 @@ Writes ``benchmarks/results/index_recall.md`` (and prints the table).
 from __future__ import annotations
 
 import argparse
-import functools
 import hashlib
 import os
 import random
@@ -393,10 +392,10 @@ def shipped_section(args: argparse.Namespace, tree: Path, threshold: float, k: i
     frags = [Fragment(f"r{i}", 1, 1, "", "python", "") for i in range(n)]
     shipped = (candidates.AUTO_HNSW_DIM, candidates.RERANK_OVERSAMPLE)
     settings = [shipped] + [(int(d), float(o)) for d, o in (x.split(":") for x in args.reduced.split(",") if x)]
-    saved = (candidates.AUTO_HNSW_DIM, candidates.RERANK_OVERSAMPLE, candidates.measure_recall, candidates.AUTO_HNSW_MIN)
+    saved = (candidates.AUTO_HNSW_DIM, candidates.RERANK_OVERSAMPLE, candidates.RECALL_QUERIES, candidates.AUTO_HNSW_MIN)
     rows = []
     try:  # range_pairs looks these up in its module at call time
-        candidates.measure_recall = functools.partial(saved[2], queries=args.recall_queries)
+        candidates.RECALL_QUERIES = args.recall_queries
         candidates.AUTO_HNSW_MIN = 2
         for dim, over in dict.fromkeys(settings):
             candidates.AUTO_HNSW_DIM, candidates.RERANK_OVERSAMPLE = dim, over
@@ -407,7 +406,7 @@ def shipped_section(args: argparse.Namespace, tree: Path, threshold: float, k: i
             print(f"  reduced {dim}-d, {over}x: recall {got.index_recall:.4f} on {got.index_recall_queries} queries, "
                   f"{rows[-1]['seconds']:.0f} s", file=sys.stderr)
     finally:
-        candidates.AUTO_HNSW_DIM, candidates.RERANK_OVERSAMPLE, candidates.measure_recall, candidates.AUTO_HNSW_MIN = saved
+        candidates.AUTO_HNSW_DIM, candidates.RERANK_OVERSAMPLE, candidates.RECALL_QUERIES, candidates.AUTO_HNSW_MIN = saved
     lines = [
         "## The search `--index auto` ships: HNSW over a truncated SVD, re-scored by the full cosine",
         "",

@@ -314,7 +314,7 @@ def resolve_index(requested: str, n: int) -> str:
 
 
 def measure_recall(
-    index: Any, vecs: Any, ids: np.ndarray, k: int, threshold: float, queries: int = RECALL_QUERIES,
+    index: Any, vecs: Any, ids: np.ndarray, k: int, threshold: float, queries: int | None = None,
     seed: int = 0,
 ) -> tuple[float | None, int]:
     """Range-search recall of ``index`` against exact search on a seeded sample of its own vectors.
@@ -333,7 +333,8 @@ def measure_recall(
         ids: int64 (N,) their ids in ``index``.
         k: neighbours per query (as in the real search).
         threshold: minimum cosine.
-        queries: sample size (at most N).
+        queries: sample size (at most N); None: :data:`RECALL_QUERIES`, read at the call (so the module's
+            setting governs :func:`range_pairs`' own measurement).
         seed: seed of the sample.
 
     Returns:
@@ -347,6 +348,7 @@ def measure_recall(
 
     fv = as_vectors(vecs)
     n = len(fv)
+    queries = RECALL_QUERIES if queries is None else queries
     rows = np.sort(np.random.default_rng(seed).choice(n, size=min(queries, n), replace=False))
     if callable(getattr(index, "search", None)):
         got_ids, got_sims = index.search(fv.dense(rows), k)

@@ -15,8 +15,9 @@ What changed against v1 (each item of the issue):
 * **Distillation as the paper does it** (its Table 4): each model of a pair distilled into the
   *other's* structure; the students' accuracies, and the weights of each student against the model
   of its structure trained from labels (the only weights it can be compared with). Pairs (CPU
-  budget): MNIST LeNet-5 ↔ ResNet-8 and LeNet-5 ↔ VGG-11, CIFAR-10 ResNet-8 ↔ VGG-11, each both ways
-  (CIFAR-10 students 10 epochs against their structure-mates' 25). Reference for the weights: the
+  budget): MNIST LeNet-5 ↔ ResNet-8 and LeNet-5 ↔ VGG-11, CIFAR-10 ResNet-8 ↔ VGG-11, each both ways,
+  every student with its structure-mate's recipe and epochs (the first run's CIFAR-10 students had 10
+  epochs against their mates' 25). Reference for the weights: the
   same structure trained from labels with seed 1 (MNIST LeNet-5 and VGG-11 only). Students are
   initialised with seed 1 too, so student vs seed-1 reference = same initial weights, different
   training (labels vs another model's outputs): the effect of a shared initialisation alone.

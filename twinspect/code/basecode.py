@@ -48,12 +48,20 @@ PASSAGE_LINES = 3
 MIN_TOKENS = 15
 
 
-def _key(line: str) -> str:
+def line_key(line: str) -> str:
+    """A source line as base code compares it: its words joined by single spaces (layout ignored).
+
+    Args:
+        line: one line of a fragment's comment-blanked code.
+
+    Returns:
+        The line without leading, trailing and repeated whitespace ("" for a blank line).
+    """
     return " ".join(line.split())
 
 
 def _code_lines(fragment: Fragment) -> list[str]:
-    return [k for k in map(_key, (fragment.code or fragment.text).splitlines()) if k]
+    return [k for k in map(line_key, (fragment.code or fragment.text).splitlines()) if k]
 
 
 def _passages(fragment: Fragment, passage_lines: int) -> set[tuple[str, tuple[str, ...]]]:
@@ -148,7 +156,7 @@ def without_base_lines(fragment: Fragment, base: frozenset[str]) -> Fragment:
     lines = code.splitlines(keepends=True)
     hit = False
     for i, line in enumerate(lines):
-        if _key(line) in base:
+        if line_key(line) in base:
             lines[i] = "\n" if line.endswith("\n") else ""
             hit = True
     return dataclasses.replace(fragment, code="".join(lines)) if hit else fragment

@@ -338,7 +338,7 @@ def program_tokens(fragment, base: frozenset[str] = frozenset()) -> tuple[list[s
     Raises:
         KeyError: unsupported language.
     """
-    from twinspect.code.basecode import _key
+    from twinspect.code.basecode import line_key
     from twinspect.code.normalize import abstract_lines, strip_comments
 
     lang = fragment.language
@@ -353,7 +353,7 @@ def program_tokens(fragment, base: frozenset[str] = frozenset()) -> tuple[list[s
             continue
         kept = [t for t in line if t not in ignored]
         toks.extend(kept)
-        is_base = lines is not None and n < len(lines) and _key(lines[n]) in base
+        is_base = lines is not None and n < len(lines) and line_key(lines[n]) in base
         marked.extend([is_base] * len(kept))
     return toks, marked
 

@@ -195,6 +195,18 @@ def test_index_of_empty_tree_is_one_line_exit_2(capsys, tmp_path):
     assert not idx.exists()
 
 
+def test_embed_of_empty_tree_is_one_line_exit_2(capsys, tmp_path):
+    empty, out_file = tmp_path / "empty", tmp_path / "e.npz"
+    empty.mkdir()
+    code, out, err = run(capsys, "clones", "embed", empty, "-o", out_file)
+    one_line_error(code, out, err, str(empty), "no source files")
+    assert not out_file.exists()
+    (empty / "a.lua").write_text("function f() return 1 end\n")
+    code, out, err = run(capsys, "clones", "embed", empty, "-o", out_file, "-q")
+    one_line_error(code, out, err, "nothing parsed", "lua 1")
+    assert not out_file.exists()
+
+
 def test_index_of_unsupported_tree_is_refused_like_a_scan(capsys, tmp_path):
     src, idx = tmp_path / "src", tmp_path / "idx"
     src.mkdir()

@@ -50,18 +50,21 @@ def embed(
         (N, d) L2-normalised rows (a fragment without tokens gets a zero row).
 
     Raises:
-        InputError: a bad path, encoder, granularity or option.
+        InputError: a bad path, encoder, granularity or option, or no source file under ``paths``
+            was parsed (:func:`twinspect.code.clones.check_parsed`; files parsed without a fragment
+            give an empty result).
     """
     import numpy as np
 
-    from twinspect.code.clones import DetectConfig
+    from twinspect.code.clones import DetectConfig, check_parsed, scan_root
     from twinspect.code.encoders import make_encoder
     from twinspect.code.fragments import mine
 
     config = DetectConfig(encoder=encoder, encoder_params=encoder_params, min_lines=min_lines, granularity=granularity)
     config.validate()
-    frags, _ = mine(list(paths), exclude=tuple(exclude), language=language, min_lines=min_lines,
-                    granularity=granularity, quiet=quiet)
+    frags, stats = mine(list(paths), exclude=tuple(exclude), language=language, min_lines=min_lines,
+                        granularity=granularity, quiet=quiet)
+    check_parsed(stats, scan_root(list(paths)))  # no source file at all, or none parsed: refused as `clones` does
     frags.sort(key=lambda f: (f.path, f.start_line, f.end_line, f.name))
     if not frags:
         return frags, np.zeros((0, 0), dtype=np.float32)

@@ -36,6 +36,26 @@ in the earlier precision study), e.g.::
     # stdlib-3.11/: the stdlib subset (asyncio, email, json, http, xml, ...) listed in the sample's paths
     cd - && .venv/bin/python benchmarks/clones_precision_blind.py sample --src /tmp/prec2 --per-band 6 --mt3 14
 
+Languages study (``--study languages``: ``clones_precision_lang_sample.jsonl``, ``_lang_labels.csv``,
+``clones_precision_lang.md``, ids ``L000``...): the same draw, blind file and labels on whole
+repositories (tests and examples included, as a user scans them) in languages the earlier samples left
+out, none of them used to fit or tune anything, each a ``git archive`` of the named commit under
+``/tmp/langsrc/<folder>``::
+
+    cobra/       spf13/cobra           adbc8813901bba65827259daa8e22ff94ec1f30e  (Go)
+    express/     expressjs/express     a3714473feb3d2908add734d340e7755fd85e0a3  (JavaScript)
+    ky/          sindresorhus/ky       3419113b48e034fdcf8fa6bd3be3da7b3d0d758f  (TypeScript)
+    monolog/     Seldaek/monolog       57eb1028342134e701e77c617565d51b6e5a2a53  (PHP)
+    okio/        square/okio           4164f2976ac7174f3d35d52150e8ffbdbe0acbec  (Kotlin, some Java)
+    serde_json/  serde-rs/json         827a315bf2198558f0325b07bcc1e2cd973aba2f  (Rust)
+    sinatra/     sinatra/sinatra       cb22afd7902b566b6eaba6c4ea89739494a65d12  (Ruby)
+
+    .venv/bin/python benchmarks/clones_precision_blind.py sample --study languages --src /tmp/langsrc \
+        --per-band 3 --mt3 6 --per-exact 2 --blind /tmp/twinspect_lang_blind.md
+    .venv/bin/python benchmarks/clones_precision_blind.py score --study languages
+
+``score --study languages`` adds T1–T3 precision per project.
+
 Type-4 study (``-e semantic``: the clone-trained encoder and the two-evidence T4 rule). Projects
 outside POJ-104 and BigCloneBench (the encoder's training data), one folder each under
 ``/tmp/t4src``::
@@ -95,16 +115,24 @@ T4_SAMPLE = RESULTS / "clones_precision_t4_sample.jsonl"
 T4_LABELS = RESULTS / "clones_precision_t4_labels.csv"
 T4_REPORT = RESULTS / "clones_precision_t4.md"
 T4_BLIND = Path("/tmp/twinspect_t4_blind.md")
+# the languages study (``--study languages``): the same draw and labels on projects in the languages the
+# earlier samples left out (Go, JavaScript, TypeScript, Rust, Ruby, PHP, Kotlin), ids ``L000``...
+LANG_SAMPLE = RESULTS / "clones_precision_lang_sample.jsonl"
+LANG_LABELS = RESULTS / "clones_precision_lang_labels.csv"
+LANG_REPORT = RESULTS / "clones_precision_lang.md"
+#: per study: (sample file, labels file, report file, id prefix, title)
+STUDIES = {"issue15": (SAMPLE, LABELS, REPORT, "P", "the issue-15 sample"),
+           "languages": (LANG_SAMPLE, LANG_LABELS, LANG_REPORT, "L", "projects in languages the earlier samples left out")}
 
 
-def _records(old: bool) -> list[dict]:
+def _records(old: bool, study: str = "issue15") -> list[dict]:
     """The sample's records, each with its judge-facing ``id``.
 
     The new sample's ids (``P000``...) were shuffled when it was drawn. The old sample's ids name
     project and draw (``flask-3.0.3#n120``), so the judge sees neutral ``Q000``... ids instead, in an
     order shuffled with seed 0 (kept in ``orig_id``; recomputed identically by ``score``).
     """
-    path = OLD_SAMPLE if old else SAMPLE
+    path = OLD_SAMPLE if old else STUDIES[study][0]
     recs = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
     if old:
         recs.sort(key=lambda r: r["id"])
@@ -120,7 +148,9 @@ def _side(f) -> dict:
     return {"path": f.path, "start_line": f.start_line, "end_line": f.end_line, "name": f.name, "language": f.language}
 
 
-def sample(src: Path, per_band: int, mt3: int, per_exact: int, seed: int, blind: Path) -> None:
+def sample(src: Path, per_band: int, mt3: int, per_exact: int, seed: int, blind: Path, study: str = "issue15") -> None:
+    """Draw a study's sample (see the module doc) from the project folders under ``src``; ``study`` names
+    its files and id prefix (:data:`STUDIES`). Each record also carries the pair's ``language``."""
     from twinspect._io import atomic_write
     from twinspect.code.clones import DetectConfig, scan
 
@@ -138,15 +168,17 @@ def sample(src: Path, per_band: int, mt3: int, per_exact: int, seed: int, blind:
             want = mt3 if stratum == "MT3" else per_exact if stratum in ("T1", "T2") else per_band
             for p in rng.sample(pairs, min(want, len(pairs))):
                 fa, fb = report.fragments[p.a], report.fragments[p.b]
-                rec = {"project": project.name, "type": p.type, "band": p.band, "similarity": round(p.similarity, 4),
+                rec = {"project": project.name, "language": fa.language, "type": p.type, "band": p.band,
+                       "similarity": round(p.similarity, 4),
                        "t3_similarity": p.t3_similarity, "score": p.score, "a": _side(fa), "b": _side(fb)}
                 records.append(rec)
                 texts[str(len(records) - 1)] = (fa.text, fb.text)
     order = list(range(len(records)))
     rng.shuffle(order)
+    sample_path, _, _, prefix, _ = STUDIES[study]
     for n, i in enumerate(order):
-        records[i]["id"] = f"P{n:03d}"
-    with atomic_write(SAMPLE) as fh:
+        records[i]["id"] = f"{prefix}{n:03d}"
+    with atomic_write(sample_path) as fh:
         for rec in sorted(records, key=lambda r: r["id"]):
             fh.write(json.dumps(rec) + "\n")
     with atomic_write(blind) as fh:
@@ -158,7 +190,7 @@ def sample(src: Path, per_band: int, mt3: int, per_exact: int, seed: int, blind:
                 lines = text.splitlines()
                 more = f"\n... ({len(lines) - MAX_LINES} more lines)" if len(lines) > MAX_LINES else ""
                 fh.write(f"### {side}\n```\n" + "\n".join(lines[:MAX_LINES]) + more + "\n```\n\n")
-    print(f"{len(records)} pairs; sample {SAMPLE}; blind file {blind}", file=sys.stderr)
+    print(f"{len(records)} pairs; sample {sample_path}; blind file {blind}", file=sys.stderr)
 
 
 def blind(src: Path, out: Path, ids: str | None, old: bool = False) -> None:
@@ -190,11 +222,12 @@ def blind(src: Path, out: Path, ids: str | None, old: bool = False) -> None:
     print(f"{len(chosen)} pairs; blind file {out}", file=sys.stderr)
 
 
-def score(old: bool = False) -> None:
+def score(old: bool = False, study: str = "issue15") -> None:
     from twinspect._io import atomic_write
 
-    recs = {r["id"]: r for r in _records(old)}
-    with (OLD_LABELS if old else LABELS).open(encoding="utf-8") as fh:
+    _, labels_path, report_path, _, title = STUDIES[study]
+    recs = {r["id"]: r for r in _records(old, study)}
+    with (OLD_LABELS if old else labels_path).open(encoding="utf-8") as fh:
         labels = {row["id"]: row for row in csv.DictReader(fh)}
     missing = sorted(set(recs) - set(labels))
     strata: dict[str, Counter] = defaultdict(Counter)
@@ -213,10 +246,20 @@ def score(old: bool = False) -> None:
         n = sum(c.values())
         lines.append(f"| {key} | {n} | {c['clone']} | {c['weak']} | {c['not']} | {100 * c['clone'] / n:.1f} % |")
     by_project = Counter(rec["project"] for rid, rec in recs.items() if rid in labels)
-    title = "the issue-8 sample relabelled blind" if old else "the issue-15 sample"
+    title = "the issue-8 sample relabelled blind" if old else title
     text = (f"# Blind precision study (issue 15): {title}\n\n" + "\n".join(lines) + "\n\n"
             + f"Projects: {dict(sorted(by_project.items()))}. Unlabelled: {len(missing)}.\n")
-    if not old and SECOND.is_file():
+    if study == "languages":  # T1-T3 precision per project (each project is one language)
+        per: dict[tuple[str, str], Counter] = defaultdict(Counter)
+        for rid, rec in recs.items():
+            if rid in labels and rec["type"] in ("T1", "T2", "T3"):
+                per[(rec.get("language", "?"), rec["project"])][labels[rid]["label"].strip()] += 1
+        rows = ["| language | project | pairs | clone | weak | not | precision (clone) |", "|---|---|---|---|---|---|---|"]
+        for (lang, proj), c in sorted(per.items()):
+            n = sum(c.values())
+            rows.append(f"| {lang} | {proj} | {n} | {c['clone']} | {c['weak']} | {c['not']} | {100 * c['clone'] / n:.1f} % |")
+        text += "\nT1–T3 by project:\n\n" + "\n".join(rows) + "\n"
+    if not old and study == "issue15" and SECOND.is_file():
         with SECOND.open(encoding="utf-8") as fh:
             second = {row["id"]: row["label"].strip() for row in csv.DictReader(fh)}
         both = sorted(set(second) & set(labels))
@@ -234,7 +277,7 @@ def score(old: bool = False) -> None:
                      f"{len(both)} pairs): same label {100 * po:.1f} %; clone vs not-clone {100 * pb:.1f} %, "
                      f"Cohen's κ {kappa:.2f}; clones {sum(ca)} (first judge) vs {sum(cb)} (second).\n")
     print(text)
-    with atomic_write(OLD_REPORT if old else REPORT) as fh:
+    with atomic_write(OLD_REPORT if old else report_path) as fh:
         fh.write(_provenance.md_header(__file__) + text)
 
 
@@ -388,6 +431,7 @@ def main() -> None:
     s.add_argument("--per-exact", type=int, default=2)
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--blind", type=Path, default=Path("/tmp/twinspect_blind_pairs.md"))
+    s.add_argument("--study", choices=sorted(STUDIES), default="issue15", help="which sample's files (see STUDIES)")
     b = sub.add_parser("blind")
     b.add_argument("--src", type=Path, required=True)
     b.add_argument("--ids", help="id range, e.g. P000-P039")
@@ -395,6 +439,7 @@ def main() -> None:
     b.add_argument("--old", action="store_true", help="the issue-8 sample (neutral Q ids)")
     sc = sub.add_parser("score")
     sc.add_argument("--old", action="store_true", help="the issue-8 sample and its blind labels")
+    sc.add_argument("--study", choices=sorted(STUDIES), default="issue15", help="which sample's files (see STUDIES)")
     t = sub.add_parser("sample-t4", help="draw the Type-4 (-e semantic) sample and its blind file")
     t.add_argument("--src", type=Path, required=True)
     t.add_argument("--per-project", type=int, default=10)
@@ -409,11 +454,11 @@ def main() -> None:
     elif args.cmd == "score-t4":
         score_t4(args.labels, args.out)
     elif args.cmd == "sample":
-        sample(args.src, args.per_band, args.mt3, args.per_exact, args.seed, args.blind)
+        sample(args.src, args.per_band, args.mt3, args.per_exact, args.seed, args.blind, args.study)
     elif args.cmd == "blind":
         blind(args.src, args.blind, args.ids, args.old)
     else:
-        score(args.old)
+        score(args.old, args.study)
 
 
 if __name__ == "__main__":

@@ -626,9 +626,14 @@ class Campaign:
                 self.lemon.add_model(self._add_model(mutant), degree)
         aliases = self.state.setdefault("signature_aliases", {})
         pending = {p["seen"]: p for p in self.state.setdefault("pending_findings", [])}
-        for f in oracles.judge(res, self.state["threshold"]):
+        here: set[str] = set()
+        # the pairs of one deviating system (one faulty backend against three agreeing ones) get one key
+        for f in triage.mark_deviating(oracles.judge(res, self.state["threshold"]), res):
             f["layer"] = triage.localise(mutant, f, res)
             seen = triage.signature(f)  # the symptom's signature on the mutant as generated
+            if seen in here:  # a cause counts once per mutant, however many of its pairs were flagged
+                continue
+            here.add(seen)
             if seen in aliases or seen in self.state["signatures"]:
                 root = aliases.get(seen, seen)
                 self.state["signatures"][root] = self.state["signatures"].get(root, 0) + 1
@@ -647,12 +652,17 @@ class Campaign:
         aliases = self.state.setdefault("signature_aliases", {})
         small, sres, spaths = self._minimise(mutant, f, res, mpath, ipath, systems)
         if small is not mutant:  # the bundle holds the minimised model: describe its symptom, not the mutant's
+            sfound = oracles.judge(sres, self.state["threshold"])
             f = {**f, "detail_before_minimising": f["detail"],
-                 "detail": (oracles.symptom(oracles.judge(sres, self.state["threshold"]), f["kind"], f["systems"])
-                            or f)["detail"]}
-        # one cause, one finding: the signature names the root-cause layer of the minimised model
+                 "detail": (oracles.symptom(sfound, f["kind"], f["systems"]) or f)["detail"]}
+            if f.get("deviating"):  # the minority decided on the mutant, unless the minimised model's runs contradict it
+                f["deviating"] = triage.agrees(f["deviating"], [s for s, r in sres.items() if r.get("status") == "ok"],
+                                               [g["systems"] for g in sfound if g["kind"] == "inconsistency"])
+        # one cause, one finding: the signature names the deviating system(s) (else the pair) and the
+        # root-cause layer of the minimised model
         f["symptom_layer"] = f["layer"]
-        f["layer"], f["root_cause"] = self._root_cause(small, f, sres, systems)
+        f["layer"], f["root_cause"], f["deviating"] = self._root_cause(
+            small, f, sres, systems, [s for s, r in res.items() if r.get("status") == "ok"])
         sig = f["signature"] = triage.signature(f)
         aliases[seen] = sig
         if sig in self.state["signatures"]:  # another symptom of a cause already found
@@ -664,7 +674,8 @@ class Campaign:
                                                              "layers": len(small["nodes"])},
                                    timeout_s=float(self.state["config"]["timeout_s"]) + 120.0)
         self.state["signatures"][sig] = count
-        self.state["findings"].append({"id": fid, "kind": f["kind"], "systems": f["systems"], "signature": sig,
+        self.state["findings"].append({"id": fid, "kind": f["kind"], "systems": f["systems"],
+                                       "deviating": f.get("deviating"), "signature": sig,
                                        "dir": str(dest.relative_to(self.root)), "layer": f.get("layer"),
                                        "symptom_layer": f.get("symptom_layer"), "root_cause": f.get("root_cause"),
                                        "found_at_s": found_at_s})
@@ -692,31 +703,38 @@ class Campaign:
         ph[phase] = round(ph.get(phase, 0.0) + now - t0, 3)
         return now
 
-    def _root_cause(self, spec: dict, f: dict, res: dict[str, dict], systems: list[str]) -> tuple[str | None, str]:
-        """Root-cause layer type of finding ``f`` on the minimised model ``spec`` (whose results are ``res``).
+    def _root_cause(self, spec: dict, f: dict, res: dict[str, dict], systems: list[str],
+                    ran: list[str] | None = None) -> tuple[str | None, str, list[str] | None]:
+        """Root-cause layer type of finding ``f`` on the minimised model ``spec`` (whose results are ``res``),
+        and the deviating system(s) the signature names.
 
         Runs a probe — ``spec`` with every node as an output — on the finding's systems (one more backend
-        run) and returns :func:`triage.root_cause` of it with method ``"probe"``; when the probe cannot be
-        built or run, or shows no symptom at any node, falls back to the layer producing the symptomatic
+        run) and returns :func:`triage.root_cause_split` of it with method ``"probe"``; when the probe cannot
+        be built or run, or shows no symptom at any node, falls back to the layer producing the symptomatic
         output of ``spec`` itself (:func:`triage.localise`, method ``"output"``). Crashes have no layer
-        (their signature is the exception and top frame): ``(None, "crash")``.
+        (their signature is the exception and top frame): ``(None, "crash", None)``. The deviating systems
+        are ``f["deviating"]`` (decided on the outputs of the mutant, which every system in ``ran`` ran)
+        unless the probe contradicts it at the root-cause node: the probe runs the finding's pair only, no
+        more systems than before, so it cannot decide a majority itself.
         """
+        dev = f.get("deviating")
+        ran = ran if ran is not None else [s for s, r in res.items() if r.get("status") == "ok"]
         if f["kind"] == "crash":
-            return None, "crash"
+            return None, "crash", None
         fallback = triage.localise(spec, f, res)
         involved = [s for s in systems if s in f["systems"]]
         if f["kind"] == "nan":  # a system without the NaN, to tell where they part
             involved += [s for s in systems if s not in f["systems"] and res.get(s, {}).get("status") == "ok"][:1]
         if len(involved) < 2 or time.perf_counter() >= self.deadline:
-            return fallback, "output"
+            return fallback, "output", dev
         probe = triage.probe_spec(spec)
         try:
             mp, ip = self._save_model(probe, "probe")
         except Exception:
-            return fallback, "output"
+            return fallback, "output", dev
         pres = self._run_all(mp, ip, involved)
-        layer = triage.root_cause(probe, f, pres, self.state["threshold"])
-        return (layer, "probe") if layer is not None else (fallback, "output")
+        layer, minority = triage.root_cause_split(probe, f, pres, self.state["threshold"], ran)
+        return (layer, "probe", minority) if layer is not None else (fallback, "output", dev)
 
     def _weight_cap(self, spec: dict) -> float:
         """Weights a valid model may have: :data:`MAX_WEIGHTS`, or :data:`SEED_WEIGHT_FACTOR` times the weights

@@ -1,17 +1,26 @@
 """Triage: deduplicate findings by signature and write self-contained ``findings/<id>/`` bundles.
 
 Signature (NNSmith/MEMO practice): for a crash, the failing system, exception type and top frame; for
-NaN/Inf and inconsistency, the systems and the root-cause layer type: the first node of the *minimised*
-model where the symptom appears (:func:`root_cause`, from a probe run with every node as an output), so a
-cause seen through several downstream layers is one finding; :func:`localise` (the layer producing the
-symptomatic model output) is the fallback and the mutant's pre-minimisation key. A bundle holds ``finding.json`` (kind, systems, signature, library versions, the
+NaN/Inf, the systems with non-finite outputs and the root-cause layer type; for an inconsistency, the
+deviating system(s) and the root-cause layer type. The root-cause layer is the first node of the
+*minimised* model where the symptom appears (:func:`root_cause`, from a probe run with every node as an
+output), so a cause seen through several downstream layers is one finding; :func:`localise` (the layer
+producing the symptomatic model output) is the fallback and the mutant's pre-minimisation key. An
+inconsistency is flagged per pair of systems (:func:`twinspect.dl.fuzz.oracles.judge`), so one faulty system
+among four shows as three pairs; when the systems split into an agreeing majority and a minority each of
+whose members differs from every majority member (:func:`split`: at the root-cause node when the probe ran
+every system, else on the model outputs, as long as the systems the probe and the minimised model ran do not
+contradict it), the signature names the minority (``inconsistency|<minority>|<layer>``) and the pairs are one
+finding; with no such majority (two against two, all different, two systems only) it names the finding's
+pair (``inconsistency|<a>,<b>|<layer>``). Crash and NaN findings are per system and per model already, not per
+pair. A bundle holds ``finding.json`` (kind, systems — the flagged pair for an inconsistency —, ``deviating``
+— the minority the signature names, or null —, signature, library versions, the
 localised layer), ``model.keras``, ``inputs.npz``, each system's ``outputs/<system>.npz`` or
 ``outputs/<system>.error.txt``, ``oracle.py`` (a verbatim copy of :mod:`twinspect.dl.fuzz.oracles`) and a
 standalone ``repro.py`` that runs the model in fresh processes, judges the results with ``oracle.judge`` and
 recognises the symptom with ``oracle.symptom`` — the campaign's rule itself, not a re-implementation — and
 exits 1 when the symptom reproduces, 0 when not (``repro.py --recorded`` judges the outputs recorded in the
-bundle instead of running the systems again; ``--json`` prints the verdict and every finding as JSON).
-"""
+bundle instead of running the systems again; ``--json`` prints the verdict and every finding as JSON)."""
 
 from __future__ import annotations
 
@@ -70,12 +79,126 @@ def probe_spec(spec: dict) -> dict:
     return graph.prune(new)
 
 
-def root_cause(probe: dict, finding: dict, results: dict[str, dict], threshold: float) -> str | None:
+def split(systems: list[str], inconsistent: list[list[str]] | set[frozenset[str]]) -> list[str] | None:
+    """The deviating minority when ``systems`` split into an agreeing majority and a minority, else None.
+
+    A split is a group of more than half of ``systems`` in which no pair is inconsistent (the majority),
+    such that every other system is inconsistent with every member of the group (the minority). Such a
+    group is unique when it exists (two groups of more than half share a member, which would have to agree
+    and disagree with the same system). With four systems: one faulty system that differs from the three
+    others gives ``[it]``; two against two, all different, or a system that differs from only some of the
+    others give None; so do two systems (one of two is no majority) and no inconsistent pair at all.
+
+    Args:
+        systems: the systems compared (those that ran the model).
+        inconsistent: the inconsistent pairs among them (e.g. the ``systems`` of
+            :func:`twinspect.dl.fuzz.oracles.judge`'s inconsistency findings): nothing is run or recomputed.
+
+    Returns:
+        The minority, sorted, or None.
+    """
+    names = sorted(set(systems))
+    bad = {frozenset(p) for p in inconsistent}
+    if not bad:
+        return None
+    for s in names:  # a majority, if any, is some member's group of systems consistent with it
+        group = [t for t in names if t == s or frozenset((s, t)) not in bad]
+        if 2 * len(group) <= len(names):
+            continue
+        rest = [t for t in names if t not in group]
+        if (all(frozenset((a, b)) not in bad for i, a in enumerate(group) for b in group[i + 1:])
+                and all(frozenset((m, g)) in bad for m in rest for g in group)):
+            return rest
+        # s's group is no majority of agreeing systems; a majority containing s would equal it, so none holds s
+    return None
+
+
+def agrees(minority: list[str] | None, systems: list[str], inconsistent: list[list[str]] | set[frozenset[str]]
+           ) -> list[str] | None:
+    """``minority`` when the pairs among ``systems`` (a subset of the systems it was decided on) do not
+    contradict it, else None: every pair of a minority and a majority member among ``systems`` is inconsistent
+    and no pair of majority members is. Used where only some systems ran (a minimised model, a probe)."""
+    if not minority:
+        return None
+    bad = {frozenset(p) for p in inconsistent}
+    have = sorted(set(systems))
+    maj = [s for s in have if s not in minority]
+    if any(frozenset((m, g)) not in bad for m in have if m in minority for g in maj):
+        return None
+    if any(frozenset((a, b)) in bad for i, a in enumerate(maj) for b in maj[i + 1:]):
+        return None
+    return list(minority)
+
+
+def mark_deviating(found: list[dict], results: dict[str, dict]) -> list[dict]:
+    """Record on ``found`` (a :func:`twinspect.dl.fuzz.oracles.judge` result for ``results``) the deviating
+    minority of its inconsistencies (:func:`split` of the systems that ran ok, from the pairs ``judge`` flagged):
+    each inconsistency with a minority system gets ``"deviating": [...]``, so :func:`signature` gives all of
+    them one key. Nothing is recomputed. Returns ``found``."""
+    ok = sorted(s for s, r in results.items() if r.get("status") == "ok")
+    minority = split(ok, [f["systems"] for f in found if f["kind"] == "inconsistency"])
+    for f in found:
+        if minority and f["kind"] == "inconsistency" and set(f["systems"]) & set(minority):
+            f["deviating"] = list(minority)
+    return found
+
+
+def root_cause_split(probe: dict, finding: dict, results: dict[str, dict], threshold: float,
+                     systems: list[str] | None = None) -> tuple[str | None, list[str] | None]:
     """Layer type of the first node (in topological order) of a :func:`probe_spec` model where the finding's
-    symptom appears: for NaN/Inf, the first node whose output is non-finite on the flagged system but finite
-    on a system without the finding; for an inconsistency, the first node whose two outputs
-    :func:`oracles.pair_inconsistent` flags at ``threshold``. Every node before it agrees, so this is where
-    the cause sits, not a layer downstream that merely passes the symptom on (one cause, one signature).
+    symptom appears, and for an inconsistency the deviating minority there.
+
+    The node: for NaN/Inf, the first node whose output is non-finite on the flagged system but finite on a
+    system without the finding; for an inconsistency, the first node whose outputs on the finding's two
+    systems :func:`oracles.pair_inconsistent` flags at ``threshold``. Every node before it agrees, so this
+    is where the cause sits, not a layer downstream that merely passes the symptom on (one cause, one
+    signature). The minority (inconsistency only): when the probe ran every one of ``systems``, :func:`split`
+    of their pairs inconsistent at that node (None when they split no majority/minority way there, whatever
+    the model outputs showed); when it ran fewer, the finding's ``deviating`` (decided on the model outputs)
+    if the probed systems at that node do not contradict it (:func:`agrees`), else None.
+
+    Args:
+        probe: the probe spec (outputs = nodes).
+        finding: ``{"kind": "nan"|"inconsistency", "systems": [...], "deviating": [...] (optional)}``.
+        results: system → result of running ``probe`` (see :func:`oracles.judge`).
+        threshold: the campaign's D_MAD threshold.
+        systems: the systems that ran the model the probe was made from (default: those of ``results``).
+
+    Returns:
+        ``(layer type, minority)``; the layer is None for a crash, a system that did not run the probe, or
+        no node showing the symptom (the minority is then None too).
+    """
+    outs = probe["outputs"]
+    layer_of = {n["name"]: n["layer"] for n in probe["nodes"]}
+    ok = {s: r["outputs"] for s, r in results.items() if r.get("status") == "ok" and len(r["outputs"]) == len(outs)}
+    if finding["kind"] == "nan":
+        bad = finding["systems"][0]
+        clean = [s for s in sorted(ok) if s not in finding["systems"]]
+        if bad not in ok or not clean:
+            return None, None
+        for i, name in enumerate(outs):
+            x, y = ok[bad][i], ok[clean[0]][i]
+            if x.dtype.kind == "f" and not np.isfinite(x).all() and (y.dtype.kind != "f" or np.isfinite(y).all()):
+                return layer_of.get(name), None
+        return None, None
+    if finding["kind"] == "inconsistency" and len(finding["systems"]) == 2:
+        a, b = finding["systems"]
+        if a not in ok or b not in ok:
+            return None, None
+        names = sorted(ok)
+        every = set(systems if systems is not None else results) <= set(names)
+        for i, name in enumerate(outs):
+            if oracles.pair_inconsistent([ok[a][i]], [ok[b][i]], threshold) is None:
+                continue
+            pairs = [[s, t] for j, s in enumerate(names) for t in names[j + 1:]
+                     if oracles.pair_inconsistent([ok[s][i]], [ok[t][i]], threshold) is not None]
+            minority = split(names, pairs) if every else agrees(finding.get("deviating"), names, pairs)
+            return layer_of.get(name), minority
+    return None, None
+
+
+def root_cause(probe: dict, finding: dict, results: dict[str, dict], threshold: float) -> str | None:
+    """Layer type of :func:`root_cause_split` (the first node of the probe showing the finding's symptom).
 
     Args:
         probe: the probe spec (outputs = nodes).
@@ -86,27 +209,7 @@ def root_cause(probe: dict, finding: dict, results: dict[str, dict], threshold: 
     Returns:
         The layer type, or None (a crash, a system that did not run the probe, or no node shows the symptom).
     """
-    outs = probe["outputs"]
-    layer_of = {n["name"]: n["layer"] for n in probe["nodes"]}
-    ok = {s: r["outputs"] for s, r in results.items() if r.get("status") == "ok" and len(r["outputs"]) == len(outs)}
-    if finding["kind"] == "nan":
-        bad = finding["systems"][0]
-        clean = [s for s in sorted(ok) if s not in finding["systems"]]
-        if bad not in ok or not clean:
-            return None
-        for i, name in enumerate(outs):
-            x, y = ok[bad][i], ok[clean[0]][i]
-            if x.dtype.kind == "f" and not np.isfinite(x).all() and (y.dtype.kind != "f" or np.isfinite(y).all()):
-                return layer_of.get(name)
-        return None
-    if finding["kind"] == "inconsistency" and len(finding["systems"]) == 2:
-        a, b = finding["systems"]
-        if a not in ok or b not in ok:
-            return None
-        for i, name in enumerate(outs):
-            if oracles.pair_inconsistent([ok[a][i]], [ok[b][i]], threshold) is not None:
-                return layer_of.get(name)
-    return None
+    return root_cause_split(probe, finding, results, threshold)[0]
 
 
 def signature(finding: dict) -> str:
@@ -115,6 +218,8 @@ def signature(finding: dict) -> str:
     if finding["kind"] == "crash":
         top = (det.get("frames") or [""])[0]
         return f"crash|{','.join(finding['systems'])}|{det.get('status')}|{det.get('error_type')}|{top}"
+    if finding["kind"] == "inconsistency" and finding.get("deviating"):  # one cause, not one per pair
+        return f"inconsistency|{','.join(finding['deviating'])}|{finding.get('layer')}"
     return f"{finding['kind']}|{','.join(finding['systems'])}|{finding.get('layer')}"
 
 
@@ -300,7 +405,8 @@ def write_bundle(root: Path, fid: str, finding: dict, spec: dict, model_path: Pa
             else:
                 (tmp / "outputs" / f"{s}.error.txt").write_text(
                     f"{r['status']} {r.get('error_type', '')}\n{r.get('message', '')}\n" + "\n".join(r.get("frames", [])))
-        meta = {"id": fid, "kind": finding["kind"], "systems": finding["systems"], "signature": finding["signature"],
+        meta = {"id": fid, "kind": finding["kind"], "systems": finding["systems"], "deviating": finding.get("deviating"),
+                "signature": finding["signature"],
                 "layer": finding.get("layer"), "detail": finding.get("detail"),
                 "detail_before_minimising": finding.get("detail_before_minimising"), "repro_systems": systems,
                 "threshold": threshold, "versions": library_versions(), "model_spec": spec, **(extra or {})}

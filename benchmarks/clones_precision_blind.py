@@ -54,7 +54,8 @@ out, none of them used to fit or tune anything, each a ``git archive`` of the na
         --per-band 3 --mt3 6 --per-exact 2 --blind /tmp/twinspect_lang_blind.md
     .venv/bin/python benchmarks/clones_precision_blind.py score --study languages
 
-``score --study languages`` adds T1–T3 precision per project.
+``score --study languages [--strict-src /tmp/langsrc]`` adds T1–T3 precision per project and (with the
+sources) which sampled pairs ``--verifier strict`` states too, with their labels.
 
 Type-4 study (``-e semantic``: the clone-trained encoder and the two-evidence T4 rule). Projects
 outside POJ-104 and BigCloneBench (the encoder's training data), one folder each under
@@ -222,7 +223,39 @@ def blind(src: Path, out: Path, ids: str | None, old: bool = False) -> None:
     print(f"{len(chosen)} pairs; blind file {out}", file=sys.stderr)
 
 
-def score(old: bool = False, study: str = "issue15") -> None:
+def _strict_subset(src: Path, recs: dict[str, dict], labels: dict[str, dict]) -> str:
+    """Which sampled pairs ``--verifier strict`` states too: each project under ``src`` scanned again with it
+    (a pair is stated when listed, or its two fragments are members of one identical group), and the
+    judge's labels of those pairs. The sample was drawn from the default's reports, so this is the
+    strict model's precision on the part of the default's pairs it keeps, per the sample's strata."""
+    from twinspect.code.clones import DetectConfig, scan
+
+    def side(f: dict) -> tuple[str, int, int]:
+        return f["path"], f["start_line"], f["end_line"]
+
+    kept: Counter = Counter()
+    total: Counter = Counter()
+    for project in sorted({r["project"] for r in recs.values()}):
+        report = scan([src / project], DetectConfig(verifier_path="strict"), quiet=True)
+        fr = [(f.path, f.start_line, f.end_line) for f in report.fragments]
+        stated = {frozenset((fr[p.a], fr[p.b])) for p in report.pairs}
+        for g in report.identical_groups:
+            members = [fr[m] for m in g["members"]]
+            stated.update(frozenset((x, y)) for i, x in enumerate(members) for y in members[i + 1:])
+        for rid, rec in recs.items():
+            if rec["project"] == project and rid in labels:
+                lab = labels[rid]["label"].strip()
+                total[lab] += 1
+                if frozenset((side(rec["a"]), side(rec["b"]))) in stated:
+                    kept[lab] += 1
+    n = sum(kept.values())
+    return (f"\n`--verifier strict` (fitted on BigCloneBench and on blind-labelled pairs of twelve Python, Java and C/C++ projects, never on these languages), the same "
+            f"projects scanned again: it states {n} of the {sum(total.values())} sampled pairs — clone {kept['clone']}, "
+            f"weak {kept['weak']}, not {kept['not']}: precision {100 * kept['clone'] / max(1, n):.1f} %, keeping "
+            f"{kept['clone']} of the {total['clone']} judged clones ({100 * kept['clone'] / max(1, total['clone']):.1f} %).\n")
+
+
+def score(old: bool = False, study: str = "issue15", strict_src: Path | None = None) -> None:
     from twinspect._io import atomic_write
 
     _, labels_path, report_path, _, title = STUDIES[study]
@@ -259,6 +292,8 @@ def score(old: bool = False, study: str = "issue15") -> None:
             n = sum(c.values())
             rows.append(f"| {lang} | {proj} | {n} | {c['clone']} | {c['weak']} | {c['not']} | {100 * c['clone'] / n:.1f} % |")
         text += "\nT1–T3 by project:\n\n" + "\n".join(rows) + "\n"
+        if strict_src is not None:
+            text += _strict_subset(strict_src, recs, labels)
     if not old and study == "issue15" and SECOND.is_file():
         with SECOND.open(encoding="utf-8") as fh:
             second = {row["id"]: row["label"].strip() for row in csv.DictReader(fh)}
@@ -440,6 +475,8 @@ def main() -> None:
     sc = sub.add_parser("score")
     sc.add_argument("--old", action="store_true", help="the issue-8 sample and its blind labels")
     sc.add_argument("--study", choices=sorted(STUDIES), default="issue15", help="which sample's files (see STUDIES)")
+    sc.add_argument("--strict-src", type=Path, help="with --study languages: the project folders, to score "
+                    "the sampled pairs --verifier strict states too")
     t = sub.add_parser("sample-t4", help="draw the Type-4 (-e semantic) sample and its blind file")
     t.add_argument("--src", type=Path, required=True)
     t.add_argument("--per-project", type=int, default=10)
@@ -458,7 +495,7 @@ def main() -> None:
     elif args.cmd == "blind":
         blind(args.src, args.blind, args.ids, args.old)
     else:
-        score(args.old, args.study)
+        score(args.old, args.study, args.strict_src)
 
 
 if __name__ == "__main__":

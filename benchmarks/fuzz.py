@@ -120,7 +120,7 @@ def main() -> None:
                                               ("generate", "check", "save_model", "execute", "findings", "state_write"))
                      + f" | {s['elapsed_s'] / n:.1f} | {s['models_tested'] * 60 / max(s['elapsed_s'], 1e-9):.1f} | "
                      f"{gained[1] / n:.2f} | {gained[2] / n:.2f} | {pool} |")
-    lines += ["", "Findings (signature = kind | systems | root-cause layer of the minimised model, or the crash's "
+    lines += ["", "Findings (signature = kind | the deviating system, else the pair | root-cause layer of the minimised model, or the crash's "
               "exception and top frame; duplicates = mutants showing the same signature):", "",
               "| variant | kind | systems | layer (root cause; symptom layer) | duplicates | signature |", "|---|---|---|---|---|---|"]
     for v, s in rows.items():

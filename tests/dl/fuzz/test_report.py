@@ -63,6 +63,22 @@ def test_html_is_tables_not_json_and_escapes_findings():
     assert "layer not localised" in report.table(s)
 
 
+def test_findings_name_the_deviating_system_when_a_majority_agreed():
+    s = {"variant": "memo", "backends": ["keras-jax", "keras-torch", "keras-tensorflow", "onnxruntime"],
+         "elapsed_s": 61.0, "models_generated": 5, "models_valid": 4, "models_tested": 4, "models_per_hour": 236.1,
+         "threshold": 0.2, "skipped_backends": {}, "coverage": {}, "coverage_over_time": [], "last_run": None,
+         "findings": [{"id": "f1", "kind": "inconsistency", "systems": ["keras-jax", "keras-torch"],
+                       "deviating": ["keras-torch"], "layer": "AveragePooling2D", "duplicates": 1,
+                       "signature": "inconsistency|keras-torch|AveragePooling2D", "dir": "findings/f1"},
+                      {"id": "f2", "kind": "inconsistency", "systems": ["keras-jax", "onnxruntime"], "deviating": None,
+                       "layer": "Dense", "duplicates": 1, "signature": "inconsistency|keras-jax,onnxruntime|Dense",
+                       "dir": "findings/f2"}]}
+    text, page = report.table(s), report.to_html(s)
+    assert "keras-torch (against the others)" in text and "keras-torch (against the others)" in page
+    assert "keras-jax,keras-torch" not in text  # the pair it was minimised on is not shown as the cause
+    assert "keras-jax,onnxruntime" in text  # no majority: the pair
+
+
 def test_run_campaign_records_wall_time_and_overhead(tmp_path, monkeypatch):
     """Issue 20 item 6: the cost around the search loop is in the summary, not only in the user's stopwatch."""
     import time

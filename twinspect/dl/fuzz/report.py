@@ -17,7 +17,9 @@ def summary(root: str | Path) -> dict:
         ``{"elapsed_s", "models_generated", "models_valid", "models_tested", "models_per_hour",
         "coverage": {"layer_type"|"layer_pair"|"layer_param": {"covered", "total", "ratio"}},
         "coverage_over_time": [[seconds, type_ratio, pair_ratio, param_ratio]], "threshold",
-        "findings": [{"id", "kind", "systems", "signature", "dir", "layer"}],
+        "findings": [{"id", "kind", "systems", "deviating", "signature", "dir", "layer"}] (``systems``: the
+        pair the finding was minimised on; ``deviating``: the system(s) that differed from an agreeing
+        majority, else None),
         "phase_s": {phase: seconds of the search loop (generate, check, coverage, save_model, execute,
         findings, state_write)}, "startup_s" (backend start-up before the clock), "findings_after_s"
         (minimising and bundling queued findings after the budget), "pending_findings" (still queued),
@@ -78,6 +80,14 @@ def _layer(f: dict) -> str:
     return f.get("layer") or "not localised"
 
 
+def _systems(f: dict) -> str:
+    """A finding's systems: the deviating one(s) against the others when a majority agreed (one faulty
+    backend, :func:`twinspect.dl.fuzz.triage.split`), else the systems of its pair."""
+    if f.get("deviating"):
+        return f"{','.join(f['deviating'])} (against the others)"
+    return ",".join(f["systems"])
+
+
 def table(s: dict) -> str:
     """Plain-text rendering of a summary."""
     lines = [f"variant {s['variant']}  elapsed {s['elapsed_s']:.0f} s  models generated {s['models_generated']}  "
@@ -93,7 +103,7 @@ def table(s: dict) -> str:
         lines.extend(f"  {p[0]:>7.0f}  {p[1]:.1%} / {p[2]:.1%} / {p[3]:.1%}" for p in pts)
     lines.append(f"findings: {len(s['findings'])}")
     for f in s["findings"]:
-        lines.append(f"  {f['id']}  {f['kind']:<13} {','.join(f['systems']):<34} layer {_layer(f)}  "
+        lines.append(f"  {f['id']}  {f['kind']:<13} {_systems(f):<34} layer {_layer(f)}  "
                      f"x{f['duplicates']}  {f['dir']}")
     cost = run_cost_line(s)
     if cost:
@@ -145,7 +155,7 @@ def to_html(s: dict) -> str:
         facts.append(["last run", cost])
     cov = [[k.replace("_", " "), v["covered"], v["total"], f"{v['ratio']:.1%}"] for k, v in s["coverage"].items()]
     over = [[f"{p[0]:.0f}", f"{p[1]:.1%}", f"{p[2]:.1%}", f"{p[3]:.1%}"] for p in coverage_points(s, 20)]
-    finds = [[f["id"], f["kind"], ", ".join(f["systems"]), _layer(f), f["duplicates"], f["signature"], f["dir"]]
+    finds = [[f["id"], f["kind"], _systems(f), _layer(f), f["duplicates"], f["signature"], f["dir"]]
              for f in s["findings"]]
     note = incomplete_note(s)
     return ("<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>twinspect fuzz</title><style>"

@@ -182,15 +182,8 @@ def sample(src: Path, per_band: int, mt3: int, per_exact: int, seed: int, blind:
     with atomic_write(sample_path) as fh:
         for rec in sorted(records, key=lambda r: r["id"]):
             fh.write(json.dumps(rec) + "\n")
-    with atomic_write(blind) as fh:
-        fh.write("# Pairs of code fragments to label (clone / weak / not), one line of reason each\n\n")
-        for i in order:
-            a, b = texts[str(i)]
-            fh.write(f"## {records[i]['id']}\n\n")
-            for side, text in (("A", a), ("B", b)):
-                lines = text.splitlines()
-                more = f"\n... ({len(lines) - MAX_LINES} more lines)" if len(lines) > MAX_LINES else ""
-                fh.write(f"### {side}\n```\n" + "\n".join(lines[:MAX_LINES]) + more + "\n```\n\n")
+    write_blind(blind, "# Pairs of code fragments to label (clone / weak / not), one line of reason each\n\n",
+                [(records[i]["id"], *texts[str(i)]) for i in order])
     print(f"{len(records)} pairs; sample {sample_path}; blind file {blind}", file=sys.stderr)
 
 
@@ -316,8 +309,9 @@ def score(old: bool = False, study: str = "issue15", strict_src: Path | None = N
         fh.write(_provenance.md_header(__file__) + text)
 
 
-def _write_blind(out: Path, title: str, entries: list[tuple[str, str, str]]) -> None:
-    """The judge's file: ``(id, code A, code B)`` in the given order, code only (``MAX_LINES`` each)."""
+def write_blind(out: Path, title: str, entries: list[tuple[str, str, str]]) -> None:
+    """The judge's file (atomically): ``title``, then each ``(id, code A, code B)`` in the given order, code only
+    (``MAX_LINES`` lines each; also used by ``clones_sscd_false_pairs.py``)."""
     from twinspect._io import atomic_write
 
     with atomic_write(out) as fh:
@@ -390,7 +384,7 @@ def sample_t4(src: Path, per_project: int, seed: int, blind_out: Path) -> None:
     with atomic_write(T4_SAMPLE) as fh:
         for i in order:
             fh.write(json.dumps(records[i]) + "\n")
-    _write_blind(blind_out, "# Pairs of code fragments to label (clone / weak / not), one line of reason each\n\n",
+    write_blind(blind_out, "# Pairs of code fragments to label (clone / weak / not), one line of reason each\n\n",
                  [(records[i]["id"], *texts[i]) for i in order])
     by_project = Counter(r["project"] for r in records)
     top = max(by_project.values(), default=0)

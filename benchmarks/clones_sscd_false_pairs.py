@@ -34,6 +34,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 import _provenance  # sibling module: the results files' provenance header
+from clones_precision_blind import write_blind  # sibling script: the judge's file, written alike
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -42,7 +43,6 @@ SAMPLE = RESULTS / "clones_sscd_false_pairs.jsonl"
 LABELS = RESULTS / "clones_sscd_false_pairs_labels.csv"
 REPORT = RESULTS / "clones_sscd_false_pairs.md"
 DATA = ROOT.parent / "shared" / "data" / "clones" / "sscd"
-MAX_LINES = 60
 
 
 def sample(data: Path, blind: Path, seed: int) -> None:
@@ -91,15 +91,12 @@ def sample(data: Path, blind: Path, seed: int) -> None:
         fh.write(json.dumps({"meta": {"touching_private": true + len(false), "true": true, "false": len(false)}}) + "\n")
         for rec in recs:
             fh.write(json.dumps(rec) + "\n")
-    with atomic_write(blind) as fh:
-        fh.write("# Pairs of code fragments to label (clone / weak / not), one line of reason each\n\n")
-        for rec in recs:
-            fh.write(f"## {rec['id']}\n\n")
-            for side in ("a", "b"):
-                path, start, end = rec[side]
-                lines = (data / path).read_text(encoding="utf-8", errors="replace").splitlines()[start - 1:end]
-                more = f"\n... ({len(lines) - MAX_LINES} more lines)" if len(lines) > MAX_LINES else ""
-                fh.write(f"### {side.upper()}\n```\n" + "\n".join(lines[:MAX_LINES]) + more + "\n```\n\n")
+    def code(side: list) -> str:
+        path, start, end = side
+        return "\n".join((data / path).read_text(encoding="utf-8", errors="replace").splitlines()[start - 1:end])
+
+    write_blind(blind, "# Pairs of code fragments to label (clone / weak / not), one line of reason each\n\n",
+                [(rec["id"], code(rec["a"]), code(rec["b"])) for rec in recs])
     print(f"pairs touching a labelled private function: {true + len(false)} ({true} true, {len(false)} false); "
           f"wrote {SAMPLE} and {blind}", file=sys.stderr)
 

@@ -3,7 +3,7 @@
 Trains (or finds in the cache) every model the v2 seed study compares, per data set, and writes
 them as TorchScript + metadata under ``~/.cache/twinspect-bench/models-study-v2/`` (never in the
 repository; ``TWINSPECT_BENCH_CACHE`` moves the root). Kept apart from the analysis so that the
-slow part (training, ~50 CPU-minutes) runs once in the background while the analysis is iterated.
+slow part (training, ~66 CPU-minutes) runs once in the background while the analysis is iterated.
 
 What is trained (the reasons for the choice are in ``models_study_v2.py``'s docstring):
 

@@ -7,8 +7,8 @@ issue 15's 95 %. A pair can count as false because it is a wrong pair, or becaus
 function with a real clone the labels do not list (a sibling function of the same library). This script
 separates the two by a blind judge:
 
-1. ``sample``: runs the default detector over SSCD-C exactly as :func:`twinspect.code.evaluate.sscd.run_sscd`
-   does, lists every reported pair the copy-aware rule counts as false, and writes their spans to
+1. ``sample``: runs :func:`twinspect.code.evaluate.sscd.run_sscd` at the default settings, takes the
+   reported pairs its copy-aware rule counts as false (``false_pairs_copies``), and writes their spans to
    ``benchmarks/results/clones_sscd_false_pairs.jsonl`` (a first line of counts, then the pairs under ids
    ``S000``... in a seeded shuffle) and the
    judge's blind file (``--blind``, default ``/tmp/judge_sscd_pairs.md``): the two functions' code only.
@@ -30,7 +30,7 @@ import csv
 import json
 import random
 import sys
-from collections import Counter, defaultdict
+from collections import Counter
 from pathlib import Path
 
 import _provenance  # sibling module: the results files' provenance header
@@ -47,50 +47,18 @@ DATA = ROOT.parent / "shared" / "data" / "clones" / "sscd"
 
 def sample(data: Path, blind: Path, seed: int) -> None:
     from twinspect._io import atomic_write
-    from twinspect.code.clones import DetectConfig, detect
-    from twinspect.code.evaluate.common import config_embedder
-    from twinspect.code.evaluate.matching import file_equivalence, fragment_copies, report_view, spans_match
-    from twinspect.code.evaluate.sscd import load_sscd_labels
-    from twinspect.code.fragments import mine
+    from twinspect.code.clones import DetectConfig
+    from twinspect.code.evaluate import run_sscd
 
-    config = DetectConfig()
-    labels = load_sscd_labels(data)
-    frags, _ = mine([data], min_lines=config.min_lines, quiet=True)
-    vecs, _ = config_embedder(config)(frags, [frags, []])
-    report = detect(frags, config, vectors=vecs, vectors_encoder=config.encoder, quiet=True)
-    view = report_view(report)
-    eq = file_equivalence(data, {s.path for s in view.spans.values()} | {lab.private.path for lab in labels}
-                          | {lab.original.path for lab in labels})
-    copies = fragment_copies(data, view.spans.values())
-    by_path: dict[str, list[tuple[int, str]]] = defaultdict(list)
-    for i, lab in enumerate(labels):
-        by_path[eq.get(lab.private.path, lab.private.path)].append((i, "p"))
-        by_path[eq.get(lab.original.path, lab.original.path)].append((i, "o"))
-
-    def roles(span) -> set[tuple[int, str]]:  # as score_sscd's copy-aware rule reads a reported span
-        out = set()
-        for alt in [span, *copies.get(span, ())]:
-            for i, role in by_path.get(eq.get(alt.path, alt.path), ()):
-                if spans_match(alt, labels[i].private if role == "p" else labels[i].original, eq):
-                    out.add((i, role))
-        return out
-
-    false, true = [], 0
-    for a, b, _ in view.pairs:
-        ra, rb = roles(view.spans[a]), roles(view.spans[b])
-        if not (any(r == "p" for _, r in ra) or any(r == "p" for _, r in rb)):
-            continue
-        if {i for i, r in ra if r == "p" and (i, "o") in rb} | {i for i, r in rb if r == "p" and (i, "o") in ra}:
-            true += 1
-        else:
-            false.append((view.spans[a], view.spans[b]))
+    res = run_sscd(data, DetectConfig(), query=False)  # the evaluation itself: its copy-aware false pairs
+    false, true = res["false_pairs_copies"], int(res["true_pairs_copies"])
     random.Random(seed).shuffle(false)
-    recs = [{"id": f"S{n:03d}", "a": [a.path, a.start_line, a.end_line], "b": [b.path, b.start_line, b.end_line]}
-            for n, (a, b) in enumerate(false)]
+    recs = [{"id": f"S{n:03d}", "a": a, "b": b} for n, (a, b) in enumerate(false)]
     with atomic_write(SAMPLE) as fh:  # first line: the counts the pairs were drawn from
         fh.write(json.dumps({"meta": {"touching_private": true + len(false), "true": true, "false": len(false)}}) + "\n")
         for rec in recs:
             fh.write(json.dumps(rec) + "\n")
+
     def code(side: list) -> str:
         path, start, end = side
         return "\n".join((data / path).read_text(encoding="utf-8", errors="replace").splitlines()[start - 1:end])

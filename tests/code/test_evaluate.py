@@ -90,6 +90,8 @@ def test_sscd_recall_and_precision_denominator():
     assert out["private_pairs"] == 3 and out["true_pairs"] == 1
     assert out["precision"] == pytest.approx(1 / 3)
     assert out["missed"] == [1]
+    # the two pairs in the denominator that match no label, with their spans, in report order
+    assert out["false_pairs"] == [[["p1.c", 10, 29], ["x.c", 1, 50]], [["p2.c", 1, 10], ["y.c", 1, 10]]]
 
 
 def test_copy_aware_scoring_counts_identical_copies_of_the_original(tmp_path):

@@ -103,8 +103,10 @@ def score_sscd(
 
     Returns:
         ``{"recall", "precision", "found", "labels", "private_pairs", "true_pairs", "reported_pairs",
-        "missed": [index of each unmatched label]}``; recall/precision are fractions in [0, 1]
-        (precision is NaN when no reported pair touches a private range).
+        "missed": [index of each unmatched label], "false_pairs": [[[path, start, end], [path, start, end]]
+        of each reported pair that touches a private range without matching a label, in report order]}``;
+        recall/precision are fractions in [0, 1] (precision is NaN when no reported pair touches a
+        private range).
     """
     # index labelled ranges by canonical path for speed
     eq = equivalence or {}
@@ -131,6 +133,7 @@ def score_sscd(
 
     found: set[int] = set()
     private_pairs = true_pairs = 0
+    false_pairs: list[list[list]] = []
     for a, b, _ in view.pairs:
         ra, rb = roles_of(a), roles_of(b)
         hit = {i for i, r in ra if r == "p" and (i, "o") in rb} | {i for i, r in rb if r == "p" and (i, "o") in ra}
@@ -139,6 +142,8 @@ def score_sscd(
             private_pairs += 1
             if hit:
                 true_pairs += 1
+            else:
+                false_pairs.append([[s.path, s.start_line, s.end_line] for s in (view.spans[a], view.spans[b])])
         found |= hit
     n = len(labels)
     return {
@@ -150,6 +155,7 @@ def score_sscd(
         "true_pairs": true_pairs,
         "reported_pairs": len(view.pairs),
         "missed": sorted(set(range(n)) - found),
+        "false_pairs": false_pairs,
     }
 
 
@@ -222,8 +228,9 @@ def run_sscd(
         quiet: no progress output.
 
     Returns:
-        :func:`score_sscd`'s dict (strict rule) plus ``precision_copies``/``recall_copies`` (copy-aware
-        rule: a byte-identical copy of a labelled function counts as that function),
+        :func:`score_sscd`'s dict (strict rule) plus ``precision_copies``/``recall_copies``/
+        ``true_pairs_copies``/``false_pairs_copies`` (copy-aware rule: a byte-identical copy of a labelled function counts as
+        that function),
         ``recall@1``, ``recall@10``, ``mrr`` (query mode), ``fragments``,
         ``seconds`` and the detector ``stats``.
 
@@ -251,6 +258,7 @@ def run_sscd(
     copy_aware = score_sscd(view, labels, eq, copies=fragment_copies(root, view.spans.values()))
     out["precision_copies"] = copy_aware["precision"]
     out["recall_copies"] = copy_aware["recall"]
+    out["true_pairs_copies"], out["false_pairs_copies"] = copy_aware["true_pairs"], copy_aware["false_pairs"]
     if query:
         spans = [Span(f.path, f.start_line, f.end_line) for f in frags]
         out.update(rank_metrics(sscd_query_ranks(qvecs, spans, vecs, labels, eq)))

@@ -106,8 +106,7 @@ def split(systems: list[str], inconsistent: list[list[str]] | set[frozenset[str]
         if 2 * len(group) <= len(names):
             continue
         rest = [t for t in names if t not in group]
-        if (all(frozenset((a, b)) not in bad for i, a in enumerate(group) for b in group[i + 1:])
-                and all(frozenset((m, g)) in bad for m in rest for g in group)):
+        if agrees(rest, names, bad):  # the group agrees within, and each of the rest differs from all of it
             return rest
         # s's group is no majority of agreeing systems; a majority containing s would equal it, so none holds s
     return None
@@ -117,7 +116,8 @@ def agrees(minority: list[str] | None, systems: list[str], inconsistent: list[li
            ) -> list[str] | None:
     """``minority`` when the pairs among ``systems`` (a subset of the systems it was decided on) do not
     contradict it, else None: every pair of a minority and a majority member among ``systems`` is inconsistent
-    and no pair of majority members is. Used where only some systems ran (a minimised model, a probe)."""
+    and no pair of majority members is. Used where only some systems ran (a minimised model, a probe), and by
+    :func:`split` to test a candidate majority on all of them."""
     if not minority:
         return None
     bad = {frozenset(p) for p in inconsistent}

@@ -222,6 +222,7 @@ def _strict_subset(src: Path, recs: dict[str, dict], labels: dict[str, dict]) ->
     judge's labels of those pairs. The sample was drawn from the default's reports, so this is the
     strict model's precision on the part of the default's pairs it keeps, per the sample's strata."""
     from twinspect.code.clones import DetectConfig, scan
+    from twinspect.code.evaluate import FoundPairs, report_view
 
     def side(f: dict) -> tuple[str, int, int]:
         return f["path"], f["start_line"], f["end_line"]
@@ -230,16 +231,13 @@ def _strict_subset(src: Path, recs: dict[str, dict], labels: dict[str, dict]) ->
     total: Counter = Counter()
     for project in sorted({r["project"] for r in recs.values()}):
         report = scan([src / project], DetectConfig(verifier_path="strict"), quiet=True)
-        fr = [(f.path, f.start_line, f.end_line) for f in report.fragments]
-        stated = {frozenset((fr[p.a], fr[p.b])) for p in report.pairs}
-        for g in report.identical_groups:
-            members = [fr[m] for m in g["members"]]
-            stated.update(frozenset((x, y)) for i, x in enumerate(members) for y in members[i + 1:])
+        # what the report states: listed pairs, identical groups and group pairs, fragments named by their spans
+        stated = FoundPairs.from_view(report_view(report), lambda s: (s.path, s.start_line, s.end_line)).stated()
         for rid, rec in recs.items():
             if rec["project"] == project and rid in labels:
                 lab = labels[rid]["label"].strip()
                 total[lab] += 1
-                if frozenset((side(rec["a"]), side(rec["b"]))) in stated:
+                if stated(side(rec["a"]), side(rec["b"])):
                     kept[lab] += 1
     n = sum(kept.values())
     return (f"\n`--verifier strict` (fitted on BigCloneBench and on blind-labelled pairs of twelve Python, Java and C/C++ projects, never on these languages), the same "

@@ -27,8 +27,10 @@ that gradient for its first steps only and stays black-box on the compressed mod
    only if step 4 finds no trigger of its own.
 
    *The pair's direction* (``pair_gradient=True``; only when the seed's label is known, the
-   original right on it, and the compressed model g itself gives an input gradient: a float torch
-   or Keras model, e.g. a pruned or distilled copy, never an ONNX Runtime or TFLite one). Before the
+   original right on it, and the compressed model g gives an input gradient: a float torch or
+   Keras model, e.g. a pruned or distilled copy, or, with ``pair_standin`` (on by default), an ONNX
+   Runtime dynamic-int8 model through its differentiable stand-in
+   (:mod:`~twinspect.dl.deviate.ort_dynamic`); never a TFLite or other ONNX Runtime model). Before the
    directions above, PGD runs on the two models' joint objective ``m_g − λ·min(m_f, κ)`` (``m`` the
    logit margin of ``c``, f the surrogate; λ = :data:`PAIR_WEIGHT`, κ = :data:`PAIR_CAP`): g's
    margin down while the original's is held up, DeepXplore's joint objective for differential
@@ -147,6 +149,11 @@ class GuidedSearch(MarginSearch):
             default: the candidate of ``benchmarks/results/deviate_pair_notes.md``.
         pair_max_eps: the largest radius (pixel levels, > 0) the pair's direction grows to, unless the
             radius reached is already larger (then that radius alone).
+        pair_standin: with ``pair_gradient``, a compressed model made by ONNX Runtime's
+            ``quantize_dynamic`` (no gradient of its own) gets one from its differentiable stand-in
+            (:mod:`twinspect.dl.deviate.ort_dynamic`: its quantised graph run in torch, activations
+            quantised at run time as ONNX Runtime does, straight-through gradients). False: such a
+            model gives none (the pair's direction as ``deviate_pair_notes.md`` measured it).
         **kwargs: the options of :class:`~twinspect.dl.deviate.margin.MarginSearch` (its ``eps`` is
             only used when the approach is skipped, never here).
 
@@ -176,6 +183,7 @@ class GuidedSearch(MarginSearch):
         second_linf: float = LINF_REF,
         pair_gradient: bool = False,
         pair_max_eps: float = PAIR_MAX_EPS,
+        pair_standin: bool = True,
         **kwargs: Any,
     ):
         super().__init__(orig, comp, **kwargs)
@@ -210,7 +218,14 @@ class GuidedSearch(MarginSearch):
         self.pair_gradient = bool(pair_gradient)
         self.pair_max_eps = float(pair_max_eps)
         # the compressed model's own gradient, for the pair's direction (None: it gives none)
+        self.pair_standin = bool(pair_standin)
         self._comp_logits: LogitFn | None = logit_fn(comp, keras=True)[0] if self.pair_gradient else None
+        self._comp_standin = False  # True: the compressed model's gradient is its ONNX Runtime stand-in's
+        if self.pair_gradient and self.pair_standin and self._comp_logits is None:
+            from twinspect.dl.deviate.ort_dynamic import standin_logit_fn
+
+            self._comp_logits = standin_logit_fn(comp)[0]
+            self._comp_standin = self._comp_logits is not None
         self.surrogate = surrogate
         self.levels = levels
         self.steps = int(steps)
@@ -229,8 +244,8 @@ class GuidedSearch(MarginSearch):
         return {**super().params(), "levels": list(self.levels), "steps": self.steps, "targets": self.targets,
                 "top": self.top, "restarts": self.restarts, "fallback": self.fallback, "early_exit": self.early_exit, "surrogate": sur,
                 **({"second": self.second, "second_linf": self.second_linf} if self.second else {}),
-                **({"pair_gradient": self._comp_logits is not None, "pair_max_eps": self.pair_max_eps}
-                   if self.pair_gradient else {})}
+                **({"pair_gradient": self._comp_logits is not None, "pair_max_eps": self.pair_max_eps,
+                    "pair_standin": self._comp_standin} if self.pair_gradient else {})}
 
     # -- the surrogate's side ------------------------------------------------------------------------
     def _pgd(self, x0u: Any, d: Any, eps: float, c: int, target: int | None, pair: bool = False) -> tuple[Any, int]:

@@ -82,14 +82,18 @@ CONFIGS: dict[str, tuple[str, dict]] = {
     # the same with the pair's direction in step 3 (the compressed model's own gradient, where it has one):
     # the candidate of deviate_pair_notes.md
     "guided-pair": ("guided", {"second": "margin", "minimize_flat": True, "skip_orig_wrong": True,
-                               "pair_gradient": True}),
+                               "pair_gradient": True, "pair_standin": False}),
+    # the same with the ONNX Runtime dynamic-int8 stand-in giving such a compressed model a gradient
+    # (twinspect/dl/deviate/ort_dynamic.py): the candidate of deviate_standin_notes.md
+    "guided-standin": ("guided", {"second": "margin", "minimize_flat": True, "skip_orig_wrong": True,
+                                  "pair_gradient": True, "pair_standin": True}),
 }
 # every margin / guided configuration before the heldout6 rule searches the seeds the original gets wrong
 for _name, (_alg, _params) in CONFIGS.items():
     if _alg in ("margin", "guided"):
         _params.setdefault("skip_orig_wrong", False)
 #: the suite's splits, in the tables' order
-SPLITS = ("tune", "heldout", "heldout2", "heldout3", "heldout4", "heldout5", "heldout6", "heldout7")
+SPLITS = ("tune", "heldout", "heldout2", "heldout3", "heldout4", "heldout5", "heldout6", "heldout7", "heldout8")
 #: configuration name → its place in the tables (overrides ``name+key=value`` sort after their base)
 CONFIG_ORDER = {c: i for i, c in enumerate(CONFIGS)}
 #: the fields of a results.jsonl record the tables need
@@ -256,7 +260,7 @@ def write_report(rows: list[dict], meta: dict, out_dir: Path, name: str = "devia
              "were built and before any search ran on them, and searched only after the rule in `deviate_ssim_notes.md` was "
              "committed; `heldout6` rows are pairs of new originals built (and entered here) only after the rule in "
              "`deviate_cifar_notes.md` was committed, searched only after that; `heldout7` rows likewise after the rule in "
-             "`deviate_pair_notes.md`.",
+             "`deviate_pair_notes.md`; `heldout8` rows likewise after the rule in `deviate_standin_notes.md`.",
              "- `orig_wrong_at_seed` (in `by status`): seeds set aside without a search because the original is wrong on "
              "them (`guided-skip`); like `disagree_at_seed` they are not in `seeds searched` and not in the success rate.",
              "", head, "|" + "---|" * (head.count("|") - 1)]

@@ -6,7 +6,7 @@ model). This script builds the pairs and names the split; ``benchmarks/deviate_g
 runs the searches on them.
 
 Pairs (``PAIRS``; ``split`` is ``tune`` or ``heldout``, fixed before any search was run on them; the later
-hold-outs ``heldout2`` … ``heldout7`` are listed in ``PAIRS`` with the rule each decided):
+hold-outs ``heldout2`` … ``heldout8`` are listed in ``PAIRS`` with the rule each decided):
 
 ============================  =======  ========  ======================================================
 pair                           split    data      compressed model made by
@@ -150,6 +150,13 @@ PAIRS: list[Pair] = [
     Pair("lenet5v-prune50", "heldout7", "mnist", "mnist-lenet5v.pt", "mnist-lenet5v-prune50.pt", None, "magnitude pruning 50 %"),
     Pair("cnn22-ort-dyn", "heldout7", "mnist", "mnist-cnn22.onnx", "mnist-cnn22-dyn.onnx", None, "torch → ONNX → ORT dynamic int8"),
     Pair("lenet4v-distill", "heldout7", "mnist", "mnist-lenet4v.pt", "mnist-lenet4v-distill.pt", None, "distillation into LeNet-1"),
+    # the eighth hold-out (2026-11-27, sixth session): new originals (a 0.625-width ResNet-8 of seed 24, a 1.25-width
+    # LeNet-5 of seed 25), entered after the rule in deviate_standin_notes.md was committed and before either was
+    # built; it decides whether the pair direction with the ONNX Runtime dynamic-int8 stand-in becomes the default
+    Pair("resnet8x-ort-dyn", "heldout8", "cifar10", "cifar-resnet8x.onnx", "cifar-resnet8x-dyn.onnx", None, "torch → ONNX → ORT dynamic int8"),
+    Pair("resnet8x-prune50", "heldout8", "cifar10", "cifar-resnet8x.pt", "cifar-resnet8x-prune50.pt", None, "magnitude pruning 50 %"),
+    Pair("lenet5x-ort-dyn", "heldout8", "mnist", "mnist-lenet5x.onnx", "mnist-lenet5x-dyn.onnx", None, "torch → ONNX → ORT dynamic int8"),
+    Pair("lenet5x-prune50", "heldout8", "mnist", "mnist-lenet5x.pt", "mnist-lenet5x-prune50.pt", None, "magnitude pruning 50 %"),
 ]
 
 
@@ -288,7 +295,10 @@ def build(suite_dir: Path, datasets: tuple[str, ...] = ("mnist", "cifar10")) -> 
               ("resnet8", "cifar10", "cifar-resnet8v.pt", "20", ["--epochs", "10", "--width", "0.75", "--threads", "1"]),
               ("lenet5", "mnist", "mnist-lenet5v.pt", "21", ["--width", "0.75"]),
               ("cnn", "mnist", "mnist-cnn22.pt", "22", ["--width", "1.25"]),
-              ("lenet4", "mnist", "mnist-lenet4v.pt", "23", ["--width", "0.75"])]
+              ("lenet4", "mnist", "mnist-lenet4v.pt", "23", ["--width", "0.75"]),
+              # the eighth hold-out's originals: a 0.625-width ResNet-8 of seed 24, a 1.25-width LeNet-5 of seed 25
+              ("resnet8", "cifar10", "cifar-resnet8x.pt", "24", ["--epochs", "10", "--width", "0.625", "--threads", "1"]),
+              ("lenet5", "mnist", "mnist-lenet5x.pt", "25", ["--width", "1.25"])]
     for arch, data, out, seed, extra in trains:
         if data in datasets and not (d / out).exists():
             _twinspect("train", arch, "-d", data, "-o", str(d / out), "--seed", seed, *extra)
@@ -312,7 +322,9 @@ def build(suite_dir: Path, datasets: tuple[str, ...] = ("mnist", "cifar10")) -> 
              ("mnist-cnn18.pt", "mnist-cnn18-prune50.pt", ["-m", "prune", "--sparsity", "0.5"]),
              ("cifar-resnet8v.pt", "cifar-resnet8v-prune50.pt", ["-m", "prune", "--sparsity", "0.5"]),
              ("mnist-lenet5v.pt", "mnist-lenet5v-prune50.pt", ["-m", "prune", "--sparsity", "0.5"]),
-             ("mnist-lenet4v.pt", "mnist-lenet4v-distill.pt", ["-m", "distill"])]
+             ("mnist-lenet4v.pt", "mnist-lenet4v-distill.pt", ["-m", "distill"]),
+             ("cifar-resnet8x.pt", "cifar-resnet8x-prune50.pt", ["-m", "prune", "--sparsity", "0.5"]),
+             ("mnist-lenet5x.pt", "mnist-lenet5x-prune50.pt", ["-m", "prune", "--sparsity", "0.5"])]
     for src, out, extra in comps:
         if ("cifar10" if src.startswith("cifar") else "mnist") in datasets and not (d / out).exists():
             _twinspect("compress", str(d / src), *extra, "-o", str(d / out))
@@ -334,6 +346,7 @@ def build(suite_dir: Path, datasets: tuple[str, ...] = ("mnist", "cifar10")) -> 
         _export_onnx(d / "cifar-resnet14h.pt", d / "cifar-resnet14h.onnx", calibration(d / "cifar-resnet14h.pt"),
                      d / "cifar-resnet14h-qdq.onnx", None)
         _export_onnx(d / "cifar-resnet8v.pt", d / "cifar-resnet8v.onnx", None, None, d / "cifar-resnet8v-dyn.onnx")
+        _export_onnx(d / "cifar-resnet8x.pt", d / "cifar-resnet8x.onnx", None, None, d / "cifar-resnet8x-dyn.onnx")
     if "mnist" not in datasets:
         return
     x_mnist = load_images("mnist", split="train")[0][:256].astype(np.float32) / 255.0
@@ -353,6 +366,7 @@ def build(suite_dir: Path, datasets: tuple[str, ...] = ("mnist", "cifar10")) -> 
     _export_onnx(d / "mnist-lenet1w.pt", d / "mnist-lenet1w.onnx", None, None, d / "mnist-lenet1w-dyn.onnx")
     _export_onnx(d / "mnist-lenet4m.pt", d / "mnist-lenet4m.onnx", None, None, d / "mnist-lenet4m-dyn.onnx")
     _export_onnx(d / "mnist-cnn22.pt", d / "mnist-cnn22.onnx", None, None, d / "mnist-cnn22-dyn.onnx")
+    _export_onnx(d / "mnist-lenet5x.pt", d / "mnist-lenet5x.onnx", None, None, d / "mnist-lenet5x-dyn.onnx")
     # TFLite conversions of the shared Keras models (TensorFlow in a child process)
     todo = {"lenet1.h5": ["fp16=lenet1-fp16.tflite"], "lenet5.h5": ["dyn=lenet5-dyn.tflite", "int8=lenet5-int8.tflite"]}
     np.save(d / "calib-unit.npy", x_mnist)

@@ -239,6 +239,58 @@ def test_duplicated_lines_match_a_hand_count(capsys, two_files, tmp_path):
     assert code == 0 and "duplicated lines 27.6 % (8 of 29)" in out
 
 
+NEAR_MISS = OTHER.replace("    for ln in lines:\n", "    for ln in lines:\n"
+                          "        if not ln.strip() or ln.startswith('#'):\n            continue\n")  # 10 lines
+
+
+@pytest.fixture
+def with_near_miss(two_files) -> Path:
+    """two_files plus c.py: OTHER with a statement added (a Type-3 clone of a.py's, lines 1-10)."""
+    (two_files / "c.py").write_text(NEAR_MISS)
+    return two_files
+
+
+def test_near_miss_lines_count_apart_from_copies(capsys, with_near_miss, tmp_path):
+    code, doc, err = _scan_json(capsys, with_near_miss, tmp_path / "r.json")
+    assert code == 0, err
+    types = {(doc["fragments"][p["a"]]["path"], doc["fragments"][p["b"]]["path"]): p["type"] for p in doc["pairs"]}
+    assert {(Path(a).name, Path(b).name): t for (a, b), t in types.items()} == {("a.py", "b.py"): "T1",
+                                                                               ("a.py", "c.py"): "T3"}
+    st = doc["stats"]
+    assert st["total_lines"] == 29 + 10
+    assert st["duplicated_lines"] == 8 + 10  # b.py's copy and c.py's near-miss
+    assert st["copied_lines"] == 8  # the T1/T2 pairs only: b.py's copy
+    assert st["copied_lines_pct"] == pytest.approx(100 * 8 / 39, abs=1e-4)
+    assert "duplicated_types" not in st
+    code, out, _ = run(capsys, "clones", with_near_miss)
+    assert code == 0 and "duplicated lines 46.2 % (18 of 39; T1/T2 copies 20.5 %)" in out
+
+
+def test_fail_over_types_counts_only_those_types(capsys, with_near_miss, tmp_path):
+    out = tmp_path / "r.json"
+    assert run(capsys, "clones", with_near_miss, "-q", "--fail-over", "30")[0] == 1  # 46.2 % over all types
+    code, _, err = run(capsys, "clones", with_near_miss, "-f", "json", "-o", out, "-q", "--fail-over", "30",
+                       "--fail-over-types", "t2,T1")
+    assert code == 0 and err == ""  # 20.5 % over the copies
+    st = json.loads(out.read_text())["stats"]
+    assert st["duplicated_types"] == ["T1", "T2"] and st["duplicated_lines"] == 8
+    code, _, err = run(capsys, "clones", with_near_miss, "-q", "--fail-over", "10", "--fail-over-types", "T1,T2")
+    assert code == 1 and err.strip() == "duplicated lines (T1/T2 pairs) 20.5 % > --fail-over 10 %"
+    code, _, err = run(capsys, "clones", with_near_miss, "-f", "json", "-o", out, "-q", "--fail-over", "50",
+                       "--fail-over-types", "T3")
+    assert code == 0 and json.loads(out.read_text())["stats"]["duplicated_lines"] == 10  # c.py's lines
+
+
+@pytest.mark.parametrize("extra", [("--fail-over", "10", "--fail-over-types", "T1,T5"),
+                                   ("--fail-over", "10", "--fail-over-types", ","),
+                                   ("--fail-over-types", "T1,T2")])
+def test_fail_over_types_bad_input_exits_2(capsys, two_files, tmp_path, extra):
+    out = tmp_path / "r.json"
+    code, _, err = run(capsys, "clones", two_files, "-f", "json", "-o", out, *extra)
+    assert code == 2 and err.startswith("error: --fail-over") and "Traceback" not in err
+    assert not out.exists()
+
+
 def test_three_copies_count_two(capsys, two_files, tmp_path):
     (two_files / "c.py").write_text(FUNC)  # lines 1-7 of a 7-line file
     code, doc, _ = _scan_json(capsys, two_files, tmp_path / "r.json")

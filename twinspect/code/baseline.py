@@ -304,7 +304,18 @@ def _lines_of(frags: Sequence[Fragment], ids: Iterable[int]) -> int:
     return sum(len(s) for s in by_path.values())
 
 
-def duplication(report: CloneReport, total_lines: int | None = None) -> dict[str, Any]:
+#: The clone types a duplicated-lines percentage counts by default (every type twinspect reports).
+ALL_TYPES = ("T1", "T2", "T3", "T4")
+#: The copies in jscpd's sense: the types whose duplicated lines the summary shows beside all types'.
+COPY_TYPES = ("T1", "T2")
+
+
+def _pct(part: int, total: int) -> float:
+    return round(min(100.0, 100.0 * part / total), 4) if total > 0 else 0.0
+
+
+def duplication(report: CloneReport, total_lines: int | None = None,
+                types: Sequence[str] | None = None) -> dict[str, Any]:
     """The duplicated-lines percentage of a scan, as jscpd defines it (see the module doc).
 
     Duplicated lines: the distinct source lines (``path``, line number) spanned by the copies, i.e.
@@ -312,28 +323,71 @@ def duplication(report: CloneReport, total_lines: int | None = None) -> dict[str
     connected component of the pair graph. Total lines: every physical line of the parsed files,
     blank and comment lines included (``stats["total_lines"]``, jscpd's ``lines``).
 
+    jscpd counts exact token-sequence copies only; twinspect's pairs include near-miss (T3) and
+    semantic (T4) clones, whose lines are counted whole, so on a test-heavy tree the percentage over
+    all types can be several times jscpd's. The same count over the T1/T2 pairs alone is returned
+    beside it (``copied_lines``), and ``types`` restricts the main count (``--fail-over-types``).
+
     Args:
         report: a clone report (all pairs found; pass the report before :func:`filter_report` for
             the percentage of the whole tree).
         total_lines: the denominator; None reads ``report.stats["total_lines"]``.
+        types: the clone types (``"T1"``–``"T4"``) whose pairs are counted; None: all of them.
 
     Returns:
         ``{"duplicated_lines": int, "total_lines": int, "duplicated_lines_pct": float in [0, 100]
-        (0.0 when there are no lines), "lines_in_clones": int}``; ``lines_in_clones`` counts the
-        distinct lines of every fragment in a pair, first copies included.
+        (0.0 when there are no lines), "lines_in_clones": int, "copied_lines": int,
+        "copied_lines_pct": float}``; ``lines_in_clones`` counts the distinct lines of every
+        fragment in a counted pair, first copies included; ``copied_lines`` is
+        ``duplicated_lines`` over the T1/T2 pairs only. With ``types``, also ``"duplicated_types":
+        [str]``, the types counted.
+
+    Raises:
+        InputError: a type in ``types`` that is not one of ``T1``–``T4``.
     """
-    # a component's lowest id is its first fragment (fragments are sorted by path, then line)
-    first = lowest_id_components((), ((p.a, p.b) for p in report.pairs))
-    involved = list(first)
-    copies = [i for i in involved if first[i] != i]
+    counted = check_types(types) if types is not None else ALL_TYPES
     total = int(report.stats.get("total_lines", 0) if total_lines is None else total_lines)
+
+    def copies_of(kinds: Sequence[str]) -> tuple[list[int], list[int]]:
+        # a component's lowest id is its first fragment (fragments are sorted by path, then line)
+        first = lowest_id_components((), ((p.a, p.b) for p in report.pairs if p.type in kinds))
+        involved = list(first)
+        return involved, [i for i in involved if first[i] != i]
+
+    involved, copies = copies_of(counted)
     dup = _lines_of(report.fragments, copies)
-    return {
+    copied = _lines_of(report.fragments, copies_of(COPY_TYPES)[1])
+    out: dict[str, Any] = {
         "duplicated_lines": dup,
         "total_lines": total,
-        "duplicated_lines_pct": round(min(100.0, 100.0 * dup / total), 4) if total > 0 else 0.0,
+        "duplicated_lines_pct": _pct(dup, total),
         "lines_in_clones": _lines_of(report.fragments, involved),
+        "copied_lines": copied,
+        "copied_lines_pct": _pct(copied, total),
     }
+    if types is not None:
+        out["duplicated_types"] = list(counted)
+    return out
+
+
+def check_types(types: Sequence[str] | str | None) -> tuple[str, ...]:
+    """Validate ``--fail-over-types``: clone types as a sequence or one comma-separated string.
+
+    Returns:
+        The distinct types in ``T1``–``T4`` order (all four when ``types`` is None).
+
+    Raises:
+        InputError: an empty list or a name that is not ``T1``–``T4`` (case-insensitive).
+    """
+    if types is None:
+        return ALL_TYPES
+    names = types.split(",") if isinstance(types, str) else list(types)
+    wanted = {n.strip().upper() for n in names if n.strip()}
+    bad = sorted(wanted - set(ALL_TYPES))
+    if bad or not wanted:
+        raise InputError(f"--fail-over-types takes clone types among T1,T2,T3,T4 separated by commas, "
+                         f"got {types if isinstance(types, str) else ','.join(names)!r}")
+    return tuple(t for t in ALL_TYPES if t in wanted)
 
 
 def check_fail_over(pct: float | None) -> float | None:
@@ -366,7 +420,9 @@ def over_threshold(stats: dict, pct: float) -> str | None:
     shown = f"{value:.1f}"
     if float(shown) <= pct:  # rounding would hide why it failed
         shown = f"{value:.4f}".rstrip("0")
-    return f"duplicated lines {shown} % > --fail-over {pct:g} %"
+    types = stats.get("duplicated_types")
+    of = f" ({'/'.join(types)} pairs)" if types and tuple(types) != ALL_TYPES else ""
+    return f"duplicated lines{of} {shown} % > --fail-over {pct:g} %"
 
 
 def new_pairs_message(report: CloneReport) -> str | None:

@@ -187,6 +187,14 @@ FailOverOpt = Annotated[
                  "included). It is the whole tree's percentage, counted over all pairs found, the pairs "
                  "--baseline hides included. The percentage is in the summary and the JSON stats either way."),
 ]
+FailOverTypesOpt = Annotated[
+    Optional[str],
+    typer.Option("--fail-over-types", metavar="TYPES",
+                 help="The clone types whose pairs --fail-over counts, separated by commas (default: "
+                 "T1,T2,T3,T4). jscpd counts exact copies only: T1,T2 is the closest to its --threshold. "
+                 "Near-miss pairs make the all-types percentage several times jscpd's on test-heavy trees; "
+                 "the summary and the JSON stats show the T1/T2 percentage (copied_lines_pct) either way."),
+]
 FailOnNewOpt = Annotated[
     bool,
     typer.Option("--fail-on-new", help="After writing the report, exit 1 when it lists any clone pair: with "
@@ -372,6 +380,7 @@ def scan_command(
     cache: CacheOpt = None,
     baseline: BaselineOpt = None,
     fail_over: FailOverOpt = None,
+    fail_over_types: FailOverTypesOpt = None,
     fail_on_new: FailOnNewOpt = False,
     changed: ChangedOpt = False,
     update_state: UpdateStateOpt = False,
@@ -400,9 +409,12 @@ def scan_command(
     from twinspect.code.executors import check_executor, make_shard_executor
 
     check_executor(executor, address, workers)
-    from twinspect.code.baseline import check_fail_over
+    from twinspect.code.baseline import check_fail_over, check_types
 
     check_fail_over(fail_over)
+    counted = check_types(fail_over_types) if fail_over_types is not None else None
+    if counted is not None and fail_over is None:
+        raise InputError("--fail-over-types says which clone types --fail-over counts", hint="add --fail-over PCT")
     if changed and cache is None:
         raise InputError("--changed needs --cache DIR: the directory a full scan with --cache filled",
                          hint="run twinspect clones PATH --cache DIR once, then --changed --cache DIR")
@@ -459,7 +471,7 @@ def scan_command(
     from twinspect.code.baseline import duplication, filter_report, new_pairs_message, over_threshold
 
     if not changed:  # the whole tree's, before --baseline hides known pairs
-        report.stats.update(duplication(report))
+        report.stats.update(duplication(report, types=counted))
     if known is not None:
         report = filter_report(report, known)
     write_report(report, fmt, output, quiet=quiet, limit=limit, html_max_pairs=html_max_pairs)

@@ -435,7 +435,12 @@ def summary_line(report: CloneReport) -> str:
              + (f" and {st['baseline_groups_suppressed']} large exact-duplicate groups"
                 if st.get("baseline_groups_suppressed") else "") + ")") if isinstance(suppressed, int) else ""
     pct = st.get("duplicated_lines_pct")
-    dup = (f"; duplicated lines {pct:.1f} % ({st.get('duplicated_lines')} of {st.get('total_lines')})"
+    counted = st.get("duplicated_types")  # --fail-over-types
+    of = f" ({'/'.join(counted)} pairs)" if counted and len(counted) < len(TYPES) else ""
+    copied = st.get("copied_lines_pct")
+    copies = (f"; T1/T2 copies {copied:.1f} %" if isinstance(copied, (int, float)) and st.get("copied_lines")
+              != st.get("duplicated_lines") and not (counted and set(counted) <= {"T1", "T2"}) else "")
+    dup = (f"; duplicated lines{of} {pct:.1f} % ({st.get('duplicated_lines')} of {st.get('total_lines')}{copies})"
            if isinstance(pct, (int, float)) else "")
     n_sub = sum(1 for f in report.fragments if f.kind == SUBFUNCTION)
     sub_pairs = sum(1 for p in report.pairs if is_subfunction_pair(report, p))
@@ -486,7 +491,8 @@ def print_terminal(report: CloneReport, console: Console | None = None, limit: i
         if len(report.pairs) > limit:
             console.print(f"(showing {limit} of {len(report.pairs)} pairs; use --format json/html for all)",
                           highlight=False)
-    console.print(Text(summary_line(report)), highlight=False)
+    # one line however long (a pipe, a file or a log keeps it whole; a terminal wraps it by itself)
+    console.print(Text(summary_line(report)), highlight=False, soft_wrap=True)
 
 
 def write_report(

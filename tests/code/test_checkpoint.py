@@ -94,6 +94,7 @@ def test_a_file_edited_with_its_size_and_mtime_kept_is_not_misread(email_tree, t
 
 @pytest.mark.parametrize("setup,extra,needle", [
     ("file", [], "is a file, expected a cache directory"),
+    ("under_a_file", [], "cannot create the cache directory"),
     ("garbage", [], "cannot use the parse cache"),
     ("dir", ["--granularity", "block"], "--cache works with --granularity function or file, not block"),
 ])
@@ -101,6 +102,9 @@ def test_unusable_caches_exit_2_with_one_line(email_tree, tmp_path, capsys, setu
     cache = tmp_path / "cache"
     if setup == "file":
         cache.write_text("x")
+    elif setup == "under_a_file":  # mkdir fails (not a directory), as under a read-only mount
+        (tmp_path / "plain").write_text("x")
+        cache = tmp_path / "plain" / "cache"
     elif setup == "garbage":
         cache.mkdir()
         (cache / "parse.sqlite").write_bytes(b"this is not an sqlite database" * 100)

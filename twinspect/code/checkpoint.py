@@ -106,14 +106,18 @@ class ParseCache:
             whether :meth:`load` emptied the cache because it was written under other mining options.
 
     Raises:
-        InputError: ``directory`` is a file, or the database cannot be opened or is not a twinspect cache.
+        InputError: ``directory`` is a file or cannot be created, or the database cannot be opened or is
+            not a twinspect cache.
     """
 
     def __init__(self, directory: str | os.PathLike[str]):
         self.directory = Path(directory)
         if self.directory.exists() and not self.directory.is_dir():
             raise InputError(f"{self.directory}: is a file, expected a cache directory")
-        self.directory.mkdir(parents=True, exist_ok=True)
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise InputError(f"{self.directory}: cannot create the cache directory: {exc.strerror or exc}") from exc
         self.path = self.directory / "parse.sqlite"
         self.counters: dict[str, Any] = {"hits": 0, "parsed": 0, "reset": False}
         self._keys: dict[str, str | None] = {}

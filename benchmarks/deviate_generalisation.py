@@ -25,6 +25,10 @@ heldout5 rule of ``deviate_ssim_notes.md``). The configurations from before that
 (``guided-flat`` with ``skip_orig_wrong``: seeds the original gets wrong are set aside, status
 ``orig_wrong_at_seed``, not searched; the candidate of ``deviate_cifar_notes.md``, the default since
 its heldout6 rule held); the margin and guided configurations before it set ``skip_orig_wrong=False``.
+``guided-pair`` (with the pair's direction, ``pair_gradient``, for compressed models with a gradient of their
+own; ``deviate_pair_notes.md``) and ``guided-standin`` (the same with ONNX Runtime dynamic-int8 models given one
+by their stand-in; the default since the heldout8 rule of ``deviate_standin_notes.md`` held); the guided
+configurations before them set ``pair_gradient=False``.
 
 Run from the repository root after ``benchmarks/deviate_suite.py build``::
 
@@ -88,10 +92,13 @@ CONFIGS: dict[str, tuple[str, dict]] = {
     "guided-standin": ("guided", {"second": "margin", "minimize_flat": True, "skip_orig_wrong": True,
                                   "pair_gradient": True, "pair_standin": True}),
 }
-# every margin / guided configuration before the heldout6 rule searches the seeds the original gets wrong
+# every margin / guided configuration before the heldout6 rule searches the seeds the original gets wrong, and
+# every guided configuration before the heldout8 rule (deviate_standin_notes.md) runs without the pair's direction
 for _name, (_alg, _params) in CONFIGS.items():
     if _alg in ("margin", "guided"):
         _params.setdefault("skip_orig_wrong", False)
+    if _alg == "guided":
+        _params.setdefault("pair_gradient", False)
 #: the suite's splits, in the tables' order
 SPLITS = ("tune", "heldout", "heldout2", "heldout3", "heldout4", "heldout5", "heldout6", "heldout7", "heldout8")
 #: configuration name → its place in the tables (overrides ``name+key=value`` sort after their base)

@@ -55,6 +55,34 @@ def logit_fn(clf: Classifier, *, keras: bool = False) -> tuple[LogitFn | None, s
         return None, f"needs input gradients of the first model; its {fmt} model gives none ({does})"
     import torch
 
+    f = with_preprocess(clf, module)
+    try:
+        probe = torch.zeros((1, *clf.input_shape), dtype=torch.float32, requires_grad=True)
+        (grad,) = torch.autograd.grad(f(probe).sum(), probe, allow_unused=True)
+        if grad is None:
+            return None, "needs input gradients of the first model; its output does not depend differentiably on the input"
+    except Exception as exc:  # noqa: BLE001 - quantised or exported modules refuse autograd in many ways
+        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return None, f"needs input gradients of the first model; back-propagation failed: {msg[:120]}"
+    return f, None
+
+
+def with_preprocess(clf: Classifier, forward: Callable[[Any], Any]) -> LogitFn:
+    """``forward`` behind ``clf``'s preprocessing, from unit-scale pixels: the :data:`LogitFn` of a model.
+
+    Args:
+        clf: the classifier whose preprocessing (:class:`~twinspect.dl.adapters.base.Preprocess`:
+            pixel scale, mean, std, layout) and output kind apply.
+        forward: the model's differentiable forward pass on its own input (preprocessed, in its
+            layout) → its output, float torch (N, K) (a tuple or list: its first element).
+
+    Returns:
+        A :data:`LogitFn`: (N, H, W, C) float32 torch tensor in [0, 1] → (N, K) logits, or
+        log-probabilities (clamped at 1e-12) when ``clf`` outputs probabilities. No check is made
+        that ``forward`` back-propagates (:func:`logit_fn` probes it).
+    """
+    import torch
+
     pre = clf.preprocess
     mean = torch.tensor(pre.mean, dtype=torch.float32) if pre.mean else None
     std = torch.tensor(pre.std, dtype=torch.float32) if pre.std else None
@@ -69,21 +97,13 @@ def logit_fn(clf: Classifier, *, keras: bool = False) -> tuple[LogitFn | None, s
             z = z / std
         if pre.layout == "NCHW":
             z = z.permute(0, 3, 1, 2)
-        out = module(z)
+        out = forward(z)
         if isinstance(out, (tuple, list)):
             out = out[0]
         out = out.float()
         return torch.log(out.clamp_min(1e-12)) if probs else out
 
-    try:
-        probe = torch.zeros((1, *clf.input_shape), dtype=torch.float32, requires_grad=True)
-        (grad,) = torch.autograd.grad(f(probe).sum(), probe, allow_unused=True)
-        if grad is None:
-            return None, "needs input gradients of the first model; its output does not depend differentiably on the input"
-    except Exception as exc:  # noqa: BLE001 - quantised or exported modules refuse autograd in many ways
-        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        return None, f"needs input gradients of the first model; back-propagation failed: {msg[:120]}"
-    return f, None
+    return f
 
 
-__all__ = ["LogitFn", "logit_fn"]
+__all__ = ["LogitFn", "logit_fn", "with_preprocess"]

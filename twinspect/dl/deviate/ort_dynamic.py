@@ -33,14 +33,13 @@ which compute the same values. ``tests/dl/deviate/test_ort_dynamic.py`` measures
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from twinspect.dl.adapters.base import Classifier
-from twinspect.dl.adapters.differentiable import LogitFn
+from twinspect.dl.adapters.differentiable import LogitFn, with_preprocess
 from twinspect.errors import ModelError
 
 #: The operator that marks a graph as ONNX Runtime dynamic quantisation's (``quantize_dynamic``).
@@ -325,30 +324,6 @@ def standin_logit_fn(clf: Classifier) -> tuple[LogitFn | None, str | None]:
     except ModelError as exc:
         return None, str(exc)
     return with_preprocess(clf, standin), None
-
-
-def with_preprocess(clf: Classifier, forward: Callable[[Any], Any]) -> LogitFn:
-    """``forward`` (the model's own input: preprocessed, its layout) behind ``clf``'s preprocessing from unit-scale pixels."""
-    import torch
-
-    pre = clf.preprocess
-    mean = torch.tensor(pre.mean, dtype=torch.float32) if pre.mean else None
-    std = torch.tensor(pre.std, dtype=torch.float32) if pre.std else None
-    scale = 255.0 / float(pre.scale)
-    probs = clf.output_kind == "probabilities"
-
-    def f(x: Any) -> Any:
-        z = x * scale
-        if mean is not None:
-            z = z - mean
-        if std is not None:
-            z = z / std
-        if pre.layout == "NCHW":
-            z = z.permute(0, 3, 1, 2)
-        out = forward(z).float()
-        return torch.log(out.clamp_min(1e-12)) if probs else out
-
-    return f
 
 
 __all__ = ["DYNAMIC_OP", "DynamicInt8StandIn", "dynamic_quantize_linear", "is_dynamic_int8", "standin_logit_fn"]

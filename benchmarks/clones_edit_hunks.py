@@ -13,11 +13,11 @@ differ in every identifier and literal the skeleton leaves open (many hunks) —
 independently written implementations of one functionality, BigCloneBench's MT3.
 
 Samples (each pair's code is read from the sources the studies sampled; labels are the blind
-judges'): the languages study (``clones_precision_lang_*``, 110 pairs; sources as in
-``clones_precision_blind.py``'s docstring under ``--lang-src``), the Python/Java/stdlib study
-(``clones_precision_blind_*``, 316 pairs; ``--src``: its projects unpacked as that docstring says,
-the stdlib read from this Python's own ``lib/python3.11``) and the BigCloneBench study
-(``clones_bcb_blind_*``, 100 pairs of the test half; ``../shared``).
+judges'): the languages study (``clones_precision_lang_*``, 110 pairs; ``--lang-src``) and the
+Python/Java/stdlib study (``clones_precision_blind_*``, 316 pairs; ``--src``), each fragment cut from
+``SRC/<project>/<path>`` as the judge's blind file was (:func:`clones_precision_blind.fragment_lines`; the
+sources laid out as that script's docstring says), and the BigCloneBench study (``clones_bcb_blind_*``,
+100 pairs of the test half; ``../shared``).
 
 The rule reported, "keep a pair when it has at most 15 hunks per 100 tokens", was chosen by looking
 at the languages sample (tuned on it: its numbers are not a test); the Python/Java study was read
@@ -31,18 +31,20 @@ Run from the repository root::
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import sys
-import sysconfig
 from pathlib import Path
 
 import _provenance  # sibling module in benchmarks/: the results files' provenance header
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from clones_bcb_blind import DATA, read_labels  # noqa: E402  (sibling benchmark scripts)
+from clones_bcb_blind import LABELS as BCB_LABELS  # noqa: E402
+from clones_bcb_blind import SAMPLE as BCB_SAMPLE  # noqa: E402
+from clones_precision_blind import STUDIES, fragment_lines, records  # noqa: E402
+
 RESULTS = ROOT / "benchmarks" / "results"
-DATA = ROOT / ".." / "shared" / "data" / "clones" / "bigclonebench"
 #: the rule: at most this many edit hunks per 100 tokens (chosen on the languages sample)
 RULE = 15.0
 BANDS = ("T1", "T2", "VST3", "ST3", "MT3")
@@ -70,46 +72,16 @@ def _tokens(code: str, language: str) -> list[str]:
     return list(lex(strip_comments_text(code, language), language)[0])
 
 
-def _labels(path: Path) -> dict[str, str]:
-    with open(path, encoding="utf-8") as fh:
-        return {r["id"]: r["label"] for r in csv.DictReader(fh)}
-
-
-class _Finder:
-    """A sampled path (relative to some folder of its project) → the file under ``root/project``."""
-
-    def __init__(self, root: Path):
-        self.root, self.files = root, {}
-
-    def find(self, project: str, rel: str) -> Path:
-        if project.startswith("stdlib"):
-            p = Path(sysconfig.get_paths()["stdlib"]) / rel
-            if p.is_file():
-                return p
-        base = self.root / project
-        if base not in self.files:
-            self.files[base] = sorted(str(p) for p in base.rglob("*") if p.is_file())
-        hits = [p for p in self.files[base] if p.endswith("/" + rel)]
-        if not hits:
-            raise SystemExit(f"error: {rel}: not found under {base} (unpack the study's sources there)")
-        return Path(hits[0])
-
-
-def study_rows(sample: Path, labels: Path, src: Path) -> list[dict]:
-    """One row per labelled pair of a real-code study: band, judged clone?, hunks per 100 tokens."""
-    lab, finder, rows = _labels(labels), _Finder(src), []
-    with open(sample, encoding="utf-8") as fh:
-        for line in fh:
-            r = json.loads(line)
-            if r["id"] not in lab:
-                continue
-            toks = []
-            for side in ("a", "b"):
-                f = r[side]
-                text = finder.find(r["project"], f["path"]).read_text(encoding="utf-8", errors="replace")
-                toks.append(_tokens("\n".join(text.splitlines()[f["start_line"] - 1:f["end_line"]]), f["language"]))
-            rows.append({"id": r["id"], "band": r.get("band") or r["type"], "clone": lab[r["id"]] == "clone",
-                         "label": lab[r["id"]], "hunks": hunks_per_100(*toks)})
+def study_rows(study: str, src: Path) -> list[dict]:
+    """One row per labelled pair of a real-code study (``clones_precision_blind.STUDIES``'s key): band,
+    judged clone?, hunks per 100 tokens; fragments cut from ``src/<project>/<path>`` as the judge saw them."""
+    lab, rows = read_labels(STUDIES[study][1]), []
+    for r in records(False, study):
+        if r["id"] not in lab:
+            continue
+        toks = [_tokens("\n".join(fragment_lines(src, r, side)), r[side]["language"]) for side in ("a", "b")]
+        rows.append({"id": r["id"], "band": r.get("band") or r["type"], "clone": lab[r["id"]] == "clone",
+                     "label": lab[r["id"]], "hunks": hunks_per_100(*toks)})
     return rows
 
 
@@ -119,8 +91,8 @@ def bcb_rows() -> list[dict]:
 
     functions, _ = bcb_split(load_bcb_functions(DATA), load_bcb_labels(DATA), "test", 0)
     code = {f["id"]: f["code"] for f in functions}
-    lab, rows = _labels(RESULTS / "clones_bcb_blind_labels.csv"), []
-    with open(RESULTS / "clones_bcb_blind_sample.jsonl", encoding="utf-8") as fh:
+    lab, rows = read_labels(BCB_LABELS), []
+    with open(BCB_SAMPLE, encoding="utf-8") as fh:
         for line in fh:
             r = json.loads(line)
             rows.append({"id": r["id"], "band": r["type"], "clone": lab[r["id"]] == "clone", "label": lab[r["id"]],
@@ -199,10 +171,8 @@ def main(argv: list[str] | None = None) -> None:
     from twinspect._io import atomic_write
 
     studies = {
-        "languages study (rule tuned here)": study_rows(RESULTS / "clones_precision_lang_sample.jsonl",
-                                                        RESULTS / "clones_precision_lang_labels.csv", args.lang_src),
-        "Python/Java study (held out)": study_rows(RESULTS / "clones_precision_blind_sample.jsonl",
-                                                  RESULTS / "clones_precision_blind_labels.csv", args.src),
+        "languages study (rule tuned here)": study_rows("languages", args.lang_src),
+        "Python/Java study (held out)": study_rows("issue15", args.src),
     }
     bcb = bcb_rows()
     with atomic_write(args.out.with_suffix(".md")) as fh:

@@ -126,7 +126,7 @@ STUDIES = {"issue15": (SAMPLE, LABELS, REPORT, "P", "the issue-15 sample"),
            "languages": (LANG_SAMPLE, LANG_LABELS, LANG_REPORT, "L", "projects in languages the earlier samples left out")}
 
 
-def _records(old: bool, study: str = "issue15") -> list[dict]:
+def records(old: bool, study: str = "issue15") -> list[dict]:
     """The sample's records, each with its judge-facing ``id``.
 
     The new sample's ids (``P000``...) were shuffled when it was drawn. The old sample's ids name
@@ -156,7 +156,7 @@ def sample(src: Path, per_band: int, mt3: int, per_exact: int, seed: int, blind:
     from twinspect.code.clones import DetectConfig, scan
 
     rng = random.Random(seed)
-    records: list[dict] = []
+    drawn: list[dict] = []
     texts: dict[str, tuple[str, str]] = {}
     for project in sorted(p for p in src.iterdir() if p.is_dir()):
         report = scan([project], DetectConfig(), quiet=True)
@@ -172,19 +172,30 @@ def sample(src: Path, per_band: int, mt3: int, per_exact: int, seed: int, blind:
                 rec = {"project": project.name, "language": fa.language, "type": p.type, "band": p.band,
                        "similarity": round(p.similarity, 4),
                        "t3_similarity": p.t3_similarity, "score": p.score, "a": _side(fa), "b": _side(fb)}
-                records.append(rec)
-                texts[str(len(records) - 1)] = (fa.text, fb.text)
-    order = list(range(len(records)))
+                drawn.append(rec)
+                texts[str(len(drawn) - 1)] = (fa.text, fb.text)
+    order = list(range(len(drawn)))
     rng.shuffle(order)
     sample_path, _, _, prefix, _ = STUDIES[study]
     for n, i in enumerate(order):
-        records[i]["id"] = f"{prefix}{n:03d}"
+        drawn[i]["id"] = f"{prefix}{n:03d}"
     with atomic_write(sample_path) as fh:
-        for rec in sorted(records, key=lambda r: r["id"]):
+        for rec in sorted(drawn, key=lambda r: r["id"]):
             fh.write(json.dumps(rec) + "\n")
     write_blind(blind, "# Pairs of code fragments to label (clone / weak / not), one line of reason each\n\n",
-                [(records[i]["id"], *texts[str(i)]) for i in order])
-    print(f"{len(records)} pairs; sample {sample_path}; blind file {blind}", file=sys.stderr)
+                [(drawn[i]["id"], *texts[str(i)]) for i in order])
+    print(f"{len(drawn)} pairs; sample {sample_path}; blind file {blind}", file=sys.stderr)
+
+
+def fragment_lines(src: Path, rec: dict, side: str) -> list[str]:
+    """The source lines of a sampled pair's fragment ``side`` ("a" or "b"), cut from
+    ``src/<project>/<path>`` by its line range; exits naming the file when it cannot be read."""
+    f = rec[side]
+    path = src / rec["project"] / f["path"]
+    try:
+        return path.read_text(encoding="utf-8").splitlines()[f["start_line"] - 1:f["end_line"]]
+    except OSError as exc:
+        sys.exit(f"{path}: cannot read ({exc.strerror})")
 
 
 def blind(src: Path, out: Path, ids: str | None, old: bool = False) -> None:
@@ -193,11 +204,11 @@ def blind(src: Path, out: Path, ids: str | None, old: bool = False) -> None:
     The fragments are cut from ``src/<project>/<path>`` by the sample's line ranges, in id order
     (the ids were shuffled when the sample was drawn). ``ids`` ("P000-P039") restricts the output
     to a range so the labelling can be split between judges. ``old``: the issue-8 sample, under
-    neutral ``Q`` ids (see :func:`_records`).
+    neutral ``Q`` ids (see :func:`records`).
     """
     from twinspect._io import atomic_write
 
-    recs = _records(old)
+    recs = records(old)
     lo, hi = (ids.split("-") if ids else ("Q000", "Q999") if old else ("P000", "P999"))
     chosen = [r for r in sorted(recs, key=lambda r: r["id"]) if lo <= r["id"] <= hi]
     with atomic_write(out) as fh:
@@ -205,12 +216,7 @@ def blind(src: Path, out: Path, ids: str | None, old: bool = False) -> None:
         for rec in chosen:
             fh.write(f"## {rec['id']}\n\n")
             for side in ("a", "b"):
-                f = rec[side]
-                path = src / rec["project"] / f["path"]
-                try:
-                    lines = path.read_text(encoding="utf-8").splitlines()[f["start_line"] - 1:f["end_line"]]
-                except OSError as exc:
-                    sys.exit(f"{path}: cannot read ({exc.strerror})")
+                lines = fragment_lines(src, rec, side)
                 more = f"\n... ({len(lines) - MAX_LINES} more lines)" if len(lines) > MAX_LINES else ""
                 fh.write(f"### {side.upper()}\n```\n" + "\n".join(lines[:MAX_LINES]) + more + "\n```\n\n")
     print(f"{len(chosen)} pairs; blind file {out}", file=sys.stderr)
@@ -250,7 +256,7 @@ def score(old: bool = False, study: str = "issue15", strict_src: Path | None = N
     from twinspect._io import atomic_write
 
     _, labels_path, report_path, _, title = STUDIES[study]
-    recs = {r["id"]: r for r in _records(old, study)}
+    recs = {r["id"]: r for r in records(old, study)}
     with (OLD_LABELS if old else labels_path).open(encoding="utf-8") as fh:
         labels = {row["id"]: row for row in csv.DictReader(fh)}
     missing = sorted(set(recs) - set(labels))

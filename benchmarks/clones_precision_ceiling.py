@@ -93,7 +93,7 @@ class ExtraFeatures:
 
 def real_rows(src_new: Path, src_old: Path | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(x, y, band, project) of the blind-labelled real-code pairs whose projects are present."""
-    from clones_precision_blind import _records  # noqa: E402  (same records and ids as the judges saw)
+    from clones_precision_blind import records  # noqa: E402  (same records and ids as the judges saw)
 
     from twinspect.code.fragments import mine
     from twinspect.code.normalize import t2_key
@@ -107,7 +107,7 @@ def real_rows(src_new: Path, src_old: Path | None) -> tuple[np.ndarray, np.ndarr
         with open(RESULTS / label_file, encoding="utf-8") as fh:
             labels = {r["id"]: r["label"].strip() for r in csv.DictReader(fh)}
         by_project: dict[str, list] = {}
-        for rid, rec in {r["id"]: r for r in _records(old)}.items():
+        for rid, rec in {r["id"]: r for r in records(old)}.items():
             if rid in labels:
                 by_project.setdefault(rec["project"], []).append((rec, labels[rid]))
         for project, recs in sorted(by_project.items()):

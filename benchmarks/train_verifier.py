@@ -116,7 +116,7 @@ def real_code_pairs(specs: list[str], projects: set[str] | None, strata: list[st
     import csv
 
     sys.path.insert(0, str(ROOT / "benchmarks"))
-    from clones_precision_blind import _records  # noqa: E402  (same neutral ids as the judge saw)
+    from clones_precision_blind import records  # noqa: E402  (same neutral ids as the judge saw)
 
     from twinspect.code.fragments import mine
     from twinspect.code.normalize import t2_key
@@ -125,7 +125,7 @@ def real_code_pairs(specs: list[str], projects: set[str] | None, strata: list[st
     for spec in specs:
         sample, labels_path, src = spec.split(":")
         old = Path(sample).name == "clones_precision_sample.jsonl"
-        recs = {r["id"]: r for r in _records(old)} if Path(sample).resolve().parent == RESULTS_DIR else None
+        recs = {r["id"]: r for r in records(old)} if Path(sample).resolve().parent == RESULTS_DIR else None
         if recs is None:
             recs = {json.loads(line)["id"]: json.loads(line) for line in Path(sample).read_text().splitlines() if line}
         with open(labels_path, encoding="utf-8") as fh:

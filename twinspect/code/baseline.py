@@ -345,7 +345,7 @@ def duplication(report: CloneReport, total_lines: int | None = None,
     Raises:
         InputError: a type in ``types`` that is not one of ``T1``–``T4``.
     """
-    counted = check_types(types) if types is not None else ALL_TYPES
+    counted = check_types(types)  # all four when None
     total = int(report.stats.get("total_lines", 0) if total_lines is None else total_lines)
 
     def copies_of(kinds: Sequence[str]) -> tuple[list[int], list[int]]:

@@ -198,7 +198,7 @@ def raw_predictor(path: Path, preset: str | None):
                 return m(torch.from_numpy(prep(x).transpose(0, 3, 1, 2).copy())).numpy().argmax(1)
 
         return run
-    if suffix == ".h5":
+    if suffix in (".h5", ".keras"):
         import keras
 
         m = keras.models.load_model(str(path), compile=False)

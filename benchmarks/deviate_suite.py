@@ -6,7 +6,7 @@ model). This script builds the pairs and names the split; ``benchmarks/deviate_g
 runs the searches on them.
 
 Pairs (``PAIRS``; ``split`` is ``tune`` or ``heldout``, fixed before any search was run on them; the later
-hold-outs ``heldout2`` … ``heldout8`` are listed in ``PAIRS`` with the rule each decided):
+hold-outs ``heldout2`` … ``heldout9`` are listed in ``PAIRS`` with the rule each decided):
 
 ============================  =======  ========  ======================================================
 pair                           split    data      compressed model made by
@@ -157,6 +157,18 @@ PAIRS: list[Pair] = [
     Pair("resnet8x-prune50", "heldout8", "cifar10", "cifar-resnet8x.pt", "cifar-resnet8x-prune50.pt", None, "magnitude pruning 50 %"),
     Pair("lenet5x-ort-dyn", "heldout8", "mnist", "mnist-lenet5x.onnx", "mnist-lenet5x-dyn.onnx", None, "torch → ONNX → ORT dynamic int8"),
     Pair("lenet5x-prune50", "heldout8", "mnist", "mnist-lenet5x.pt", "mnist-lenet5x-prune50.pt", None, "magnitude pruning 50 %"),
+    # the ninth hold-out (2026-11-28, seventh session): TFLite pairs of new Keras originals (a LeNet-5 of seed 26 on
+    # MNIST, a 4-convolution CNN of seed 27 on CIFAR-10, trained here by Keras on TensorFlow: ``_KERAS_TRAIN``),
+    # entered after the rule in deviate_tflite_notes.md was committed and before any was built; it decides whether
+    # the pair direction through the TFLite stand-in (twinspect/dl/deviate/tflite_standin.py) stays in the default
+    Pair("lenet5k-tflite-dyn", "heldout9", "mnist", "keras-lenet5k.keras", "keras-lenet5k-dyn.tflite", "unit",
+         "Keras → TFLite dynamic-range int8"),
+    Pair("lenet5k-tflite-int8", "heldout9", "mnist", "keras-lenet5k.keras", "keras-lenet5k-int8.tflite", "unit",
+         "Keras → TFLite full int8"),
+    Pair("cnnk-tflite-dyn", "heldout9", "cifar10", "keras-cnnk.keras", "keras-cnnk-dyn.tflite", "unit",
+         "Keras → TFLite dynamic-range int8"),
+    Pair("cnnk-tflite-int8", "heldout9", "cifar10", "keras-cnnk.keras", "keras-cnnk-int8.tflite", "unit",
+         "Keras → TFLite full int8"),
 ]
 
 
@@ -207,6 +219,31 @@ _TFLITE = textwrap.dedent('''
         tmp = os.path.join(out_dir, name + ".tmp")
         open(tmp, "wb").write(c.convert())
         os.replace(tmp, os.path.join(out_dir, name))
+''')
+
+
+_KERAS_TRAIN = textwrap.dedent('''
+    import os, sys
+    os.environ["KERAS_BACKEND"] = "tensorflow"
+    import numpy as np, keras
+    arch, data, out, seed, epochs = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+    keras.utils.set_random_seed(seed)
+    d = np.load(data)
+    x, y = d["x"].astype(np.float32) / 255.0, d["y"].astype(np.int64)
+    L = keras.layers
+    if arch == "lenet5k":  # LeNet-5 (ReLU, max pooling), softmax output as DFlare's Keras models
+        body = [L.Conv2D(6, 5, padding="same", activation="relu"), L.MaxPooling2D(2), L.Conv2D(16, 5, activation="relu"),
+                L.MaxPooling2D(2), L.Flatten(), L.Dense(120, activation="relu"), L.Dense(84, activation="relu")]
+    else:  # cnnk: two 3x3 convolution blocks of 32 and 64 channels, a 128-unit dense layer
+        body = [L.Conv2D(32, 3, padding="same", activation="relu"), L.Conv2D(32, 3, activation="relu"), L.MaxPooling2D(2),
+                L.Conv2D(64, 3, padding="same", activation="relu"), L.Conv2D(64, 3, activation="relu"), L.MaxPooling2D(2),
+                L.Flatten(), L.Dense(128, activation="relu")]
+    m = keras.Sequential([keras.Input(x.shape[1:]), *body, L.Dense(10, activation="softmax")], name=arch)
+    m.compile(optimizer=keras.optimizers.Adam(1e-3), loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+    m.fit(x, y, batch_size=64, epochs=epochs, verbose=2, shuffle=True)
+    tmp = out + ".tmp.keras"
+    m.save(tmp)
+    os.replace(tmp, out)
 ''')
 
 
@@ -328,6 +365,23 @@ def build(suite_dir: Path, datasets: tuple[str, ...] = ("mnist", "cifar10")) -> 
     for src, out, extra in comps:
         if ("cifar10" if src.startswith("cifar") else "mnist") in datasets and not (d / out).exists():
             _twinspect("compress", str(d / src), *extra, "-o", str(d / out))
+    # the ninth hold-out's Keras originals (Keras on TensorFlow in a child process, on the shared training
+    # images scaled to [0, 1]) and their TFLite copies (calibration: 256 training images)
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
+    for arch, data, out, seed, epochs in [("lenet5k", "mnist", "keras-lenet5k.keras", 26, 3),
+                                          ("cnnk", "cifar10", "keras-cnnk.keras", 27, 8)]:
+        if data not in datasets:
+            continue
+        x_tr, y_tr = load_images(data, split="train")
+        if not (d / out).exists():
+            np.savez(d / f"train-{data}.npz", x=x_tr, y=y_tr)
+            _run([sys.executable, "-c", _KERAS_TRAIN, arch, str(d / f"train-{data}.npz"), str(d / out), str(seed), str(epochs)],
+                 env=env)
+        np.save(d / f"calib-{data}-unit.npy", x_tr[:256].astype(np.float32) / 255.0)
+        jobs = [f"{k}={out.replace('.keras', f'-{k}.tflite')}" for k in ("dyn", "int8")]
+        jobs = [j for j in jobs if not (d / j.split("=")[1]).exists()]
+        if jobs:
+            _run([sys.executable, "-c", _TFLITE, str(d / out), str(d), str(d / f"calib-{data}-unit.npy"), *jobs], env=env)
     # ONNX exports and ONNX Runtime's own int8 copies (calibration: 256 training images, model scale)
     if "cifar10" in datasets:
         _export_onnx(d / "cifar-resnet8.pt", d / "cifar-resnet8.onnx", None, None, d / "cifar-resnet8-dyn.onnx")

@@ -11,9 +11,6 @@ one-line reason; nothing may raise.
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-import textwrap
 
 os.environ.setdefault("KERAS_BACKEND", "torch")
 
@@ -33,17 +30,6 @@ TS_META = {
 
 #: the three levels of the matrix and the measure that stands for each
 LEVELS = {"weights": "weights_cosine", "representation": "cka", "io": "io_top1_agreement"}
-
-
-def _nhwc_params(tiny) -> dict[str, np.ndarray]:
-    """TinyCNN's parameters in TensorFlow/Keras layout (conv HWIO, dense (in, out) in NHWC flatten order)."""
-    sd = {k: v.detach().numpy() for k, v in tiny.state_dict().items()}
-    w = sd["fc.weight"].reshape(10, 12, 4, 4).transpose(2, 3, 1, 0).reshape(192, 10)  # (c,h,w) -> (h,w,c) rows
-    return {
-        "k1": sd["conv1.weight"].transpose(2, 3, 1, 0), "b1": sd["conv1.bias"],
-        "k2": sd["conv2.weight"].transpose(2, 3, 1, 0), "b2": sd["conv2.bias"],
-        "w": np.ascontiguousarray(w), "b": sd["fc.bias"],
-    }
 
 
 class _Reader:
@@ -139,10 +125,10 @@ def torch_models(tiny_torch, mnist_train_512, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def keras_models(tiny_torch, calib, tmp_path_factory):
+def keras_models(tiny_nhwc, calib, tmp_path_factory):
     import keras
 
-    p = _nhwc_params(tiny_torch)
+    p = tiny_nhwc
     # explicit names: Keras' automatic ones come from a process-wide counter other tests rely on
     model = keras.Sequential([
         keras.Input((28, 28, 1), name="x"),
@@ -181,54 +167,6 @@ def keras_models(tiny_torch, calib, tmp_path_factory):
                     weight_type=QuantType.QInt8, per_channel=True)
     out.update({"keras-onnx": d / "k.onnx", "keras-onnx-dynamic-int8": d / "k-dyn.onnx", "keras-onnx-qoperator-int8": d / "k-qop.onnx"})
     return out
-
-
-_TFLITE_SCRIPT = textwrap.dedent('''
-    import sys
-    import numpy as np
-    import tensorflow as tf
-    p = dict(np.load(sys.argv[1])); out = sys.argv[2]; calib = np.load(sys.argv[3])
-    class M(tf.Module):
-        def __init__(self):
-            self.v = {k: tf.Variable(v) for k, v in p.items()}
-        @tf.function(input_signature=[tf.TensorSpec([None, 28, 28, 1], tf.float32)])
-        def __call__(self, x):
-            v = self.v
-            h = tf.nn.max_pool2d(tf.nn.relu(tf.nn.conv2d(x, v["k1"], 1, "VALID") + v["b1"]), 2, 2, "VALID")
-            h = tf.nn.max_pool2d(tf.nn.relu(tf.nn.conv2d(h, v["k2"], 1, "VALID") + v["b2"]), 2, 2, "VALID")
-            return tf.matmul(tf.reshape(h, [-1, 192]), v["w"]) + v["b"]
-    m = M()
-    fn = m.__call__.get_concrete_function()
-    def convert(name, opt=False, types=None, rep=False):
-        c = tf.lite.TFLiteConverter.from_concrete_functions([fn], m)
-        if opt:
-            c.optimizations = [tf.lite.Optimize.DEFAULT]
-        if types:
-            c.target_spec.supported_types = types
-        if rep:
-            c.representative_dataset = lambda: ([calib[i : i + 1]] for i in range(len(calib)))
-        open(f"{out}/{name}.tflite", "wb").write(c.convert())
-    convert("tflite-float")
-    convert("tflite-dynamic-int8", opt=True)
-    convert("tflite-fp16", opt=True, types=[tf.float16])
-    convert("tflite-int8", opt=True, rep=True)
-''')
-
-
-@pytest.fixture(scope="module")
-def tflite_models(tiny_torch, calib, tmp_path_factory):
-    """TFLite conversions of TinyCNN (TensorFlow run in a child process: ~10 s, kept apart from torch)."""
-    d = tmp_path_factory.mktemp("tflite")
-    np.savez(d / "p.npz", **_nhwc_params(tiny_torch))
-    np.save(d / "calib.npy", calib.transpose(0, 2, 3, 1).copy())
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
-    r = subprocess.run([sys.executable, "-c", _TFLITE_SCRIPT, str(d / "p.npz"), str(d), str(d / "calib.npy")],
-                       capture_output=True, text=True, env=env, timeout=300)
-    if r.returncode != 0:
-        if "No module named 'tensorflow'" in r.stderr:
-            pytest.skip("tensorflow is not installed: no TFLite converter")
-        raise AssertionError(f"TFLite conversion failed:\n{r.stderr[-2000:]}")
-    return {n: d / f"{n}.tflite" for n in ("tflite-float", "tflite-dynamic-int8", "tflite-fp16", "tflite-int8")}
 
 
 def _compare(a, b, data_npz):
@@ -291,7 +229,7 @@ def test_format_matrix_cell(cell, request, data_npz):
     if family in ("keras", "tflite"):
         models.update(request.getfixturevalue("keras_models"))
     if family == "tflite":
-        models.update(request.getfixturevalue("tflite_models"))
+        models.update(request.getfixturevalue("tiny_tflite_models"))
     if var not in models or models[var] is None:
         pytest.skip(f"{var}: onnxruntime.transformers.float16 (the float16 converter) is not available")
     r = _compare(models[ref], models[var], data_npz)

@@ -30,8 +30,9 @@ that gradient for its first steps only and stays black-box on the compressed mod
    ``benchmarks/results/deviate_standin_notes.md``; only when the seed's label is known, the
    original right on it, and the compressed model g gives an input gradient: a float torch or
    Keras model, e.g. a pruned or distilled copy, or, with ``pair_standin`` (on by default), an ONNX
-   Runtime dynamic-int8 model through its differentiable stand-in
-   (:mod:`~twinspect.dl.deviate.ort_dynamic`); never a TFLite or other ONNX Runtime model). Before the
+   Runtime dynamic-int8 model or a quantised TensorFlow Lite model (dynamic-range or full int8)
+   through its differentiable stand-in (:mod:`~twinspect.dl.deviate.ort_dynamic`,
+   :mod:`~twinspect.dl.deviate.tflite_standin`); never another ONNX Runtime model). Before the
    directions above, PGD runs on the two models' joint objective ``m_g − λ·min(m_f, κ)`` (``m`` the
    logit margin of ``c``, f the surrogate; λ = :data:`PAIR_WEIGHT`, κ = :data:`PAIR_CAP`): g's
    margin down while the original's is held up, DeepXplore's joint objective for differential
@@ -146,17 +147,18 @@ class GuidedSearch(MarginSearch):
         second_linf: the L∞ (pixel levels) above which step 5 runs on a compressed-model error.
         pair_gradient: step 3 first tries the pair's direction (PGD on both models' logit margins,
             the compressed model's down and the original's held up) when the compressed model gives
-            an input gradient (a float torch or Keras model, or an ONNX Runtime dynamic-int8 model
-            through its stand-in, see ``pair_standin``); otherwise it does nothing. On by default since
+            an input gradient (a float torch or Keras model, or an ONNX Runtime dynamic-int8 or quantised
+            TensorFlow Lite model through its stand-in, see ``pair_standin``); otherwise it does nothing. On by default since
             the heldout8 rule of ``benchmarks/results/deviate_standin_notes.md`` held (compressed-model
             errors 88.9 → 96.0 % pooled on four new pairs; off before it).
         pair_max_eps: the largest radius (pixel levels, > 0) the pair's direction grows to, unless the
             radius reached is already larger (then that radius alone).
         pair_standin: with ``pair_gradient``, a compressed model made by ONNX Runtime's
-            ``quantize_dynamic`` (no gradient of its own) gets one from its differentiable stand-in
-            (:mod:`twinspect.dl.deviate.ort_dynamic`: its quantised graph run in torch, activations
-            quantised at run time as ONNX Runtime does, straight-through gradients). False: such a
-            model gives none (the pair's direction as ``deviate_pair_notes.md`` measured it).
+            ``quantize_dynamic`` or a quantised TensorFlow Lite model (no gradient of its own) gets one
+            from its differentiable stand-in (:mod:`twinspect.dl.deviate.ort_dynamic`,
+            :mod:`twinspect.dl.deviate.tflite_standin`: its quantised graph run in torch, activations
+            quantised as the runtime does, straight-through gradients). False: such a model gives none
+            (the pair's direction as ``deviate_pair_notes.md`` measured it).
         **kwargs: the options of :class:`~twinspect.dl.deviate.margin.MarginSearch` (its ``eps`` is
             only used when the approach is skipped, never here).
 
@@ -225,9 +227,12 @@ class GuidedSearch(MarginSearch):
         self._comp_logits: LogitFn | None = logit_fn(comp, keras=True)[0] if self.pair_gradient else None
         self._comp_standin = False  # True: the compressed model's gradient is its ONNX Runtime stand-in's
         if self.pair_gradient and self.pair_standin and self._comp_logits is None:
-            from twinspect.dl.deviate.ort_dynamic import standin_logit_fn
+            from twinspect.dl.deviate import ort_dynamic, tflite_standin
 
-            self._comp_logits = standin_logit_fn(comp)[0]
+            for make in (ort_dynamic.standin_logit_fn, tflite_standin.standin_logit_fn):
+                self._comp_logits = make(comp)[0]
+                if self._comp_logits is not None:
+                    break
             self._comp_standin = self._comp_logits is not None
         self.surrogate = surrogate
         self.levels = levels

@@ -297,6 +297,32 @@ def _export_onnx(pt: Path, onnx_path: Path, calib: object | None, qdq: Path | No
         write_metadata(qdq, {**meta, "compression": {"method": "ort-quantize-static-qdq"}})
 
 
+def build_keras(d: Path, datasets: tuple[str, ...] = ("mnist", "cifar10")) -> None:
+    """The ninth hold-out's Keras originals (Keras on TensorFlow in a child process, trained on the shared training
+    images scaled to [0, 1]) and their TFLite dynamic-range and full-int8 copies (calibration: 256 training images);
+    files that exist are kept."""
+    import numpy as np
+
+    from twinspect.dl.data import load_images
+
+    d.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
+    for arch, data, out, seed, epochs in [("lenet5k", "mnist", "keras-lenet5k.keras", 26, 3),
+                                          ("cnnk", "cifar10", "keras-cnnk.keras", 27, 8)]:
+        if data not in datasets:
+            continue
+        x_tr, y_tr = load_images(data, split="train")
+        if not (d / out).exists():
+            np.savez(d / f"train-{data}.npz", x=x_tr, y=y_tr)
+            _run([sys.executable, "-c", _KERAS_TRAIN, arch, str(d / f"train-{data}.npz"), str(d / out), str(seed), str(epochs)],
+                 env=env)
+        np.save(d / f"calib-{data}-unit.npy", x_tr[:256].astype(np.float32) / 255.0)
+        jobs = [f"{k}={out.replace('.keras', f'-{k}.tflite')}" for k in ("dyn", "int8")]
+        jobs = [j for j in jobs if not (d / j.split("=")[1]).exists()]
+        if jobs:
+            _run([sys.executable, "-c", _TFLITE, str(d / out), str(d), str(d / f"calib-{data}-unit.npy"), *jobs], env=env)
+
+
 def build(suite_dir: Path, datasets: tuple[str, ...] = ("mnist", "cifar10")) -> None:
     """Train the torch originals and make every compressed model of ``datasets`` (skipping files that exist)."""
     import numpy as np
@@ -365,23 +391,7 @@ def build(suite_dir: Path, datasets: tuple[str, ...] = ("mnist", "cifar10")) -> 
     for src, out, extra in comps:
         if ("cifar10" if src.startswith("cifar") else "mnist") in datasets and not (d / out).exists():
             _twinspect("compress", str(d / src), *extra, "-o", str(d / out))
-    # the ninth hold-out's Keras originals (Keras on TensorFlow in a child process, on the shared training
-    # images scaled to [0, 1]) and their TFLite copies (calibration: 256 training images)
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
-    for arch, data, out, seed, epochs in [("lenet5k", "mnist", "keras-lenet5k.keras", 26, 3),
-                                          ("cnnk", "cifar10", "keras-cnnk.keras", 27, 8)]:
-        if data not in datasets:
-            continue
-        x_tr, y_tr = load_images(data, split="train")
-        if not (d / out).exists():
-            np.savez(d / f"train-{data}.npz", x=x_tr, y=y_tr)
-            _run([sys.executable, "-c", _KERAS_TRAIN, arch, str(d / f"train-{data}.npz"), str(d / out), str(seed), str(epochs)],
-                 env=env)
-        np.save(d / f"calib-{data}-unit.npy", x_tr[:256].astype(np.float32) / 255.0)
-        jobs = [f"{k}={out.replace('.keras', f'-{k}.tflite')}" for k in ("dyn", "int8")]
-        jobs = [j for j in jobs if not (d / j.split("=")[1]).exists()]
-        if jobs:
-            _run([sys.executable, "-c", _TFLITE, str(d / out), str(d), str(d / f"calib-{data}-unit.npy"), *jobs], env=env)
+    build_keras(d, datasets)
     # ONNX exports and ONNX Runtime's own int8 copies (calibration: 256 training images, model scale)
     if "cifar10" in datasets:
         _export_onnx(d / "cifar-resnet8.pt", d / "cifar-resnet8.onnx", None, None, d / "cifar-resnet8-dyn.onnx")
@@ -460,8 +470,11 @@ def main() -> None:
     ap.add_argument("command", choices=["build", "list", "check"])
     ap.add_argument("--dir", type=Path, default=DEFAULT_DIR)
     ap.add_argument("--datasets", default="mnist,cifar10", help="build: only the pairs of these data sets")
+    ap.add_argument("--only-keras", action="store_true", help="build: only the Keras originals and TFLite copies (heldout9)")
     args = ap.parse_args()
-    if args.command == "build":
+    if args.command == "build" and args.only_keras:
+        build_keras(args.dir, tuple(args.datasets.split(",")))
+    elif args.command == "build":
         build(args.dir, tuple(args.datasets.split(",")))
     elif args.command == "check":
         rows = check(args.dir)

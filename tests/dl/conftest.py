@@ -240,9 +240,16 @@ _TFLITE_SCRIPT = textwrap.dedent('''
             h = tf.nn.max_pool2d(tf.nn.relu(tf.nn.conv2d(x, v["k1"], 1, "VALID") + v["b1"]), 2, 2, "VALID")
             h = tf.nn.max_pool2d(tf.nn.relu(tf.nn.conv2d(h, v["k2"], 1, "VALID") + v["b2"]), 2, 2, "VALID")
             return tf.matmul(tf.reshape(h, [-1, 192]), v["w"]) + v["b"]
-    m = M()
-    fn = m.__call__.get_concrete_function()
-    def convert(name, opt=False, types=None, rep=False):
+    class Flat(M):  # the flattening as Keras 3's Flatten exports it: SHAPE, STRIDED_SLICE, PACK, RESHAPE
+        @tf.function(input_signature=[tf.TensorSpec([None, 28, 28, 1], tf.float32)])
+        def __call__(self, x):
+            v = self.v
+            h = tf.nn.max_pool2d(tf.nn.relu(tf.nn.conv2d(x, v["k1"], 1, "VALID") + v["b1"]), 2, 2, "VALID")
+            h = tf.nn.max_pool2d(tf.nn.relu(tf.nn.conv2d(h, v["k2"], 1, "VALID") + v["b2"]), 2, 2, "VALID")
+            return tf.matmul(tf.reshape(h, tf.stack([tf.shape(h)[0], 192])), v["w"]) + v["b"]
+    def convert(name, opt=False, types=None, rep=False, module=M):
+        m = module()
+        fn = m.__call__.get_concrete_function()
         c = tf.lite.TFLiteConverter.from_concrete_functions([fn], m)
         if opt:
             c.optimizations = [tf.lite.Optimize.DEFAULT]
@@ -255,13 +262,15 @@ _TFLITE_SCRIPT = textwrap.dedent('''
     convert("tflite-dynamic-int8", opt=True)
     convert("tflite-fp16", opt=True, types=[tf.float16])
     convert("tflite-int8", opt=True, rep=True)
+    convert("tflite-dynamic-int8-shapeops", opt=True, module=Flat)
 ''')
 
 
 @pytest.fixture(scope="session")
 def tiny_tflite_models(tiny_nhwc, mnist_train_512, tmp_path_factory):
     """TFLite conversions of TinyCNN (TensorFlow run in a child process: ~10 s, kept apart from torch): float,
-    dynamic-range int8, float16 and full int8 (calibrated on 32 training images), by name."""
+    dynamic-range int8, float16 and full int8 (calibrated on 32 training images), and dynamic-range int8 of a graph
+    that flattens through SHAPE/STRIDED_SLICE/PACK as Keras 3 exports do, by name."""
     calib = (mnist_train_512[0][:32].astype(np.float32) / 255.0).transpose(0, 3, 1, 2).copy()
     d = tmp_path_factory.mktemp("tflite")
     np.savez(d / "p.npz", **tiny_nhwc)
@@ -273,4 +282,5 @@ def tiny_tflite_models(tiny_nhwc, mnist_train_512, tmp_path_factory):
         if "No module named 'tensorflow'" in r.stderr:
             pytest.skip("tensorflow is not installed: no TFLite converter")
         raise AssertionError(f"TFLite conversion failed:\n{r.stderr[-2000:]}")
-    return {n: d / f"{n}.tflite" for n in ("tflite-float", "tflite-dynamic-int8", "tflite-fp16", "tflite-int8")}
+    return {n: d / f"{n}.tflite" for n in ("tflite-float", "tflite-dynamic-int8", "tflite-fp16", "tflite-int8",
+                                            "tflite-dynamic-int8-shapeops")}

@@ -64,15 +64,16 @@ def test_dflare_hybrid_resnet20_is_close(shared_file):
     assert np.abs(got - want).sum(1).mean() < 0.1 * gap
 
 
-@pytest.mark.parametrize("name", ["tflite-dynamic-int8", "tflite-int8"])
+@pytest.mark.parametrize("name", ["tflite-dynamic-int8", "tflite-int8", "tflite-dynamic-int8-shapeops"])
 def test_todays_converter_output_is_reproduced(name, tiny_tflite_models, mnist_test):
-    """TinyCNN converted by TFLiteConverter: dynamic-range int8 (hybrid kernels) and full int8 (integer
-    activations, fake-quantised here): the stand-in's logits within 0.2 % of their range of LiteRT's."""
+    """TinyCNN converted by TFLiteConverter: dynamic-range int8 (hybrid kernels; also with the batch size
+    computed by SHAPE/STRIDED_SLICE/PACK before the dense layer, as Keras 3 exports Flatten) and full int8
+    (integer activations, fake-quantised here): the stand-in's logits within 0.2 % of their range of LiteRT's."""
     from twinspect.dl.deviate.tflite_standin import TFLiteStandIn
 
     path = tiny_tflite_models[name]
     st = TFLiteStandIn(path)
-    assert (st.hybrid > 0, st.integer) == ((True, False) if name == "tflite-dynamic-int8" else (False, True))
+    assert (st.hybrid > 0, st.integer) == ((False, True) if name == "tflite-int8" else (True, False))
     x = (mnist_test[0][:32].astype(np.float32) / 255.0)
     got, want = _standin(path, x), _litert(path, x)
     spread = np.abs(want).max()

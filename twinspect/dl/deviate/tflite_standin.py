@@ -60,7 +60,7 @@ _QRANGE = {3: (0, 255), 9: (-128, 127), 7: (-32768, 32767)}
 #: Operators the stand-in runs (``BuiltinOperator`` names).
 OPS = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "MAX_POOL_2D", "AVERAGE_POOL_2D", "ADD", "SUB", "MUL",
        "MEAN", "RESHAPE", "SOFTMAX", "RELU", "RELU6", "LOGISTIC", "TANH", "QUANTIZE", "DEQUANTIZE", "CONCATENATION",
-       "PAD", "SQUEEZE", "LEAKY_RELU", "HARD_SWISH")
+       "PAD", "SQUEEZE", "LEAKY_RELU", "HARD_SWISH", "SHAPE", "STRIDED_SLICE", "PACK")
 
 
 def _tflite_path(clf: Classifier) -> str | None:
@@ -260,12 +260,38 @@ class TFLiteStandIn:
         import torch.nn.functional as F
 
         env: dict[int, Any] = {self.input_index: self._requantise(self.input_index, x)}
+        # integer shape computations (SHAPE → STRIDED_SLICE → PACK → RESHAPE, as Keras 3's export writes a
+        # Flatten with a dynamic batch): Python ints and lists, never tensors
+        ints: dict[int, Any] = {}
 
         def val(i: int, hybrid: bool = False) -> Any:
             return env[i] if i in env else self._const(i, hybrid)
 
+        def int_val(i: int) -> Any:
+            if i in ints:
+                return ints[i]
+            if i in self._consts and self._consts[i].dtype.kind in "iu":
+                a = self._consts[i]
+                return int(a.reshape(-1)[0]) if a.ndim == 0 else [int(v) for v in a.reshape(-1)]
+            raise ModelError(f"the TensorFlow Lite stand-in computes shapes from constants and SHAPE only (tensor {i})",
+                             self.path)
+
         for name, ins, outs, opt in self._ops:
             act = int(getattr(opt, "fusedActivationFunction", 0) or 0)
+            if name == "SHAPE":
+                ints[outs[0]] = [int(v) for v in val(ins[0]).shape]
+                continue
+            if name == "STRIDED_SLICE":  # of a 1-D shape vector (one axis; masks as TensorFlow defines them)
+                vec, b, e, st = int_val(ins[0]), int_val(ins[1]), int_val(ins[2]), int_val(ins[3])
+                if not isinstance(vec, list) or len(b) != 1 or int(opt.ellipsisMask) or int(opt.newAxisMask):
+                    raise ModelError("the TensorFlow Lite stand-in slices 1-D shape vectors only", self.path)
+                lo = None if int(opt.beginMask) & 1 else b[0]
+                hi = None if int(opt.endMask) & 1 else e[0]
+                ints[outs[0]] = vec[b[0]] if int(opt.shrinkAxisMask) & 1 else vec[lo:hi:st[0]]
+                continue
+            if name == "PACK" and all(i in ints or (i in self._consts and self._consts[i].dtype.kind in "iu") for i in ins):
+                ints[outs[0]] = [v for i in ins for v in (int_val(i) if isinstance(int_val(i), list) else [int_val(i)])]
+                continue
             if name in ("CONV_2D", "DEPTHWISE_CONV_2D"):
                 hybrid = self._is_hybrid(ins)
                 xa = val(ins[0])
@@ -321,12 +347,14 @@ class TFLiteStandIn:
                 out = val(ins[0]).mean(dim=tuple(axes), keepdim=bool(getattr(opt, "keepDims", False)))
             elif name == "RESHAPE":
                 shape = list(getattr(opt, "newShape", None) or [])
-                if not shape and len(ins) > 1 and ins[1] in self._consts:
+                if not shape and len(ins) > 1 and ins[1] in ints:
+                    shape = list(ints[ins[1]])
+                elif not shape and len(ins) > 1 and ins[1] in self._consts:
                     shape = [int(v) for v in np.asarray(self._consts[ins[1]]).reshape(-1)]
                 if not shape:
                     shape = self._tensors[outs[0]][4]
                 xa = val(ins[0])
-                if shape and shape[0] in (1, -1):  # the batch axis: the converter's 1 (or -1) is the batch here
+                if shape and shape[0] in (1, -1) and len(xa) != 1:  # the batch axis: the converter's 1 (or -1)
                     shape = [len(xa), *shape[1:]]
                 out = xa.reshape(shape)
             elif name == "SOFTMAX":
@@ -395,7 +423,15 @@ def standin_logit_fn(clf: Classifier) -> tuple[LogitFn | None, str | None]:
         return None, str(exc)
     if not (standin.hybrid or standin.integer):
         return None, "a float TensorFlow Lite model (no quantised kernels to stand in for)"
-    return with_preprocess(clf, standin), None
+    fn = with_preprocess(clf, standin)
+    import torch
+
+    try:  # one zero image through the graph: an operator used in an unsupported way is found here, not mid-search
+        with torch.no_grad():
+            fn(torch.zeros((1, *clf.input_shape), dtype=torch.float32))
+    except (ModelError, RuntimeError, ValueError, IndexError, TypeError) as exc:
+        return None, str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return fn, None
 
 
 __all__ = ["OPS", "TFLiteStandIn", "asymmetric_quantize_inputs", "is_quantised_tflite", "standin_logit_fn",

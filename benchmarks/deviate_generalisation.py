@@ -100,7 +100,7 @@ for _name, (_alg, _params) in CONFIGS.items():
     if _alg == "guided":
         _params.setdefault("pair_gradient", False)
 #: the suite's splits, in the tables' order
-SPLITS = ("tune", "heldout", "heldout2", "heldout3", "heldout4", "heldout5", "heldout6", "heldout7", "heldout8")
+SPLITS = tuple(dict.fromkeys(p.split for p in PAIRS))  # tune, heldout, heldout2, …: in the order PAIRS lists them
 #: configuration name → its place in the tables (overrides ``name+key=value`` sort after their base)
 CONFIG_ORDER = {c: i for i, c in enumerate(CONFIGS)}
 #: the fields of a results.jsonl record the tables need
@@ -267,7 +267,7 @@ def write_report(rows: list[dict], meta: dict, out_dir: Path, name: str = "devia
              "were built and before any search ran on them, and searched only after the rule in `deviate_ssim_notes.md` was "
              "committed; `heldout6` rows are pairs of new originals built (and entered here) only after the rule in "
              "`deviate_cifar_notes.md` was committed, searched only after that; `heldout7` rows likewise after the rule in "
-             "`deviate_pair_notes.md`; `heldout8` rows likewise after the rule in `deviate_standin_notes.md`.",
+             "`deviate_pair_notes.md`; `heldout8` rows likewise after the rule in `deviate_standin_notes.md`; `heldout9` rows (TFLite pairs of new Keras originals) likewise after the rule in `deviate_tflite_notes.md`.",
              "- `orig_wrong_at_seed` (in `by status`): seeds set aside without a search because the original is wrong on "
              "them (`guided-skip`); like `disagree_at_seed` they are not in `seeds searched` and not in the success rate.",
              "", head, "|" + "---|" * (head.count("|") - 1)]

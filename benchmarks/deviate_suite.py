@@ -6,7 +6,7 @@ model). This script builds the pairs and names the split; ``benchmarks/deviate_g
 runs the searches on them.
 
 Pairs (``PAIRS``; ``split`` is ``tune`` or ``heldout``, fixed before any search was run on them; the later
-hold-outs ``heldout2`` … ``heldout9`` are listed in ``PAIRS`` with the rule each decided):
+hold-outs ``heldout2`` … ``heldout10`` are listed in ``PAIRS`` with the rule each decided):
 
 ============================  =======  ========  ======================================================
 pair                           split    data      compressed model made by
@@ -169,6 +169,16 @@ PAIRS: list[Pair] = [
          "Keras → TFLite dynamic-range int8"),
     Pair("cnnk-tflite-int8", "heldout9", "cifar10", "keras-cnnk.keras", "keras-cnnk-int8.tflite", "unit",
          "Keras → TFLite full int8"),
+    # the tenth hold-out (2026-11-28, seventh session): new originals (a Keras LeNet-1 of seed 28, a half-width Keras
+    # CNN of seed 29 on CIFAR-10, a 1.25-width torch LeNet-4 of seed 30), entered with the rule in
+    # deviate_second_cap_notes.md and built after it; it decides whether step 5 of the guided search gets a query cap
+    Pair("lenet1k-tflite-dyn", "heldout10", "mnist", "keras-lenet1k.keras", "keras-lenet1k-dyn.tflite", "unit",
+         "Keras → TFLite dynamic-range int8"),
+    Pair("cnnkh-tflite-int8", "heldout10", "cifar10", "keras-cnnkh.keras", "keras-cnnkh-int8.tflite", "unit",
+         "Keras → TFLite full int8"),
+    Pair("lenet4y-ort-dyn", "heldout10", "mnist", "mnist-lenet4y.onnx", "mnist-lenet4y-dyn.onnx", None,
+         "torch → ONNX → ORT dynamic int8"),
+    Pair("lenet4y-prune50", "heldout10", "mnist", "mnist-lenet4y.pt", "mnist-lenet4y-prune50.pt", None, "magnitude pruning 50 %"),
 ]
 
 
@@ -234,10 +244,15 @@ _KERAS_TRAIN = textwrap.dedent('''
     if arch == "lenet5k":  # LeNet-5 (ReLU, max pooling), softmax output as DFlare's Keras models
         body = [L.Conv2D(6, 5, padding="same", activation="relu"), L.MaxPooling2D(2), L.Conv2D(16, 5, activation="relu"),
                 L.MaxPooling2D(2), L.Flatten(), L.Dense(120, activation="relu"), L.Dense(84, activation="relu")]
-    else:  # cnnk: two 3x3 convolution blocks of 32 and 64 channels, a 128-unit dense layer
-        body = [L.Conv2D(32, 3, padding="same", activation="relu"), L.Conv2D(32, 3, activation="relu"), L.MaxPooling2D(2),
-                L.Conv2D(64, 3, padding="same", activation="relu"), L.Conv2D(64, 3, activation="relu"), L.MaxPooling2D(2),
-                L.Flatten(), L.Dense(128, activation="relu")]
+    elif arch == "lenet1k":  # LeNet-1 (tanh, average pooling), as DFlare's LeNet-1 but trained here
+        body = [L.Conv2D(4, 5, padding="same", activation="tanh"), L.AveragePooling2D(2), L.Conv2D(12, 5, activation="tanh"),
+                L.AveragePooling2D(2), L.Flatten()]
+    else:  # cnnk (cnnkh: half width): two 3x3 convolution blocks of 32 and 64 channels, a 128-unit dense layer
+        w = 0.5 if arch == "cnnkh" else 1.0
+        c1, c2, fc = int(32 * w), int(64 * w), int(128 * w)
+        body = [L.Conv2D(c1, 3, padding="same", activation="relu"), L.Conv2D(c1, 3, activation="relu"), L.MaxPooling2D(2),
+                L.Conv2D(c2, 3, padding="same", activation="relu"), L.Conv2D(c2, 3, activation="relu"), L.MaxPooling2D(2),
+                L.Flatten(), L.Dense(fc, activation="relu")]
     m = keras.Sequential([keras.Input(x.shape[1:]), *body, L.Dense(10, activation="softmax")], name=arch)
     m.compile(optimizer=keras.optimizers.Adam(1e-3), loss="sparse_categorical_crossentropy", metrics=["accuracy"])
     m.fit(x, y, batch_size=64, epochs=epochs, verbose=2, shuffle=True)
@@ -297,19 +312,25 @@ def _export_onnx(pt: Path, onnx_path: Path, calib: object | None, qdq: Path | No
         write_metadata(qdq, {**meta, "compression": {"method": "ort-quantize-static-qdq"}})
 
 
-def build_keras(d: Path, datasets: tuple[str, ...] = ("mnist", "cifar10")) -> None:
-    """The ninth hold-out's Keras originals (Keras on TensorFlow in a child process, trained on the shared training
-    images scaled to [0, 1]) and their TFLite dynamic-range and full-int8 copies (calibration: 256 training images);
-    files that exist are kept."""
+#: the Keras originals of the ninth and tenth hold-outs: (architecture, data, file, seed, epochs, the split)
+KERAS_ORIGINALS = [("lenet5k", "mnist", "keras-lenet5k.keras", 26, 3, "heldout9"),
+                   ("cnnk", "cifar10", "keras-cnnk.keras", 27, 8, "heldout9"),
+                   ("lenet1k", "mnist", "keras-lenet1k.keras", 28, 3, "heldout10"),
+                   ("cnnkh", "cifar10", "keras-cnnkh.keras", 29, 8, "heldout10")]
+
+
+def build_keras(d: Path, datasets: tuple[str, ...] = ("mnist", "cifar10"), split: str | None = None) -> None:
+    """The Keras originals of :data:`KERAS_ORIGINALS` (of ``split``, or all; Keras on TensorFlow in a child process,
+    trained on the shared training images scaled to [0, 1]) and their TFLite dynamic-range and full-int8 copies
+    (calibration: 256 training images); files that exist are kept."""
     import numpy as np
 
     from twinspect.dl.data import load_images
 
     d.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
-    for arch, data, out, seed, epochs in [("lenet5k", "mnist", "keras-lenet5k.keras", 26, 3),
-                                          ("cnnk", "cifar10", "keras-cnnk.keras", 27, 8)]:
-        if data not in datasets:
+    for arch, data, out, seed, epochs, where in KERAS_ORIGINALS:
+        if data not in datasets or (split is not None and where != split):
             continue
         x_tr, y_tr = load_images(data, split="train")
         if not (d / out).exists():
@@ -321,6 +342,17 @@ def build_keras(d: Path, datasets: tuple[str, ...] = ("mnist", "cifar10")) -> No
         jobs = [j for j in jobs if not (d / j.split("=")[1]).exists()]
         if jobs:
             _run([sys.executable, "-c", _TFLITE, str(d / out), str(d), str(d / f"calib-{data}-unit.npy"), *jobs], env=env)
+
+
+def build_heldout10(d: Path) -> None:
+    """The tenth hold-out alone: its Keras originals and TFLite copies, and the torch LeNet-4 (×1.25, seed 30) with its
+    50 %-pruned copy and ONNX Runtime dynamic-int8 export; files that exist are kept."""
+    build_keras(d, split="heldout10")
+    if not (d / "mnist-lenet4y.pt").exists():
+        _twinspect("train", "lenet4", "-d", "mnist", "-o", str(d / "mnist-lenet4y.pt"), "--seed", "30", "--width", "1.25")
+    if not (d / "mnist-lenet4y-prune50.pt").exists():
+        _twinspect("compress", str(d / "mnist-lenet4y.pt"), "-m", "prune", "--sparsity", "0.5", "-o", str(d / "mnist-lenet4y-prune50.pt"))
+    _export_onnx(d / "mnist-lenet4y.pt", d / "mnist-lenet4y.onnx", None, None, d / "mnist-lenet4y-dyn.onnx")
 
 
 def build(suite_dir: Path, datasets: tuple[str, ...] = ("mnist", "cifar10")) -> None:
@@ -470,10 +502,12 @@ def main() -> None:
     ap.add_argument("command", choices=["build", "list", "check"])
     ap.add_argument("--dir", type=Path, default=DEFAULT_DIR)
     ap.add_argument("--datasets", default="mnist,cifar10", help="build: only the pairs of these data sets")
-    ap.add_argument("--only-keras", action="store_true", help="build: only the Keras originals and TFLite copies (heldout9)")
+    ap.add_argument("--only", choices=["heldout9", "heldout10"], help="build: only this hold-out's models")
     args = ap.parse_args()
-    if args.command == "build" and args.only_keras:
-        build_keras(args.dir, tuple(args.datasets.split(",")))
+    if args.command == "build" and args.only == "heldout9":
+        build_keras(args.dir, tuple(args.datasets.split(",")), split="heldout9")
+    elif args.command == "build" and args.only == "heldout10":
+        build_heldout10(args.dir)
     elif args.command == "build":
         build(args.dir, tuple(args.datasets.split(",")))
     elif args.command == "check":

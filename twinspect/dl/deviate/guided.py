@@ -145,6 +145,7 @@ class GuidedSearch(MarginSearch):
             shrinks the trigger).
         second: ``"margin"`` (the default) or None (no step 5): step 5 of the module docstring.
         second_linf: the L∞ (pixel levels) above which step 5 runs on a compressed-model error.
+        second_max_queries: at most this many search queries for step 5 (None: all the seed's budget left).
         pair_gradient: step 3 first tries the pair's direction (PGD on both models' logit margins,
             the compressed model's down and the original's held up) when the compressed model gives
             an input gradient (a float torch or Keras model, or an ONNX Runtime dynamic-int8 or quantised
@@ -186,6 +187,7 @@ class GuidedSearch(MarginSearch):
         early_exit: bool = True,
         second: str | None = "margin",
         second_linf: float = LINF_REF,
+        second_max_queries: int | None = None,
         pair_gradient: bool = True,
         pair_max_eps: float = PAIR_MAX_EPS,
         pair_standin: bool = True,
@@ -209,6 +211,8 @@ class GuidedSearch(MarginSearch):
             raise InputError(f"second must be None or one of {', '.join(SECONDS)}, got {second!r}")
         if not second_linf > 0:
             raise InputError(f"second_linf must be > 0, got {second_linf}")
+        if second_max_queries is not None and int(second_max_queries) < 1:
+            raise InputError(f"second_max_queries must be >= 1, got {second_max_queries}")
         model = orig if surrogate is None else surrogate
         if surrogate is not None:
             check_compatible(orig, surrogate)
@@ -244,6 +248,7 @@ class GuidedSearch(MarginSearch):
         self.early_exit = bool(early_exit)
         self.second = second
         self.second_linf = float(second_linf)
+        self.second_max_queries = None if second_max_queries is None else int(second_max_queries)
         self._from_seed = False  # True while step 5 runs: _start then leaves the loop at the seed
 
     def params(self) -> dict:
@@ -251,7 +256,9 @@ class GuidedSearch(MarginSearch):
         sur = None if self.surrogate is None else self.surrogate.describe()
         return {**super().params(), "levels": list(self.levels), "steps": self.steps, "targets": self.targets,
                 "top": self.top, "restarts": self.restarts, "fallback": self.fallback, "early_exit": self.early_exit, "surrogate": sur,
-                **({"second": self.second, "second_linf": self.second_linf} if self.second else {}),
+                **({"second": self.second, "second_linf": self.second_linf,
+                    **({"second_max_queries": self.second_max_queries} if self.second_max_queries else {})}
+                   if self.second else {}),
                 **({"pair_gradient": self._comp_logits is not None, "pair_max_eps": self.pair_max_eps,
                     "pair_standin": self._comp_standin} if self.pair_gradient else {})}
 
@@ -487,6 +494,8 @@ class GuidedSearch(MarginSearch):
         elapsed = first.time_s + float(first.extra.get("minimize_time_s", 0.0))
         budget = (self.max_queries, self.timeout)
         left_q = None if budget[0] is None else budget[0] - first.queries
+        if self.second_max_queries is not None:
+            left_q = self.second_max_queries if left_q is None else min(left_q, self.second_max_queries)
         left_t = None if budget[1] is None else budget[1] - elapsed
         if (left_q is not None and left_q <= 0) or (left_t is not None and left_t <= 0):
             return first

@@ -156,9 +156,31 @@ def test_second_search_runs_on_a_seed_without_a_compressed_model_error():
     assert b.record(0, 0, None)["second_search"] == info
     assert b.extra["guide_gradients"] == a.extra["guide_gradients"]  # the approach's, whichever was kept
     assert two.max_queries == 300 and two.timeout is None  # the budgets lent to step 5 are given back
-    for bad in ({"second": "dflare"}, {"second_linf": 0}):
+    for bad in ({"second": "dflare"}, {"second_linf": 0}, {"second_max_queries": 0}):
         with pytest.raises(InputError):
             GuidedSearch(f, g, timeout=1, surrogate=sur, **bad)
+
+
+def test_second_search_cap_bounds_its_queries_and_keeps_the_first_trigger():
+    """Mirror twins: with ``second_max_queries`` the margin search of step 5 stops after that many queries; when
+    it found nothing by then, the guided trigger is kept and the queries are the first search's plus the cap. A
+    cap above what step 5 needs changes nothing."""
+    from twinspect.dl.deviate.guided import GuidedSearch
+
+    w = np.full(64, 1 / 64)
+    f, g = Affine(w, 20.5 / 255, "f"), Affine(w, 21.5 / 255, "g")
+    sur = affine_surrogate(w, 20.5 / 255)
+    kw = {"surrogate": sur, "max_queries": 300, "timeout": None, "minimize": False}
+    full = GuidedSearch(f, g, **kw).search(np.zeros((8, 8)), seed=0, label=0)
+    need = full.extra["second_search"]["queries"]
+    first = GuidedSearch(f, g, second=None, **kw).search(np.zeros((8, 8)), seed=0, label=0)
+    assert need > 2
+    capped = GuidedSearch(f, g, second_max_queries=2, **kw).search(np.zeros((8, 8)), seed=0, label=0)
+    assert capped.extra["second_search"]["queries"] == 2 and capped.extra["second_search"]["status"] != "found"
+    assert capped.extra["second_search"]["kept"] == "guided" and capped.queries == first.queries + 2
+    np.testing.assert_array_equal(capped.trigger, first.trigger)
+    roomy = GuidedSearch(f, g, second_max_queries=need, **kw).search(np.zeros((8, 8)), seed=0, label=0)
+    assert roomy.queries == full.queries and roomy.extra["second_search"] == full.extra["second_search"]
 
 
 def test_second_search_keeps_the_better_trigger_and_replays_the_margin_search(tiny_twins, mnist_test):

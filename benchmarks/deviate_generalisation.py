@@ -91,6 +91,10 @@ CONFIGS: dict[str, tuple[str, dict]] = {
     # (twinspect/dl/deviate/ort_dynamic.py): the candidate of deviate_standin_notes.md
     "guided-standin": ("guided", {"second": "margin", "minimize_flat": True, "skip_orig_wrong": True,
                                   "pair_gradient": True, "pair_standin": True}),
+    # the same with step 5 capped at 200 search queries: the candidate of deviate_second_cap_notes.md, the default
+    # since the heldout10 rule held
+    "guided-cap": ("guided", {"second": "margin", "minimize_flat": True, "skip_orig_wrong": True,
+                              "pair_gradient": True, "pair_standin": True, "second_max_queries": 200}),
 }
 # every margin / guided configuration before the heldout6 rule searches the seeds the original gets wrong, and
 # every guided configuration before the heldout8 rule (deviate_standin_notes.md) runs without the pair's direction
@@ -99,6 +103,7 @@ for _name, (_alg, _params) in CONFIGS.items():
         _params.setdefault("skip_orig_wrong", False)
     if _alg == "guided":
         _params.setdefault("pair_gradient", False)
+        _params.setdefault("second_max_queries", None)  # every guided configuration before the heldout10 rule
 #: the suite's splits, in the tables' order
 SPLITS = tuple(dict.fromkeys(p.split for p in PAIRS))  # tune, heldout, heldout2, …: in the order PAIRS lists them
 #: configuration name → its place in the tables (overrides ``name+key=value`` sort after their base)

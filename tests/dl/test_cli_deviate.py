@@ -282,8 +282,8 @@ def test_guided_search_from_the_cli(tmp_path, capsys):
 
 
 def test_second_search_option(tmp_path, capsys):
-    """``--second margin`` reaches the guided search (run.json records it); with a search that has no
-    second search, or an unknown value, it is a one-line error with nothing written; under -a auto a
+    """``--second margin`` reaches the guided search (run.json records it, with the default cap of its queries); with
+    a search that has no second search, or an unknown or negative value, it is a one-line error with nothing written; under -a auto a
     TFLite original (no gradient) runs the margin search, for which the option has nothing to add."""
     need_shared()
     out = tmp_path / "run"
@@ -291,10 +291,13 @@ def test_second_search_option(tmp_path, capsys):
                              "--max-queries", "300", "--timeout", "120", "-o", str(out), "--quiet", "--format", "json"],
                             capsys)
     assert code == 0, err
-    assert json.loads((out / "run.json").read_text())["params"]["second"] == "margin"
+    params = json.loads((out / "run.json").read_text())["params"]
+    assert params["second"] == "margin" and params["second_max_queries"] == 200  # the cap is on by default
     bad = tmp_path / "bad"
     for argv, msg in ((["-a", "margin", "--second", "margin"], "--second applies to --algorithm guided"),
-                      (["-a", "guided", "--second", "dflare"], "unknown --second")):
+                      (["-a", "guided", "--second", "dflare"], "unknown --second"),
+                      (["-a", "margin", "--second-max-queries", "50"], "--second-max-queries applies to --algorithm guided"),
+                      (["-a", "guided", "--second-max-queries", "-1"], "--second-max-queries must be >= 0")):
         code, _, err = run(["deviate", "--pair", "lenet1", "--seeds", "1", *argv, "-o", str(bad), "--quiet"], capsys)
         assert_user_error(code, err, msg)
         assert not bad.exists()

@@ -171,7 +171,7 @@ def test_second_search_cap_bounds_its_queries_and_keeps_the_first_trigger():
     f, g = Affine(w, 20.5 / 255, "f"), Affine(w, 21.5 / 255, "g")
     sur = affine_surrogate(w, 20.5 / 255)
     kw = {"surrogate": sur, "max_queries": 300, "timeout": None, "minimize": False}
-    full = GuidedSearch(f, g, **kw).search(np.zeros((8, 8)), seed=0, label=0)
+    full = GuidedSearch(f, g, second_max_queries=None, **kw).search(np.zeros((8, 8)), seed=0, label=0)
     need = full.extra["second_search"]["queries"]
     first = GuidedSearch(f, g, second=None, **kw).search(np.zeros((8, 8)), seed=0, label=0)
     assert need > 2
@@ -196,7 +196,7 @@ def test_second_search_keeps_the_better_trigger_and_replays_the_margin_search(ti
     x, y = mnist_test
     kw = {"max_queries": 2000, "timeout": None}
     guided, margin = GuidedSearch(f, g, second=None, **kw), MarginSearch(f, g, **kw)
-    both = GuidedSearch(f, g, second="margin", second_linf=1.0, **kw)
+    both = GuidedSearch(f, g, second="margin", second_linf=1.0, second_max_queries=None, **kw)
     seeds = [i for i in range(40) if f.predict(x[i])[0] == y[i] == g.predict(x[i])[0]][:6]
     kept = []
     for i in seeds:

@@ -37,6 +37,7 @@ def deviate(
     algorithm: Annotated[str, typer.Option("--algorithm", "-a", help="auto (default: guided when the original or --surrogate gives an input gradient, else margin), margin (the compressed model's margin on the seed's label, square-window changes near the seed, the original kept right; black-box on both models), guided (the margin search started where the original's input gradient meets its decision boundary; needs a float torch or Keras original, or --surrogate), dflare (the DFlare paper), dflare-r (uniform operator choice), dflare-d (distance-only fitness) or diffchaser.")] = "auto",
     surrogate: Annotated[Optional[Path], typer.Option("--surrogate", help="-a guided or auto: a float torch or Keras model of the original's function whose input gradient guides the first steps (e.g. the .pt an ONNX original was exported from); default: the original itself.")] = None,
     second: Annotated[Optional[str], typer.Option("--second", help="-a guided or auto: margin (also run the margin search from the seed where the guided trigger is missing, not a compressed-model error or above 48 levels L∞, and keep the better one; the default) or none (the guided search alone).")] = None,
+    second_max_queries: Annotated[Optional[int], typer.Option("--second-max-queries", help="-a guided or auto: the most search queries the second search may spend on a seed (default 200, benchmarks/results/deviate_second_cap_notes.md; 0 = no cap: all of the seed's budget left).")] = None,
     minimize_flat: Annotated[Optional[bool], typer.Option("--minimize-flat/--no-minimize-flat", help="-a margin, guided or auto: end each trigger's minimisation with the flat-region pass (drop the change where the seed is flat, e.g. an MNIST background, and scale the rest back to the boundary, L∞ up to 1.25× but never past 48 levels; about 30-40 more minimisation queries a trigger). Default: on (--no-minimize-flat turns it off).")] = None,
     skip_orig_wrong: Annotated[Optional[bool], typer.Option("--skip-orig-wrong/--search-orig-wrong", help="With labelled seeds: set aside the seeds on which the original model is wrong (the two models agreeing there), without a search, and count them apart from the searched seeds, like seeds where the models already disagree; no trigger near such a seed is a compressed-model error unless the search first moves the original onto the true label. --search-orig-wrong searches them like any other seed (the behaviour before 2026-11-27). Default: on for -a auto, margin and guided (benchmarks/results/deviate_cifar_notes.md), off for DFlare and DiffChaser (as their papers); unlabelled seeds are always searched.")] = None,
     pair_gradient: Annotated[Optional[bool], typer.Option("--pair-gradient/--no-pair-gradient", help="-a guided or auto: where the original crosses first on its own gradient and the compressed model also gives an input gradient (a float torch or Keras copy: pruned, distilled; an ONNX Runtime dynamic-int8 or a quantised TFLite model through a differentiable stand-in of its quantised graph; not other ONNX Runtime models), first try projected gradient steps on both models' margins (the compressed model's down, the original's held up) up to 48 levels L∞. Default: on (benchmarks/results/deviate_standin_notes.md).")] = None,
@@ -134,6 +135,12 @@ def deviate(
         if second != "none" and second not in SECONDS:
             raise InputError(f"unknown --second {second!r}; choose {' or '.join((*SECONDS, 'none'))}")
         params["second"] = None if second == "none" else second
+    if second_max_queries is not None:
+        if algorithm not in ("guided", "auto"):
+            raise InputError(f"--second-max-queries applies to --algorithm guided or auto, not to {algorithm}")
+        if second_max_queries < 0:
+            raise InputError(f"--second-max-queries must be >= 0 (0 = no cap), got {second_max_queries}")
+        params["second_max_queries"] = second_max_queries or None
     if minimize_flat is not None:
         if algorithm not in ("margin", "guided", "auto"):
             raise InputError(f"--minimize-flat applies to --algorithm margin, guided or auto, not to {algorithm}")

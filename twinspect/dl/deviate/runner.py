@@ -112,6 +112,7 @@ def build_searcher(
             params.pop("second", None)  # the guided search's step 5 is this search: nothing to add
             params.pop("pair_gradient", None)  # a step of the guided search's approach, which -a auto skips here
             params.pop("pair_standin", None)
+            params.pop("second_max_queries", None)
             return MarginSearch(orig, comp, seed=seed, **params)
         if algorithm == "guided":
             from twinspect.dl.deviate.guided import GuidedSearch  # noqa: PLC0415 - imports torch

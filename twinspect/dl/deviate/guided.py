@@ -237,7 +237,7 @@ class GuidedSearch(MarginSearch):
         # the compressed model's own gradient, for the pair's direction (None: it gives none)
         self.pair_standin = bool(pair_standin)
         self._comp_logits: LogitFn | None = logit_fn(comp, keras=True)[0] if self.pair_gradient else None
-        self._comp_standin = False  # True: the compressed model's gradient is its ONNX Runtime stand-in's
+        self._comp_standin = False  # True: the compressed model's gradient is a stand-in's (ONNX Runtime or TFLite)
         if self.pair_gradient and self.pair_standin and self._comp_logits is None:
             from twinspect.dl.deviate import ort_dynamic, tflite_standin
 

@@ -332,14 +332,16 @@ def build_keras(d: Path, datasets: tuple[str, ...] = ("mnist", "cifar10"), split
     for arch, data, out, seed, epochs, where in KERAS_ORIGINALS:
         if data not in datasets or (split is not None and where != split):
             continue
+        jobs = [f"{k}={out.replace('.keras', f'-{k}.tflite')}" for k in ("dyn", "int8")]
+        jobs = [j for j in jobs if not (d / j.split("=")[1]).exists()]
+        if (d / out).exists() and not jobs:
+            continue
         x_tr, y_tr = load_images(data, split="train")
         if not (d / out).exists():
             np.savez(d / f"train-{data}.npz", x=x_tr, y=y_tr)
             _run([sys.executable, "-c", _KERAS_TRAIN, arch, str(d / f"train-{data}.npz"), str(d / out), str(seed), str(epochs)],
                  env=env)
         np.save(d / f"calib-{data}-unit.npy", x_tr[:256].astype(np.float32) / 255.0)
-        jobs = [f"{k}={out.replace('.keras', f'-{k}.tflite')}" for k in ("dyn", "int8")]
-        jobs = [j for j in jobs if not (d / j.split("=")[1]).exists()]
         if jobs:
             _run([sys.executable, "-c", _TFLITE, str(d / out), str(d), str(d / f"calib-{data}-unit.npy"), *jobs], env=env)
 

@@ -208,8 +208,7 @@ class TFLiteStandIn:
         for name, ins, _, _ in self._ops:
             if name in ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED") and self._is_hybrid(ins):
                 self.hybrid += 1
-        self.integer = any(self._tensors[o][0] in _QRANGE and self._tensors[o][1] is not None
-                           for _, _, outs, _ in self._ops for o in outs)
+        self.integer = any(self._quantised(o) for _, _, outs, _ in self._ops for o in outs)
         self._torch = torch
 
     # -- tensors -------------------------------------------------------------------------------------
@@ -267,10 +266,13 @@ class TFLiteStandIn:
         def val(i: int, hybrid: bool = False) -> Any:
             return env[i] if i in env else self._const(i, hybrid)
 
+        def is_int(i: int) -> bool:
+            return i in ints or (i in self._consts and self._consts[i].dtype.kind in "iu")
+
         def int_val(i: int) -> Any:
             if i in ints:
                 return ints[i]
-            if i in self._consts and self._consts[i].dtype.kind in "iu":
+            if is_int(i):
                 a = self._consts[i]
                 return int(a.reshape(-1)[0]) if a.ndim == 0 else [int(v) for v in a.reshape(-1)]
             raise ModelError(f"the TensorFlow Lite stand-in computes shapes from constants and SHAPE only (tensor {i})",
@@ -289,8 +291,9 @@ class TFLiteStandIn:
                 hi = None if int(opt.endMask) & 1 else e[0]
                 ints[outs[0]] = vec[b[0]] if int(opt.shrinkAxisMask) & 1 else vec[lo:hi:st[0]]
                 continue
-            if name == "PACK" and all(i in ints or (i in self._consts and self._consts[i].dtype.kind in "iu") for i in ins):
-                ints[outs[0]] = [v for i in ins for v in (int_val(i) if isinstance(int_val(i), list) else [int_val(i)])]
+            if name == "PACK" and all(is_int(i) for i in ins):
+                parts = [int_val(i) for i in ins]
+                ints[outs[0]] = [v for part in parts for v in (part if isinstance(part, list) else [part])]
                 continue
             if name in ("CONV_2D", "DEPTHWISE_CONV_2D"):
                 hybrid = self._is_hybrid(ins)
@@ -347,10 +350,9 @@ class TFLiteStandIn:
                 out = val(ins[0]).mean(dim=tuple(axes), keepdim=bool(getattr(opt, "keepDims", False)))
             elif name == "RESHAPE":
                 shape = list(getattr(opt, "newShape", None) or [])
-                if not shape and len(ins) > 1 and ins[1] in ints:
-                    shape = list(ints[ins[1]])
-                elif not shape and len(ins) > 1 and ins[1] in self._consts:
-                    shape = [int(v) for v in np.asarray(self._consts[ins[1]]).reshape(-1)]
+                if not shape and len(ins) > 1 and is_int(ins[1]):
+                    got = int_val(ins[1])
+                    shape = list(got) if isinstance(got, list) else [got]
                 if not shape:
                     shape = self._tensors[outs[0]][4]
                 xa = val(ins[0])
@@ -390,18 +392,6 @@ class TFLiteStandIn:
         return env[self.output_index]
 
 
-def is_quantised_tflite(clf: Classifier) -> bool:
-    """Whether ``clf`` is a TensorFlow Lite model with integer weights or activations (a stand-in's use)."""
-    path = _tflite_path(clf)
-    if path is None:
-        return False
-    try:
-        s = TFLiteStandIn(path)
-    except ModelError:
-        return False
-    return bool(s.hybrid or s.integer)
-
-
 def standin_logit_fn(clf: Classifier) -> tuple[LogitFn | None, str | None]:
     """A differentiable forward pass of a quantised TensorFlow Lite classifier, from unit-scale pixels.
 
@@ -434,5 +424,4 @@ def standin_logit_fn(clf: Classifier) -> tuple[LogitFn | None, str | None]:
     return fn, None
 
 
-__all__ = ["OPS", "TFLiteStandIn", "asymmetric_quantize_inputs", "is_quantised_tflite", "standin_logit_fn",
-           "symmetric_quantize_inputs"]
+__all__ = ["OPS", "TFLiteStandIn", "asymmetric_quantize_inputs", "standin_logit_fn", "symmetric_quantize_inputs"]

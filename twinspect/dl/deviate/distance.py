@@ -24,7 +24,9 @@ import numpy as np
 from twinspect.errors import InputError
 
 
-def _win_size(shape: tuple[int, ...]) -> int:
+def ssim_win_size(shape: tuple[int, ...]) -> int:
+    """SSIM window side for an image of ``shape`` (H, W, ...): 7 (skimage's default), or the largest odd
+    side that fits a smaller image (below 3: too small for SSIM)."""
     side = min(shape[0], shape[1])
     return 7 if side >= 7 else (side if side % 2 else side - 1)
 
@@ -42,7 +44,7 @@ def ssim(seed: np.ndarray, x: np.ndarray) -> float:
         raise InputError(f"images of shapes {a.shape} and {b.shape} cannot be compared")
     if a.ndim == 3 and a.shape[2] == 1:
         a, b = a[..., 0], b[..., 0]
-    win = _win_size(a.shape)
+    win = ssim_win_size(a.shape)
     if win < 3:
         raise InputError(f"images of shape {a.shape} are too small for SSIM (need at least 3 x 3)")
     return float(structural_similarity(a, b, data_range=255.0, win_size=win,

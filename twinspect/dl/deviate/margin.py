@@ -55,7 +55,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from twinspect.dl.adapters.base import Classifier
-from twinspect.dl.deviate.minimize import DEFAULT_MAX_QUERIES, DEFAULT_METHOD, METHODS
+from twinspect.dl.deviate.minimize import (
+    DEFAULT_MAX_QUERIES,
+    DEFAULT_METHOD,
+    DEFAULT_PIXEL_ORDER,
+    METHODS,
+    PIXEL_ORDERS,
+)
 from twinspect.dl.deviate.pair_search import REJECT_LIMIT, PairSearch, SeedLike
 from twinspect.dl.deviate.results import SearchResult
 from twinspect.errors import InputError
@@ -169,6 +175,13 @@ class MarginSearch(PairSearch):
             default since the rule of ``benchmarks/results/deviate_ssim_notes.md`` held on the fifth
             pair hold-out (median SSIM on its MNIST pairs 0.790–0.846 → 0.802–0.888, per-pair
             targets met 14 → 16 of 16; search queries unchanged).
+        minimize_pixel_order: the order of the minimisation's single-pixel pass (step 4 of
+            :func:`~twinspect.dl.deviate.minimize.minimize_trigger`): ``"largest"`` change first (the
+            default) or ``"ssim"``, the pixels whose restoring raises SSIM most first.
+        minimize_flat_clip: with ``minimize_flat``, the flat-region pass's faint levels (one level or
+            ascending levels > 0; empty: off): where dropping the change on the seed's flat regions
+            fails, it is clipped to ±level there instead (``flat_clip`` of
+            :func:`~twinspect.dl.deviate.minimize.minimize_trigger`).
         skip_orig_wrong: set aside a seed whose label is given and on which the original is wrong
             (status ``orig_wrong_at_seed``, no search, counted apart from the searched seeds: no
             trigger near it is a compressed-model error unless the search first moves the original
@@ -218,12 +231,17 @@ class MarginSearch(PairSearch):
         descent: int = DEFAULT_DESCENT,
         minimize_flat: bool = True,
         skip_orig_wrong: bool | None = None,
+        minimize_pixel_order: str = DEFAULT_PIXEL_ORDER,
+        minimize_flat_clip: float | tuple[float, ...] = (),
     ):
         super().__init__(orig, comp, max_queries=max_queries, timeout=timeout, seed=seed, max_linf=max_linf,
                          min_ssim=min_ssim, minimize=minimize, require=require,
                          skip_orig_wrong=DEFAULT_SKIP_ORIG_WRONG if skip_orig_wrong is None else skip_orig_wrong)
         if minimize_method not in METHODS:
             raise InputError(f"minimize_method must be one of {', '.join(METHODS)}, got {minimize_method!r}")
+        if minimize_pixel_order not in PIXEL_ORDERS:
+            raise InputError(f"minimize_pixel_order must be one of {', '.join(PIXEL_ORDERS)}, "
+                             f"got {minimize_pixel_order!r}")
         if not 1 <= eps <= 255:
             raise InputError(f"eps must be in 1..255 pixel levels, got {eps}")
         if not 0 < window <= 1:
@@ -258,6 +276,11 @@ class MarginSearch(PairSearch):
         self.minimize_method = minimize_method
         self.descent = int(descent)
         self.minimize_flat = bool(minimize_flat)
+        self.minimize_pixel_order = minimize_pixel_order
+        clip = (minimize_flat_clip,) if isinstance(minimize_flat_clip, (int, float)) else tuple(minimize_flat_clip)
+        if any(not float(a) > 0 for a in clip) or list(clip) != sorted(clip):
+            raise InputError(f"minimize_flat_clip must be ascending pixel levels > 0, got {minimize_flat_clip!r}")
+        self.minimize_flat_clip = tuple(float(a) for a in clip)
         #: the minimisation's query cap: the usual one plus 300 per step-1a round
         self.minimize_max_queries = DEFAULT_MAX_QUERIES + 300 * self.descent
 
@@ -268,6 +291,9 @@ class MarginSearch(PairSearch):
                 "refine_steps": self.refine_steps, "orig_weight": self.orig_weight, "texture": self.texture,
                 "soft_eps": self.soft_eps, "minimize_method": self.minimize_method, "descent": self.descent,
                 "minimize_flat": self.minimize_flat,
+                **({"minimize_pixel_order": self.minimize_pixel_order}
+                   if self.minimize_pixel_order != DEFAULT_PIXEL_ORDER else {}),
+                **({"minimize_flat_clip": list(self.minimize_flat_clip)} if self.minimize_flat_clip else {}),
                 **super().params()}
 
     @staticmethod

@@ -16,7 +16,13 @@ import numpy as np
 
 from twinspect.dl.adapters.base import Classifier, check_compatible
 from twinspect.dl.deviate.distance import ChangeBudget, trigger_distances
-from twinspect.dl.deviate.minimize import DEFAULT_FLAT, DEFAULT_MAX_QUERIES, DEFAULT_METHOD, minimize_trigger
+from twinspect.dl.deviate.minimize import (
+    DEFAULT_FLAT,
+    DEFAULT_MAX_QUERIES,
+    DEFAULT_METHOD,
+    DEFAULT_PIXEL_ORDER,
+    minimize_trigger,
+)
 from twinspect.dl.deviate.results import SearchResult
 from twinspect.errors import InputError
 
@@ -234,6 +240,9 @@ class PairSearch:
                     descent=getattr(self, "descent", 0),
                     max_queries=getattr(self, "minimize_max_queries", DEFAULT_MAX_QUERIES),
                     flat=DEFAULT_FLAT if getattr(self, "minimize_flat", False) else (),
+                    pixel_order=getattr(self, "minimize_pixel_order", DEFAULT_PIXEL_ORDER),
+                    flat_clip=(tuple(getattr(self, "minimize_flat_clip", ()))
+                               if getattr(self, "minimize_flat", False) else ()),
                 )
                 res.trigger, res.orig_probs, res.comp_probs = m.x, m.orig_probs, m.comp_probs
                 res.orig_label, res.comp_label = int(np.argmax(m.orig_probs)), int(np.argmax(m.comp_probs))

@@ -79,35 +79,3 @@ def test_ssim_order_on_a_real_small_pair(tiny_twins, mnist_test):
         MarginSearch(f, g, max_queries=10, minimize_pixel_order="random")
     assert MarginSearch(f, g, max_queries=10, minimize_pixel_order="ssim").params()["minimize_pixel_order"] == "ssim"
 
-
-def test_prefix_restore_keeps_exactly_the_needed_pixels_in_few_queries():
-    """``ssim-prefix``'s bisection on a condition with a known answer — the input triggers while every pixel of
-    a needed set is still changed — restores every pixel before the first needed one, sets that one aside,
-    goes on past it, stops once a round restores fewer than PREFIX_MIN_GAIN pixels, and spends about
-    log2(n) queries a round (not one a pixel)."""
-    from twinspect.dl.deviate.minimize import PREFIX_MIN_GAIN, _prefix_restore
-
-    seed = np.zeros((16, 16, 1), np.float32)
-    x = np.full_like(seed, 20.0)
-    order = np.arange(256, dtype=np.int64)
-    needed = {40, 100, 103}
-    calls = 0
-
-    def attempt(cand, ok):
-        nonlocal calls
-        calls += 1
-        flat = cand.reshape(-1)
-        return (cand, np.zeros(2), np.zeros(2)) if ok(flat) else None
-
-    def cond(flat):
-        return all(flat[p] != 0 for p in needed)
-
-    out, _, _, rest = _prefix_restore(seed, x, np.zeros(2), np.zeros(2), order, attempt, cond, lambda: calls < 200)
-    flat = out.reshape(-1)
-    assert cond(flat)
-    assert (flat[:40] == 0).all() and (flat[41:100] == 0).all()  # the first two rounds restored 40 and 59 pixels
-    assert (flat[101:103] == 0).all()  # the third restored 2 < PREFIX_MIN_GAIN pixels (101, 102) and ended the pass
-    assert flat[[40, 100]].tolist() == [20.0, 20.0] and (flat[103:] == 20.0).all()
-    assert PREFIX_MIN_GAIN > 2
-    assert rest.tolist() == [40, 100, *range(103, 256)]  # set aside first, then the untried tail
-    assert calls <= 3 * 9 + 3

@@ -178,10 +178,6 @@ class MarginSearch(PairSearch):
         minimize_pixel_order: the order of the minimisation's single-pixel pass (step 4 of
             :func:`~twinspect.dl.deviate.minimize.minimize_trigger`): ``"largest"`` change first (the
             default) or ``"ssim"``, the pixels whose restoring raises SSIM most first.
-        minimize_flat_clip: with ``minimize_flat``, the flat-region pass's faint levels (one level or
-            ascending levels > 0; empty: off): where dropping the change on the seed's flat regions
-            fails, it is clipped to ±level there instead (``flat_clip`` of
-            :func:`~twinspect.dl.deviate.minimize.minimize_trigger`).
         skip_orig_wrong: set aside a seed whose label is given and on which the original is wrong
             (status ``orig_wrong_at_seed``, no search, counted apart from the searched seeds: no
             trigger near it is a compressed-model error unless the search first moves the original
@@ -232,7 +228,6 @@ class MarginSearch(PairSearch):
         minimize_flat: bool = True,
         skip_orig_wrong: bool | None = None,
         minimize_pixel_order: str = DEFAULT_PIXEL_ORDER,
-        minimize_flat_clip: float | tuple[float, ...] = (),
     ):
         super().__init__(orig, comp, max_queries=max_queries, timeout=timeout, seed=seed, max_linf=max_linf,
                          min_ssim=min_ssim, minimize=minimize, require=require,
@@ -277,10 +272,6 @@ class MarginSearch(PairSearch):
         self.descent = int(descent)
         self.minimize_flat = bool(minimize_flat)
         self.minimize_pixel_order = minimize_pixel_order
-        clip = (minimize_flat_clip,) if isinstance(minimize_flat_clip, (int, float)) else tuple(minimize_flat_clip)
-        if any(not float(a) > 0 for a in clip) or list(clip) != sorted(clip):
-            raise InputError(f"minimize_flat_clip must be ascending pixel levels > 0, got {minimize_flat_clip!r}")
-        self.minimize_flat_clip = tuple(float(a) for a in clip)
         #: the minimisation's query cap: the usual one plus 300 per step-1a round
         self.minimize_max_queries = DEFAULT_MAX_QUERIES + 300 * self.descent
 
@@ -293,7 +284,6 @@ class MarginSearch(PairSearch):
                 "minimize_flat": self.minimize_flat,
                 **({"minimize_pixel_order": self.minimize_pixel_order}
                    if self.minimize_pixel_order != DEFAULT_PIXEL_ORDER else {}),
-                **({"minimize_flat_clip": list(self.minimize_flat_clip)} if self.minimize_flat_clip else {}),
                 **super().params()}
 
     @staticmethod

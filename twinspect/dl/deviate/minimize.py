@@ -114,12 +114,9 @@ METHODS = ("boundary", "restore")
 DEFAULT_METHOD = "boundary"
 #: Step 1a: each L∞ level is this times the last trigger's L∞.
 DEFAULT_DESCENT_FACTOR = 0.85
-#: Orders of step 4's single-pixel pass: ``"largest"`` (largest change first), ``"ssim"`` (largest estimated
-#: SSIM gain first, :func:`ssim_restore_order`) and ``"ssim-prefix"`` (the SSIM order, whole prefixes of it restored
-#: at once by bisection before the pixel-by-pixel pass: :func:`_prefix_restore`).
-PIXEL_ORDERS = ("largest", "ssim", "ssim-prefix")
-#: ``"ssim-prefix"``: the prefix bisections stop once one restores fewer than this many pixels.
-PREFIX_MIN_GAIN = 8
+#: Orders of step 4's single-pixel pass: ``"largest"`` (largest change first) and ``"ssim"`` (largest estimated
+#: SSIM gain first, :func:`ssim_restore_order`).
+PIXEL_ORDERS = ("largest", "ssim")
 #: Default order of step 4.
 DEFAULT_PIXEL_ORDER = "largest"
 
@@ -487,55 +484,6 @@ def ssim_restore_order(seed: np.ndarray, x: np.ndarray) -> np.ndarray:
     return changed[order].astype(np.int64)
 
 
-def _prefix_restore(seed, x, pf, pg, order, attempt, cond, room):
-    """``pixel_order="ssim-prefix"``: restore whole prefixes of ``order`` (flat positions) at once.
-
-    Bisects for the longest prefix whose restoring to ``seed`` still satisfies ``cond`` (restoring the
-    whole order gives the seed, which does not), keeps it, sets the next pixel aside (it is needed,
-    to this bisection's resolution) and repeats on the rest, until a round restores fewer than
-    :data:`PREFIX_MIN_GAIN` pixels or the queries run out. About log2(len(order)) queries a round.
-
-    Returns:
-        ``(x, pf, pg, rest)``: the input reached, both models' probabilities on it, and the positions
-        still to try one by one (those set aside first, then the untried tail), int64.
-    """
-    rows, cols = np.divmod(np.asarray(order, np.int64), seed.shape[1])
-    aside: list[int] = []
-    start = 0
-    n = len(order)
-    while start < n and room():
-        lo, hi = 0, n - start  # restoring lo pixels from start is known to pass; hi is known to fail (or untried)
-        hi_known_fail = start == 0  # restoring everything from the first gives the seed
-        probe_hi = not hi_known_fail
-        while hi - lo > 1 or probe_hi:
-            if not room():
-                break
-            k = hi if probe_hi else (lo + hi) // 2
-            cand = x.copy()
-            sel = slice(start, start + k)
-            cand[rows[sel], cols[sel]] = seed[rows[sel], cols[sel]]
-            got = attempt(cand, cond)
-            if probe_hi:
-                probe_hi = False
-                if got is not None:
-                    lo = hi
-                    x, pf, pg = got
-                    break
-                continue
-            if got is None:
-                hi = k
-            else:
-                lo = k
-                x, pf, pg = got
-        start += lo
-        if lo < PREFIX_MIN_GAIN or start >= n:
-            break
-        aside.append(int(order[start]))
-        start += 1
-    rest = np.asarray(aside + [int(p) for p in order[start:]], dtype=np.int64)
-    return x, pf, pg, rest
-
-
 def flat_mask(seed: np.ndarray, side: int, sd: float = DEFAULT_FLAT_SD) -> np.ndarray:
     """Where the seed has structure: its ``side`` × ``side`` local standard deviation is ≥ ``sd``.
 
@@ -559,16 +507,13 @@ def flat_mask(seed: np.ndarray, side: int, sd: float = DEFAULT_FLAT_SD) -> np.nd
 
 
 def _flat_pass(seed, x, pf, pg, c, attempt, cond, room, *, sides, sd, grow, bisect, linf_ref, ssim_ref,
-               headroom=DEFAULT_FLAT_HEADROOM, clip=()):
+               headroom=DEFAULT_FLAT_HEADROOM):
     """Step 6 of the module docstring: drop the change where the seed is flat and scale the rest up to the band.
 
     ``x`` triggers with exactly one model off the seed's label ``c`` (the other on it); that model
     must be off it again. Tries the window ``sides`` in order and returns the first (x, pf, pg) that
     satisfies ``cond`` and costs less than ``x`` by :func:`_cost`, or None (nothing cheaper, a
-    trigger with both models off ``c``, or out of queries). When no side gives one, each level ``a``
-    of ``clip`` (pixel levels, ascending) is tried with the first side: the change where the seed is
-    flat is clipped to ±``a`` instead of dropped (a faint change on a flat region costs SSIM in
-    proportion to its variance) and only the kept part is scaled along the ray.
+    trigger with both models off ``c``, or out of queries).
     """
     lf, lg = int(np.argmax(pf)), int(np.argmax(pg))
     if lf == c and lg != c:
@@ -592,22 +537,20 @@ def _flat_pass(seed, x, pf, pg, c, attempt, cond, room, *, sides, sd, grow, bise
         sits on the boundary itself can flip in another runtime's arithmetic)."""
         return bool(cond(res[1], res[2])) and _margin((res[1], res[2])[mover], c) <= -FLAT_MARGIN
 
-    tries = [(side, 0.0) for side in sides] + [(sides[0], float(a)) for a in clip if sides]
-    for side, level in tries:
+    for side in sides:
         keep = flat_mask(seed, side, sd) & changed
         if not keep.any() or not (changed & ~keep).any():
             continue  # nothing left, or nothing dropped
-        key = (keep.tobytes(), level)
+        key = keep.tobytes()
         if key in tried:
             continue
         tried.add(key)
         dm = np.where(keep[..., None], d, 0.0).astype(np.float32)
-        faint = np.where(keep[..., None], 0.0, np.clip(d, -level, level)).astype(np.float32)
         small = float(np.abs(dm[np.abs(dm) >= 0.5]).min())
         wmax = max(1.0, min(grow, cap / small))  # past cap / small every kept value sits at ±cap
 
-        def ray(w: float, dm: np.ndarray = dm, faint: np.ndarray = faint) -> np.ndarray:
-            return np.clip(seed + np.clip(np.float32(w) * dm, -cap, cap) + faint, 0.0, 255.0)
+        def ray(w: float, dm: np.ndarray = dm) -> np.ndarray:
+            return np.clip(seed + np.clip(np.float32(w) * dm, -cap, cap), 0.0, 255.0)
 
         def on_c(res) -> bool:
             return int(np.argmax(res[1 + mover])) == c
@@ -656,7 +599,6 @@ def minimize_trigger(
     flat_headroom: float = DEFAULT_FLAT_HEADROOM,
     flat_queries: int = DEFAULT_FLAT_QUERIES,
     pixel_order: str = DEFAULT_PIXEL_ORDER,
-    flat_clip: tuple[float, ...] = (),
 ) -> Minimized:
     """Shrink ``trigger``'s difference to ``seed`` while ``triggers`` holds (see the module docstring).
 
@@ -701,15 +643,10 @@ def minimize_trigger(
         flat_headroom: step 6's L∞ growth factor (≥ 1; the L∞ never grows past ``linf_ref`` by it).
         flat_queries: queries step 6 may spend on top of what the steps before it spent (its own
             allowance, outside ``max_queries``, which the earlier passes often exhaust; ≥ 1).
-        pixel_order: step 4's order, ``"largest"`` (largest change first), ``"ssim"`` (the pixels whose
+        pixel_order: step 4's order, ``"largest"`` (largest change first) or ``"ssim"`` (the pixels whose
             restoring raises SSIM most first, estimated locally from SSIM's gradient with no query:
             :func:`ssim_restore_order`; where the query cap ends the pass early, the pixels it reached
-            are the ones that cost the most SSIM) or ``"ssim-prefix"`` (the SSIM order, its longest
-            restorable prefix found by bisection, again after each pixel that cannot be restored, until
-            a bisection restores fewer than :data:`PREFIX_MIN_GAIN` pixels; then pixel by pixel).
-        flat_clip: step 6's faint levels (pixel levels > 0, ascending; empty: off, the default): when
-            dropping the change on flat regions fails at every window side, it is clipped to ±level
-            there instead (first side), the rest scaled as before.
+            are the ones that cost the most SSIM).
 
     Returns:
         :class:`Minimized` (``x`` is ``trigger`` itself when nothing smaller triggers).
@@ -723,8 +660,6 @@ def minimize_trigger(
         raise ValueError("minimisation: descent >= 0 and 0 < descent_factor < 1 needed")
     if method not in METHODS:
         raise ValueError(f"unknown minimisation method {method!r}; choose one of {', '.join(METHODS)}")
-    if any(not a > 0 for a in flat_clip) or list(flat_clip) != sorted(flat_clip):
-        raise ValueError("minimisation: flat_clip levels must be > 0 and ascending")
     if pixel_order not in PIXEL_ORDERS:
         raise ValueError(f"unknown pixel order {pixel_order!r}; choose one of {', '.join(PIXEL_ORDERS)}")
     if rounds < 0 or block < 1 or tries < 1 or not linf_ref > 0 or not ssim_ref < 1:
@@ -852,10 +787,8 @@ def minimize_trigger(
     # 4. single pixel positions, largest change (or largest SSIM gain) first
     if pixels:
         change = np.abs(best - seed).max(axis=-1)
-        order = (ssim_restore_order(seed, best) if pixel_order in ("ssim", "ssim-prefix")
+        order = (ssim_restore_order(seed, best) if pixel_order == "ssim"
                  else np.argsort(-change, axis=None, kind="stable"))
-        if pixel_order == "ssim-prefix":
-            best, bf, bg, order = _prefix_restore(seed, best, bf, bg, order, attempt, cond, room)
         for pos in order:
             if not room():
                 break
@@ -882,8 +815,7 @@ def minimize_trigger(
 
         got6 = _flat_pass(seed, best, bf, bg, int(np.argmax(seed_outputs()[0])), attempt, cond, room6,
                           sides=tuple(int(k) for k in flat), sd=flat_sd, grow=flat_grow, bisect=bisect,
-                          linf_ref=linf_ref, ssim_ref=ssim_ref, headroom=flat_headroom,
-                          clip=tuple(float(a) for a in flat_clip))
+                          linf_ref=linf_ref, ssim_ref=ssim_ref, headroom=flat_headroom)
         if got6 is not None:
             best, bf, bg = got6
     return Minimized(best, bf, bg, spent, alpha, preferred)

@@ -241,8 +241,6 @@ class PairSearch:
                     max_queries=getattr(self, "minimize_max_queries", DEFAULT_MAX_QUERIES),
                     flat=DEFAULT_FLAT if getattr(self, "minimize_flat", False) else (),
                     pixel_order=getattr(self, "minimize_pixel_order", DEFAULT_PIXEL_ORDER),
-                    flat_clip=(tuple(getattr(self, "minimize_flat_clip", ()))
-                               if getattr(self, "minimize_flat", False) else ()),
                 )
                 res.trigger, res.orig_probs, res.comp_probs = m.x, m.orig_probs, m.comp_probs
                 res.orig_label, res.comp_label = int(np.argmax(m.orig_probs)), int(np.argmax(m.comp_probs))

@@ -95,6 +95,10 @@ CONFIGS: dict[str, tuple[str, dict]] = {
     # since the heldout10 rule held
     "guided-cap": ("guided", {"second": "margin", "minimize_flat": True, "skip_orig_wrong": True,
                               "pair_gradient": True, "pair_standin": True, "second_max_queries": 200}),
+    # the same with the minimisation's single-pixel pass in SSIM order: the candidate of deviate_pixel_order_notes.md
+    "guided-ssim": ("guided", {"second": "margin", "minimize_flat": True, "skip_orig_wrong": True,
+                               "pair_gradient": True, "pair_standin": True, "second_max_queries": 200,
+                               "minimize_pixel_order": "ssim"}),
 }
 # every margin / guided configuration before the heldout6 rule searches the seeds the original gets wrong, and
 # every guided configuration before the heldout8 rule (deviate_standin_notes.md) runs without the pair's direction
@@ -125,7 +129,10 @@ def parse_config(config: str) -> tuple[str, dict]:
         k, _, v = kv.partition("=")
         params[k] = {"true": True, "false": False}.get(v.lower(), None)
         if params[k] is None:
-            params[k] = float(v) if "." in v else int(v)
+            try:
+                params[k] = float(v) if "." in v else int(v)
+            except ValueError:  # a word, e.g. minimize_pixel_order=ssim
+                params[k] = v
     return algorithm, params
 
 

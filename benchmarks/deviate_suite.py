@@ -6,7 +6,7 @@ model). This script builds the pairs and names the split; ``benchmarks/deviate_g
 runs the searches on them.
 
 Pairs (``PAIRS``; ``split`` is ``tune`` or ``heldout``, fixed before any search was run on them; the later
-hold-outs ``heldout2`` … ``heldout10`` are listed in ``PAIRS`` with the rule each decided):
+hold-outs ``heldout2`` … ``heldout11`` are listed in ``PAIRS`` with the rule each decided):
 
 ============================  =======  ========  ======================================================
 pair                           split    data      compressed model made by
@@ -179,6 +179,18 @@ PAIRS: list[Pair] = [
     Pair("lenet4y-ort-dyn", "heldout10", "mnist", "mnist-lenet4y.onnx", "mnist-lenet4y-dyn.onnx", None,
          "torch → ONNX → ORT dynamic int8"),
     Pair("lenet4y-prune50", "heldout10", "mnist", "mnist-lenet4y.pt", "mnist-lenet4y-prune50.pt", None, "magnitude pruning 50 %"),
+    # the eleventh hold-out (2026-11-29, eighth session): new originals (a classic Keras LeNet-5 — tanh, average
+    # pooling — of seed 31, a 0.75-width torch LeNet-5 of seed 32, a half-width Keras CNN of seed 33 on CIFAR-10),
+    # entered with the rule in deviate_pixel_order_notes.md and built after it; it decides whether the
+    # minimisation's single-pixel pass restores pixels in SSIM order
+    Pair("lenet5kt-tflite-int8", "heldout11", "mnist", "keras-lenet5kt.keras", "keras-lenet5kt-int8.tflite", "unit",
+         "Keras → TFLite full int8"),
+    Pair("lenet5kt-tflite-dyn", "heldout11", "mnist", "keras-lenet5kt.keras", "keras-lenet5kt-dyn.tflite", "unit",
+         "Keras → TFLite dynamic-range int8"),
+    Pair("lenet5z-ort-dyn", "heldout11", "mnist", "mnist-lenet5z.onnx", "mnist-lenet5z-dyn.onnx", None,
+         "torch → ONNX → ORT dynamic int8"),
+    Pair("cnnkh33-tflite-int8", "heldout11", "cifar10", "keras-cnnkh33.keras", "keras-cnnkh33-int8.tflite", "unit",
+         "Keras → TFLite full int8"),
 ]
 
 
@@ -244,11 +256,14 @@ _KERAS_TRAIN = textwrap.dedent('''
     if arch == "lenet5k":  # LeNet-5 (ReLU, max pooling), softmax output as DFlare's Keras models
         body = [L.Conv2D(6, 5, padding="same", activation="relu"), L.MaxPooling2D(2), L.Conv2D(16, 5, activation="relu"),
                 L.MaxPooling2D(2), L.Flatten(), L.Dense(120, activation="relu"), L.Dense(84, activation="relu")]
+    elif arch == "lenet5kt":  # the classic LeNet-5 (tanh, average pooling)
+        body = [L.Conv2D(6, 5, padding="same", activation="tanh"), L.AveragePooling2D(2), L.Conv2D(16, 5, activation="tanh"),
+                L.AveragePooling2D(2), L.Flatten(), L.Dense(120, activation="tanh"), L.Dense(84, activation="tanh")]
     elif arch == "lenet1k":  # LeNet-1 (tanh, average pooling), as DFlare's LeNet-1 but trained here
         body = [L.Conv2D(4, 5, padding="same", activation="tanh"), L.AveragePooling2D(2), L.Conv2D(12, 5, activation="tanh"),
                 L.AveragePooling2D(2), L.Flatten()]
     else:  # cnnk (cnnkh: half width): two 3x3 convolution blocks of 32 and 64 channels, a 128-unit dense layer
-        w = 0.5 if arch == "cnnkh" else 1.0
+        w = 0.5 if arch.startswith("cnnkh") else 1.0
         c1, c2, fc = int(32 * w), int(64 * w), int(128 * w)
         body = [L.Conv2D(c1, 3, padding="same", activation="relu"), L.Conv2D(c1, 3, activation="relu"), L.MaxPooling2D(2),
                 L.Conv2D(c2, 3, padding="same", activation="relu"), L.Conv2D(c2, 3, activation="relu"), L.MaxPooling2D(2),
@@ -312,11 +327,13 @@ def _export_onnx(pt: Path, onnx_path: Path, calib: object | None, qdq: Path | No
         write_metadata(qdq, {**meta, "compression": {"method": "ort-quantize-static-qdq"}})
 
 
-#: the Keras originals of the ninth and tenth hold-outs: (architecture, data, file, seed, epochs, the split)
+#: the Keras originals of the ninth to eleventh hold-outs: (architecture, data, file, seed, epochs, the split)
 KERAS_ORIGINALS = [("lenet5k", "mnist", "keras-lenet5k.keras", 26, 3, "heldout9"),
                    ("cnnk", "cifar10", "keras-cnnk.keras", 27, 8, "heldout9"),
                    ("lenet1k", "mnist", "keras-lenet1k.keras", 28, 3, "heldout10"),
-                   ("cnnkh", "cifar10", "keras-cnnkh.keras", 29, 8, "heldout10")]
+                   ("cnnkh", "cifar10", "keras-cnnkh.keras", 29, 8, "heldout10"),
+                   ("lenet5kt", "mnist", "keras-lenet5kt.keras", 31, 3, "heldout11"),
+                   ("cnnkh33", "cifar10", "keras-cnnkh33.keras", 33, 8, "heldout11")]
 
 
 def build_keras(d: Path, datasets: tuple[str, ...] = ("mnist", "cifar10"), split: str | None = None) -> None:
@@ -355,6 +372,15 @@ def build_heldout10(d: Path) -> None:
     if not (d / "mnist-lenet4y-prune50.pt").exists():
         _twinspect("compress", str(d / "mnist-lenet4y.pt"), "-m", "prune", "--sparsity", "0.5", "-o", str(d / "mnist-lenet4y-prune50.pt"))
     _export_onnx(d / "mnist-lenet4y.pt", d / "mnist-lenet4y.onnx", None, None, d / "mnist-lenet4y-dyn.onnx")
+
+
+def build_heldout11(d: Path) -> None:
+    """The eleventh hold-out alone: its Keras originals and TFLite copies, and the torch LeNet-5 (×0.75, seed 32) with
+    its ONNX Runtime dynamic-int8 export; files that exist are kept."""
+    build_keras(d, split="heldout11")
+    if not (d / "mnist-lenet5z.pt").exists():
+        _twinspect("train", "lenet5", "-d", "mnist", "-o", str(d / "mnist-lenet5z.pt"), "--seed", "32", "--width", "0.75")
+    _export_onnx(d / "mnist-lenet5z.pt", d / "mnist-lenet5z.onnx", None, None, d / "mnist-lenet5z-dyn.onnx")
 
 
 def build(suite_dir: Path, datasets: tuple[str, ...] = ("mnist", "cifar10")) -> None:
@@ -504,12 +530,14 @@ def main() -> None:
     ap.add_argument("command", choices=["build", "list", "check"])
     ap.add_argument("--dir", type=Path, default=DEFAULT_DIR)
     ap.add_argument("--datasets", default="mnist,cifar10", help="build: only the pairs of these data sets")
-    ap.add_argument("--only", choices=["heldout9", "heldout10"], help="build: only this hold-out's models")
+    ap.add_argument("--only", choices=["heldout9", "heldout10", "heldout11"], help="build: only this hold-out's models")
     args = ap.parse_args()
     if args.command == "build" and args.only == "heldout9":
         build_keras(args.dir, tuple(args.datasets.split(",")), split="heldout9")
     elif args.command == "build" and args.only == "heldout10":
         build_heldout10(args.dir)
+    elif args.command == "build" and args.only == "heldout11":
+        build_heldout11(args.dir)
     elif args.command == "build":
         build(args.dir, tuple(args.datasets.split(",")))
     elif args.command == "check":

@@ -309,6 +309,23 @@ def test_second_search_option(tmp_path, capsys):
     assert json.loads(stdout)["algorithm"] == "margin"
 
 
+def test_minimize_pixel_order_option(tmp_path, capsys):
+    """``--minimize-pixel-order ssim`` reaches the search (run.json records it); an unknown order, or the option with
+    DFlare, is a one-line error with nothing written."""
+    need_shared()
+    out = tmp_path / "run"
+    code, _, err = run(["deviate", "--pair", "lenet1", "-a", "margin", "--minimize-pixel-order", "ssim", "--seeds", "1",
+                        "--max-queries", "300", "--timeout", "120", "-o", str(out), "--quiet", "--format", "json"], capsys)
+    assert code == 0, err
+    assert json.loads((out / "run.json").read_text())["params"]["minimize_pixel_order"] == "ssim"
+    bad = tmp_path / "bad"
+    for argv, msg in ((["-a", "margin", "--minimize-pixel-order", "random"], "unknown --minimize-pixel-order"),
+                      (["-a", "dflare", "--minimize-pixel-order", "ssim"], "--minimize-pixel-order applies to --algorithm")):
+        code, _, err = run(["deviate", "--pair", "lenet1", "--seeds", "1", *argv, "-o", str(bad), "--quiet"], capsys)
+        assert_user_error(code, err, msg)
+        assert not bad.exists()
+
+
 def test_minimize_flat_option(tmp_path, capsys):
     """The flat-region pass is on by default for the margin search (run.json records it), ``--no-minimize-flat``
     turns it off, and for DFlare it is a one-line error with nothing written."""

@@ -39,6 +39,7 @@ def deviate(
     second: Annotated[Optional[str], typer.Option("--second", help="-a guided or auto: margin (also run the margin search from the seed where the guided trigger is missing, not a compressed-model error or above 48 levels L∞, and keep the better one; the default) or none (the guided search alone).")] = None,
     second_max_queries: Annotated[Optional[int], typer.Option("--second-max-queries", help="-a guided or auto: the most search queries the second search may spend on a seed (default 200, benchmarks/results/deviate_second_cap_notes.md; 0 = no cap: all of the seed's budget left).")] = None,
     minimize_flat: Annotated[Optional[bool], typer.Option("--minimize-flat/--no-minimize-flat", help="-a margin, guided or auto: end each trigger's minimisation with the flat-region pass (drop the change where the seed is flat, e.g. an MNIST background, and scale the rest back to the boundary, L∞ up to 1.25× but never past 48 levels; about 30-40 more minimisation queries a trigger). Default: on (--no-minimize-flat turns it off).")] = None,
+    minimize_pixel_order: Annotated[Optional[str], typer.Option("--minimize-pixel-order", help="-a margin, guided or auto: the order in which the minimisation's single-pixel pass tries restoring changed pixels: largest (largest change first) or ssim (the pixels whose restoring raises SSIM most first, from SSIM's gradient, no query; benchmarks/results/deviate_pixel_order_notes.md).")] = None,
     skip_orig_wrong: Annotated[Optional[bool], typer.Option("--skip-orig-wrong/--search-orig-wrong", help="With labelled seeds: set aside the seeds on which the original model is wrong (the two models agreeing there), without a search, and count them apart from the searched seeds, like seeds where the models already disagree; no trigger near such a seed is a compressed-model error unless the search first moves the original onto the true label. --search-orig-wrong searches them like any other seed (the behaviour before 2026-11-27). Default: on for -a auto, margin and guided (benchmarks/results/deviate_cifar_notes.md), off for DFlare and DiffChaser (as their papers); unlabelled seeds are always searched.")] = None,
     pair_gradient: Annotated[Optional[bool], typer.Option("--pair-gradient/--no-pair-gradient", help="-a guided or auto: where the original crosses first on its own gradient and the compressed model also gives an input gradient (a float torch or Keras copy: pruned, distilled; an ONNX Runtime dynamic-int8 or a quantised TFLite model through a differentiable stand-in of its quantised graph; not other ONNX Runtime models), first try projected gradient steps on both models' margins (the compressed model's down, the original's held up) up to 48 levels L∞. Default: on (benchmarks/results/deviate_standin_notes.md).")] = None,
     max_queries: Annotated[Optional[int], typer.Option("--max-queries", help="Budget per seed: generated inputs, each sent once to both models (default: none).")] = None,
@@ -145,6 +146,14 @@ def deviate(
         if algorithm not in ("margin", "guided", "auto"):
             raise InputError(f"--minimize-flat applies to --algorithm margin, guided or auto, not to {algorithm}")
         params["minimize_flat"] = minimize_flat
+    if minimize_pixel_order is not None:
+        from twinspect.dl.deviate.minimize import PIXEL_ORDERS
+
+        if algorithm not in ("margin", "guided", "auto"):
+            raise InputError(f"--minimize-pixel-order applies to --algorithm margin, guided or auto, not to {algorithm}")
+        if minimize_pixel_order not in PIXEL_ORDERS:
+            raise InputError(f"unknown --minimize-pixel-order {minimize_pixel_order!r}; choose {' or '.join(PIXEL_ORDERS)}")
+        params["minimize_pixel_order"] = minimize_pixel_order
     if skip_orig_wrong is not None:
         params["skip_orig_wrong"] = skip_orig_wrong
     if pair_gradient is not None:

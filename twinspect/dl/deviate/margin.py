@@ -282,8 +282,7 @@ class MarginSearch(PairSearch):
                 "refine_steps": self.refine_steps, "orig_weight": self.orig_weight, "texture": self.texture,
                 "soft_eps": self.soft_eps, "minimize_method": self.minimize_method, "descent": self.descent,
                 "minimize_flat": self.minimize_flat,
-                **({"minimize_pixel_order": self.minimize_pixel_order}
-                   if self.minimize_pixel_order != DEFAULT_PIXEL_ORDER else {}),
+                "minimize_pixel_order": self.minimize_pixel_order,
                 **super().params()}
 
     @staticmethod

@@ -310,14 +310,16 @@ def test_second_search_option(tmp_path, capsys):
 
 
 def test_minimize_pixel_order_option(tmp_path, capsys):
-    """``--minimize-pixel-order ssim`` reaches the search (run.json records it); an unknown order, or the option with
-    DFlare, is a one-line error with nothing written."""
+    """The margin search minimises in SSIM order by default and ``--minimize-pixel-order largest`` restores the old
+    order (run.json records which ran); an unknown order, or the option with DFlare, is a one-line error with
+    nothing written."""
     need_shared()
-    out = tmp_path / "run"
-    code, _, err = run(["deviate", "--pair", "lenet1", "-a", "margin", "--minimize-pixel-order", "ssim", "--seeds", "1",
-                        "--max-queries", "300", "--timeout", "120", "-o", str(out), "--quiet", "--format", "json"], capsys)
-    assert code == 0, err
-    assert json.loads((out / "run.json").read_text())["params"]["minimize_pixel_order"] == "ssim"
+    for flag, want in (([], "ssim"), (["--minimize-pixel-order", "largest"], "largest")):
+        out = tmp_path / f"run-{want}"
+        code, _, err = run(["deviate", "--pair", "lenet1", "-a", "margin", *flag, "--seeds", "1", "--max-queries", "300",
+                            "--timeout", "120", "-o", str(out), "--quiet", "--format", "json"], capsys)
+        assert code == 0, err
+        assert json.loads((out / "run.json").read_text())["params"]["minimize_pixel_order"] == want
     bad = tmp_path / "bad"
     for argv, msg in ((["-a", "margin", "--minimize-pixel-order", "random"], "unknown --minimize-pixel-order"),
                       (["-a", "dflare", "--minimize-pixel-order", "ssim"], "--minimize-pixel-order applies to --algorithm")):

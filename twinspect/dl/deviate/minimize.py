@@ -45,7 +45,9 @@ After a search finds a triggering input ``t`` for seed ``s``, these passes bring
    (``linf_steps`` halvings) — the largest pixel changes are the ones a person notices first;
 3. restoring square patches (``patch`` × ``patch`` pixels, raster order) to the seed
    (``method="restore"`` only: step 1b covers it);
-4. restoring single pixel positions to the seed, largest change first (``pixels=True``);
+4. restoring single pixel positions to the seed (``pixels=True``), largest change first, or with
+   ``pixel_order="ssim"`` (the margin and guided searches' default) the pixels whose restoring raises
+   SSIM most first, estimated from SSIM's gradient (:func:`ssim_restore_order`);
 5. the L∞ bisection once more (restoring the largest changes often lets the cap go lower);
 6. *flat-region pass* (``flat`` = window sides; off by default here, on in the margin and guided
    searches, ``minimize_flat=True``, since the rule of ``benchmarks/results/deviate_ssim_notes.md``

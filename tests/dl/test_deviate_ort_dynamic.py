@@ -89,6 +89,23 @@ def test_dynamic_quantize_linear_matches_onnx_runtime():
         np.testing.assert_allclose(xt.grad.numpy(), 1.0, rtol=1e-5)
 
 
+def ort_saturates_u8s8_pairs() -> bool:
+    """Whether this machine's ONNX Runtime computes ``MatMulInteger`` (uint8 × int8) with int16-saturated sums of
+    adjacent products, as its AVX2 kernel (``vpmaddubsw``) does on CPUs without AVX-VNNI: 255·127 + 255·127 comes
+    out as 32767 instead of 64770. The stand-in reproduces exact integer sums, ONNX's definition."""
+    from onnx import TensorProto, helper
+
+    g = helper.make_graph([helper.make_node("MatMulInteger", ["a", "b"], ["y"])], "probe",
+                          [helper.make_tensor_value_info("a", TensorProto.UINT8, [1, 2]),
+                           helper.make_tensor_value_info("b", TensorProto.INT8, [2, 1])],
+                          [helper.make_tensor_value_info("y", TensorProto.INT32, [1, 1])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    y = sess.run(None, {"a": np.array([[255, 255]], np.uint8), "b": np.array([[127], [127]], np.int8)})[0]
+    return int(y.ravel()[0]) != 255 * 127 * 2
+
+
 @pytest.mark.parametrize("which", ["mnist", "cifar"])
 def test_standin_agrees_with_the_int8_model_far_better_than_the_float_original(which, request, mnist_test, cifar_test):
     """On 300 real test images, run one at a time, the stand-in's top-1 labels and logits agree with the ORT
@@ -103,6 +120,9 @@ def test_standin_agrees_with_the_int8_model_far_better_than_the_float_original(w
     zf, zq, zs = _agreement(pair, x)
     float_diff, standin_diff = np.abs(zf - zq).max(), np.abs(zs - zq).max()
     assert float_diff > 0  # the int8 copy does differ from its original
+    if standin_diff >= 0.01 * float_diff and ort_saturates_u8s8_pairs():
+        pytest.xfail("this CPU's ONNX Runtime saturates uint8 x int8 pair sums to int16 (AVX2 without VNNI); the "
+                     "stand-in computes ONNX's exact integer sums (a known limitation, issue 19's note of 2026-11-29)")
     assert (zs.argmax(1) == zq.argmax(1)).all()
     assert (zs.argmax(1) == zq.argmax(1)).mean() >= (zf.argmax(1) == zq.argmax(1)).mean()
     assert standin_diff < 0.01 * float_diff

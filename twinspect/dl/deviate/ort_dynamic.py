@@ -15,7 +15,11 @@ in torch, operator by operator, with ONNX's semantics:
   ``y = clip(round(x / y_scale) + y_zero_point, 0, 255)``, round half to even;
 - ``ConvInteger`` / ``MatMulInteger``: the convolution / matrix product of ``(a − a_zero_point)`` and
   ``(b − b_zero_point)``, exact integers (held in float32: exact up to 2²⁴, which the suite's layers
-  stay near; a larger sum differs from ONNX Runtime's int32 by float32 rounding only);
+  stay near; a larger sum differs from ONNX Runtime's int32 by float32 rounding only). **Known limit:** on
+  x86 CPUs without AVX-VNNI, ONNX Runtime's uint8 × int8 kernel (AVX2 ``vpmaddubsw``) saturates each sum of
+  two adjacent products to int16 (255·127 + 255·127 gives 32767), which the ONNX definition does not; there
+  the stand-in follows the definition, not the runtime, and its logits can differ from the int8 model's as
+  much as the float original's do (found 2026-11-29 on an AVX2-only EPYC; not yet modelled);
 - the float operators ``quantize_dynamic`` leaves around them (Cast, Mul, Add, Reshape, Relu, pooling,
   Gemm, …) as ONNX defines them. The weights are the file's own int8 values and scales (int8,
   symmetric, per tensor by ``quantize_dynamic``'s default).

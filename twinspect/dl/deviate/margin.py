@@ -55,12 +55,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from twinspect.dl.adapters.base import Classifier
-from twinspect.dl.deviate.minimize import (
-    DEFAULT_MAX_QUERIES,
-    DEFAULT_METHOD,
-    METHODS,
-    PIXEL_ORDERS,
-)
+from twinspect.dl.deviate.minimize import DEFAULT_MAX_QUERIES, DEFAULT_METHOD, METHODS, PIXEL_ORDERS
 from twinspect.dl.deviate.pair_search import REJECT_LIMIT, PairSearch, SeedLike
 from twinspect.dl.deviate.results import SearchResult
 from twinspect.errors import InputError

@@ -471,19 +471,15 @@ def ssim_restore_order(seed: np.ndarray, x: np.ndarray) -> np.ndarray:
     from twinspect.dl.deviate.distance import ssim_win_size
 
     a, b = np.asarray(seed, np.float64), np.asarray(x, np.float64)
-    change = np.abs(b - a).max(axis=-1)
-    changed = np.flatnonzero(change.ravel() > 0)
+    change = np.abs(b - a).max(axis=-1).ravel()
+    changed = np.flatnonzero(change > 0)
     win = ssim_win_size(a.shape[:2])
     if win < 3:
-        return changed[np.argsort(-change.ravel()[changed], kind="stable")]
-    if a.shape[-1] == 1:
-        _, grad = structural_similarity(a[..., 0], b[..., 0], data_range=255.0, win_size=win, gradient=True)
-        grad = grad[..., None]
-    else:
-        _, grad = structural_similarity(a, b, data_range=255.0, win_size=win, gradient=True, channel_axis=2)
+        return changed[np.argsort(-change[changed], kind="stable")]
+    # per channel (one channel included: the same gradient as the 2-D call), averaged over channels
+    _, grad = structural_similarity(a, b, data_range=255.0, win_size=win, gradient=True, channel_axis=2)
     gain = (grad * (a - b)).sum(axis=-1).ravel()[changed]
-    order = np.lexsort((-change.ravel()[changed], -gain))
-    return changed[order].astype(np.int64)
+    return changed[np.lexsort((-change[changed], -gain))].astype(np.int64)
 
 
 def flat_mask(seed: np.ndarray, side: int, sd: float = DEFAULT_FLAT_SD) -> np.ndarray:

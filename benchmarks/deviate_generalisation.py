@@ -100,6 +100,11 @@ CONFIGS: dict[str, tuple[str, dict]] = {
     "guided-ssim": ("guided", {"second": "margin", "minimize_flat": True, "skip_orig_wrong": True,
                                "pair_gradient": True, "pair_standin": True, "second_max_queries": 200,
                                "minimize_pixel_order": "ssim"}),
+    # the same with the pair's restarts (step 3's last direction, twinspect/dl/deviate/guided.py): the candidate of
+    # deviate_pair_restarts_notes.md
+    "guided-restart": ("guided", {"second": "margin", "minimize_flat": True, "skip_orig_wrong": True,
+                                  "pair_gradient": True, "pair_standin": True, "second_max_queries": 200,
+                                  "minimize_pixel_order": "ssim", "pair_restarts": 8}),
 }
 # every margin / guided configuration before the heldout6 rule searches the seeds the original gets wrong, and
 # every guided configuration before the heldout8 rule (deviate_standin_notes.md) runs without the pair's direction
@@ -282,7 +287,9 @@ def write_report(rows: list[dict], meta: dict, out_dir: Path, name: str = "devia
              "were built and before any search ran on them, and searched only after the rule in `deviate_ssim_notes.md` was "
              "committed; `heldout6` rows are pairs of new originals built (and entered here) only after the rule in "
              "`deviate_cifar_notes.md` was committed, searched only after that; `heldout7` rows likewise after the rule in "
-             "`deviate_pair_notes.md`; `heldout8` rows likewise after the rule in `deviate_standin_notes.md`; `heldout9` rows (TFLite pairs of new Keras originals) likewise after the rule in `deviate_tflite_notes.md`.",
+             "`deviate_pair_notes.md`; `heldout8` rows likewise after the rule in `deviate_standin_notes.md`; `heldout9` rows (TFLite pairs of new Keras originals) likewise after the rule in `deviate_tflite_notes.md`; `heldout10`, "
+             "`heldout11` and `heldout12` rows likewise after the rules in `deviate_second_cap_notes.md`, "
+             "`deviate_pixel_order_notes.md` and `deviate_pair_restarts_notes.md`.",
              "- `orig_wrong_at_seed` (in `by status`): seeds set aside without a search because the original is wrong on "
              "them (`guided-skip`); like `disagree_at_seed` they are not in `seeds searched` and not in the success rate.",
              "", head, "|" + "---|" * (head.count("|") - 1)]

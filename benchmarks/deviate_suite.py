@@ -6,7 +6,7 @@ model). This script builds the pairs and names the split; ``benchmarks/deviate_g
 runs the searches on them.
 
 Pairs (``PAIRS``; ``split`` is ``tune`` or ``heldout``, fixed before any search was run on them; the later
-hold-outs ``heldout2`` … ``heldout11`` are listed in ``PAIRS`` with the rule each decided):
+hold-outs ``heldout2`` … ``heldout12`` are listed in ``PAIRS`` with the rule each decided):
 
 ============================  =======  ========  ======================================================
 pair                           split    data      compressed model made by
@@ -191,6 +191,14 @@ PAIRS: list[Pair] = [
          "torch → ONNX → ORT dynamic int8"),
     Pair("cnnkh33-tflite-int8", "heldout11", "cifar10", "keras-cnnkh33.keras", "keras-cnnkh33-int8.tflite", "unit",
          "Keras → TFLite full int8"),
+    # the twelfth hold-out (2026-11-29, ninth session): new torch originals (a LeNet-4 of seed 34, a CNN of seed 35),
+    # entered with the rule in deviate_pair_restarts_notes.md and built after it; it decides whether the guided
+    # search's pair restarts (pair_restarts=8) become the default
+    Pair("lenet4r-prune50", "heldout12", "mnist", "mnist-lenet4r.pt", "mnist-lenet4r-prune50.pt", None, "magnitude pruning 50 %"),
+    Pair("lenet4r-ort-dyn", "heldout12", "mnist", "mnist-lenet4r.onnx", "mnist-lenet4r-dyn.onnx", None,
+         "torch → ONNX → ORT dynamic int8"),
+    Pair("cnnr-prune50", "heldout12", "mnist", "mnist-cnnr.pt", "mnist-cnnr-prune50.pt", None, "magnitude pruning 50 %"),
+    Pair("cnnr-distill", "heldout12", "mnist", "mnist-cnnr.pt", "mnist-cnnr-distill.pt", None, "distillation into LeNet-1"),
 ]
 
 
@@ -383,6 +391,21 @@ def build_heldout11(d: Path) -> None:
     _export_onnx(d / "mnist-lenet5z.pt", d / "mnist-lenet5z.onnx", None, None, d / "mnist-lenet5z-dyn.onnx")
 
 
+def build_heldout12(d: Path) -> None:
+    """The twelfth hold-out alone: a torch LeNet-4 (seed 34) with its 50 %-pruned copy and ONNX Runtime dynamic-int8
+    export, and a torch CNN (seed 35) with its 50 %-pruned and distilled copies; files that exist are kept."""
+    if not (d / "mnist-lenet4r.pt").exists():
+        _twinspect("train", "lenet4", "-d", "mnist", "-o", str(d / "mnist-lenet4r.pt"), "--seed", "34")
+    if not (d / "mnist-cnnr.pt").exists():
+        _twinspect("train", "cnn", "-d", "mnist", "-o", str(d / "mnist-cnnr.pt"), "--seed", "35")
+    for src, out, extra in (("mnist-lenet4r.pt", "mnist-lenet4r-prune50.pt", ["-m", "prune", "--sparsity", "0.5"]),
+                            ("mnist-cnnr.pt", "mnist-cnnr-prune50.pt", ["-m", "prune", "--sparsity", "0.5"]),
+                            ("mnist-cnnr.pt", "mnist-cnnr-distill.pt", ["-m", "distill"])):
+        if not (d / out).exists():
+            _twinspect("compress", str(d / src), *extra, "-o", str(d / out))
+    _export_onnx(d / "mnist-lenet4r.pt", d / "mnist-lenet4r.onnx", None, None, d / "mnist-lenet4r-dyn.onnx")
+
+
 def build(suite_dir: Path, datasets: tuple[str, ...] = ("mnist", "cifar10")) -> None:
     """Train the torch originals and make every compressed model of ``datasets`` (skipping files that exist)."""
     import numpy as np
@@ -530,7 +553,7 @@ def main() -> None:
     ap.add_argument("command", choices=["build", "list", "check"])
     ap.add_argument("--dir", type=Path, default=DEFAULT_DIR)
     ap.add_argument("--datasets", default="mnist,cifar10", help="build: only the pairs of these data sets")
-    ap.add_argument("--only", choices=["heldout9", "heldout10", "heldout11"], help="build: only this hold-out's models")
+    ap.add_argument("--only", choices=["heldout9", "heldout10", "heldout11", "heldout12"], help="build: only this hold-out's models")
     args = ap.parse_args()
     if args.command == "build" and args.only == "heldout9":
         build_keras(args.dir, tuple(args.datasets.split(",")), split="heldout9")
@@ -538,6 +561,8 @@ def main() -> None:
         build_heldout10(args.dir)
     elif args.command == "build" and args.only == "heldout11":
         build_heldout11(args.dir)
+    elif args.command == "build" and args.only == "heldout12":
+        build_heldout12(args.dir)
     elif args.command == "build":
         build(args.dir, tuple(args.datasets.split(",")))
     elif args.command == "check":

@@ -133,3 +133,42 @@ def test_pair_gradient_option_from_the_cli(pruned_twin_files, tmp_path, capsys):
     err = capsys.readouterr().err
     assert exc.value.code == 2 and "--pair-gradient applies to --algorithm guided or auto" in err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1 and not bad.exists()
+
+
+def test_pair_restarts_find_compressed_model_errors_the_pair_direction_misses(pruned_twins, mnist_test):
+    """Where the pair's direction (bounded at 48 levels) ends without a compressed-model error, the
+    pair restarts (hinge PGD on both models from several starts, ``pair_restarts``) find one on some
+    seeds, checked by re-running the trigger through both models, within the restarts' largest
+    radius; on seeds where the pair's direction already succeeded they change nothing."""
+    from twinspect.dl.deviate.guided import PAIR_MAX_EPS, GuidedSearch
+
+    f, g = pruned_twins
+    x, y = mnist_test
+    lf, lg = f.predict_proba(x[:120]).argmax(1), g.predict_proba(x[:120]).argmax(1)
+    seeds = [i for i in range(120) if lf[i] == lg[i] == y[i]][:40]
+    common = {"max_queries": 1000, "timeout": None, "minimize": False, "second": None}
+    old = GuidedSearch(f, g, **common)
+    new = GuidedSearch(f, g, pair_restarts=8, **common)
+    assert new.params()["pair_restarts"] == 8 and old.params()["pair_restarts"] == 0
+    gained = same = 0
+    for i in seeds:
+        a = old.search(x[i], seed=[0, i], label=int(y[i]))
+        b = new.search(x[i], seed=[0, i], label=int(y[i]))
+        if "pair_directions" not in a.extra or a.extra.get("compressed_error") is True and "pair_eps" in a.extra:
+            # the pair's direction never ran or succeeded: the restarts are never reached
+            assert b.queries == a.queries and b.status == a.status
+            same += 1
+            continue
+        if "pair_restart_eps" in b.extra and b.extra.get("compressed_error") is True and "pair_eps" in b.extra:
+            assert f.predict(b.trigger)[0] == y[i] != g.predict(b.trigger)[0]
+            assert b.extra["pair_eps"] <= PAIR_MAX_EPS and float(np.abs(b.trigger - x[i]).max()) <= PAIR_MAX_EPS + 1e-3
+            gained += 1
+    assert gained >= 2 and same >= 5, (gained, same)
+
+
+def test_pair_restarts_must_not_be_negative(pruned_twins):
+    from twinspect.dl.deviate.guided import GuidedSearch
+    from twinspect.errors import InputError
+
+    with pytest.raises(InputError, match="pair_restarts"):
+        GuidedSearch(*pruned_twins, pair_restarts=-1)

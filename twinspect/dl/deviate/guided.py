@@ -121,6 +121,18 @@ PAIR_CAP = 2.0
 #: cnn18-prune50 the direction without a bound found its compressed-model errors at radii up to 96, median L∞ 64
 #: after minimisation.
 PAIR_MAX_EPS = LINF_REF
+#: The pair's restarts (step 3, after the pair's direction): how many starts PGD runs on at once at
+#: :data:`PAIR_MAX_EPS` (0 turns the restarts off). Off by default until a rule on a pair hold-out says otherwise
+#: (``benchmarks/results/deviate_pair_restarts_notes.md``).
+PAIR_RESTARTS = 0
+#: The pair's restarts: PGD steps (each one batched gradient of both models over every start).
+PAIR_RESTART_STEPS = 50
+#: The pair's restarts: the hinge margin κ of ``relu(m_g + κ) + relu(κ − m_f)`` (logits).
+PAIR_HINGE = 0.5
+#: The pair's restarts: the random starts lie in the L∞ ball of this share of the radius (the first start is the seed).
+PAIR_RESTART_NOISE = 0.25
+#: The pair's restarts: the radii they run at, in turn, as shares of :data:`PAIR_MAX_EPS` (the smallest first).
+PAIR_RESTART_RADII: tuple[float, ...] = (0.5, 0.75, 1.0)
 
 
 class GuidedSearch(MarginSearch):
@@ -168,6 +180,9 @@ class GuidedSearch(MarginSearch):
             :mod:`twinspect.dl.deviate.tflite_standin`: its quantised graph run in torch, activations
             quantised as the runtime does, straight-through gradients). False: such a model gives none
             (the pair's direction as ``deviate_pair_notes.md`` measured it).
+        pair_restarts: with a compressed-model gradient, how many starts (≥ 0; 0, the default, turns
+            them off) the pair's restarts run on at once when the pair's direction found no
+            compressed-model error: step 3's last direction of the module docstring.
         **kwargs: the options of :class:`~twinspect.dl.deviate.margin.MarginSearch` (its ``eps`` is
             only used when the approach is skipped, never here).
 
@@ -199,6 +214,7 @@ class GuidedSearch(MarginSearch):
         pair_gradient: bool = True,
         pair_max_eps: float = PAIR_MAX_EPS,
         pair_standin: bool = True,
+        pair_restarts: int = PAIR_RESTARTS,
         **kwargs: Any,
     ):
         super().__init__(orig, comp, **kwargs)
@@ -232,6 +248,9 @@ class GuidedSearch(MarginSearch):
         self._logits: LogitFn = fn
         if not pair_max_eps > 0:
             raise InputError(f"pair_max_eps must be > 0, got {pair_max_eps}")
+        if int(pair_restarts) < 0:
+            raise InputError(f"pair_restarts must be >= 0, got {pair_restarts}")
+        self.pair_restarts = int(pair_restarts)
         self.pair_gradient = bool(pair_gradient)
         self.pair_max_eps = float(pair_max_eps)
         # the compressed model's own gradient, for the pair's direction (None: it gives none)
@@ -268,6 +287,7 @@ class GuidedSearch(MarginSearch):
                     **({"second_max_queries": self.second_max_queries} if self.second_max_queries else {})}
                    if self.second else {}),
                 **({"pair_gradient": self._comp_logits is not None, "pair_max_eps": self.pair_max_eps,
+                    "pair_restarts": self.pair_restarts,
                     "pair_standin": self._comp_standin} if self.pair_gradient else {})}
 
     # -- the surrogate's side ------------------------------------------------------------------------
@@ -313,6 +333,55 @@ class GuidedSearch(MarginSearch):
                 d = d - alpha * step
                 d = (x0u + d.clamp(-eps, eps)).clamp(0.0, 1.0) - x0u
         return d.detach(), grads
+
+    def _pair_restart(self, x0u: Any, eps: float, c: int, rng: np.random.Generator) -> tuple[Any | None, int]:
+        """The pair's restarts: hinge PGD on both models from ``pair_restarts`` starts at once (step 3).
+
+        Minimises ``relu(m_g + κ) + relu(κ − m_f)`` (κ = :data:`PAIR_HINGE`; Carlini and Wagner's hinge, "Towards
+        evaluating the robustness of neural networks", S&P 2017, on DeepXplore's two-model goal) with
+        projected sign steps inside the L∞ ball of ``eps`` (unit scale), from the seed and from
+        ``pair_restarts − 1`` points drawn uniformly in the ball of :data:`PAIR_RESTART_NOISE` × ``eps``.
+        Unlike the capped difference of the pair's direction, the hinge stops pulling g down once it is
+        past the band and then spends every step on keeping the original up.
+
+        Args:
+            x0u: the seed, unit scale, (1, H, W, C) float32 tensor.
+            eps: the radius, unit scale.
+            c: the seed's label.
+            rng: the seed's generator (the random starts).
+
+        Returns:
+            (the first change, (1, H, W, C), at which the surrogate keeps ``c`` and g leaves it — or None
+            after :data:`PAIR_RESTART_STEPS` steps; the gradient evaluations, each over every start).
+        """
+        import torch
+
+        assert self._comp_logits is not None
+        n = self.pair_restarts
+        noise = rng.uniform(-1.0, 1.0, size=(n - 1, *x0u.shape[1:])).astype(np.float32) * (PAIR_RESTART_NOISE * eps)
+        d = torch.cat([torch.zeros_like(x0u), torch.from_numpy(noise)])
+        d = (x0u + d).clamp(0.0, 1.0) - x0u
+        alpha = 2.5 * eps / PAIR_RESTART_STEPS
+
+        def margins(z: Any) -> Any:
+            others = torch.cat([z[:, :c], z[:, c + 1:]], dim=1).max(dim=1).values
+            return z[:, c] - others
+
+        grads = 0
+        for _ in range(PAIR_RESTART_STEPS):
+            d = d.detach().requires_grad_(True)
+            mf, mg = margins(self._logits(x0u + d)), margins(self._comp_logits(x0u + d))
+            band = ((mg < 0) & (mf > 0)).detach()
+            if bool(band.any()):
+                j = int(torch.nonzero(band)[0, 0])
+                return d[j:j + 1].detach(), grads
+            loss = (torch.relu(mg + PAIR_HINGE) + torch.relu(PAIR_HINGE - mf)).sum()
+            (g,) = torch.autograd.grad(loss, d)
+            grads += 1
+            with torch.no_grad():
+                d = d - alpha * g.sign()
+                d = (x0u + d.clamp(-eps, eps)).clamp(0.0, 1.0) - x0u
+        return None, grads
 
     # -- the pair's side -------------------------------------------------------------------------------
     def _first_crossing(self, x0: np.ndarray, lo: np.ndarray, hi: np.ndarray, c: int, t0: float, seek_ce: bool
@@ -436,6 +505,22 @@ class GuidedSearch(MarginSearch):
                             return res
                         if lv >= cap:
                             break
+                    if (self.pair_restarts and not self._out_of_time(t0)
+                            and (self.max_queries is None or queries < self.max_queries)):
+                        for share in PAIR_RESTART_RADII:
+                            if self._out_of_time(t0):
+                                break
+                            radius = share * min(self.pair_max_eps, cap)
+                            dr, g = self._pair_restart(x0u, radius / 255.0, c, rng)
+                            grads += g
+                            if dr is None:
+                                continue
+                            info["pair_restart_eps"] = radius
+                            state, got = probe(dr)
+                            res = ended(state, got)
+                            if res is not None:
+                                res.extra["pair_eps"] = radius
+                                return res
                 # the other directions: toward each next likely class, then untargeted from random
                 # points of the ball (Madry et al.'s random start)
                 others: list[tuple[int | None, Any]] = [(j, base) for j in order]

@@ -343,3 +343,21 @@ def test_minimize_flat_option(tmp_path, capsys):
                         "--quiet"], capsys)
     assert_user_error(code, err, "--minimize-flat applies to --algorithm margin, guided or auto")
     assert not bad.exists()
+
+
+def test_pair_restarts_option(tmp_path, capsys):
+    """``--pair-restarts N`` reaches the guided search (run.json records it, next to the pair's direction it follows);
+    with a search that has no pair's direction, or a negative value, it is a one-line error with nothing written."""
+    need_shared()
+    out = tmp_path / "run"
+    code, _, err = run(["deviate", "--pair", "lenet1", "-a", "guided", "--pair-restarts", "4", "--seeds", "1",
+                        "--max-queries", "300", "--timeout", "120", "-o", str(out), "--quiet", "--format", "json"], capsys)
+    assert code == 0, err
+    params = json.loads((out / "run.json").read_text())["params"]
+    assert params["pair_restarts"] == 4 and "pair_gradient" in params
+    bad = tmp_path / "bad"
+    for argv, msg in ((["-a", "dflare", "--pair-restarts", "4"], "--pair-restarts applies to --algorithm guided"),
+                      (["-a", "guided", "--pair-restarts", "-1"], "--pair-restarts must be >= 0")):
+        code, _, err = run(["deviate", "--pair", "lenet1", "--seeds", "1", *argv, "-o", str(bad), "--quiet"], capsys)
+        assert_user_error(code, err, msg)
+        assert not bad.exists()

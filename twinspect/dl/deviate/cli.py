@@ -42,6 +42,7 @@ def deviate(
     minimize_pixel_order: Annotated[Optional[str], typer.Option("--minimize-pixel-order", help="-a margin, guided or auto: the order in which the minimisation's single-pixel pass tries restoring changed pixels: ssim (the pixels whose restoring raises SSIM most first, from SSIM's gradient, no query; the default, benchmarks/results/deviate_pixel_order_notes.md) or largest (largest change first, the order before 2026-11-29).")] = None,
     skip_orig_wrong: Annotated[Optional[bool], typer.Option("--skip-orig-wrong/--search-orig-wrong", help="With labelled seeds: set aside the seeds on which the original model is wrong (the two models agreeing there), without a search, and count them apart from the searched seeds, like seeds where the models already disagree; no trigger near such a seed is a compressed-model error unless the search first moves the original onto the true label. --search-orig-wrong searches them like any other seed (the behaviour before 2026-11-27). Default: on for -a auto, margin and guided (benchmarks/results/deviate_cifar_notes.md), off for DFlare and DiffChaser (as their papers); unlabelled seeds are always searched.")] = None,
     pair_gradient: Annotated[Optional[bool], typer.Option("--pair-gradient/--no-pair-gradient", help="-a guided or auto: where the original crosses first on its own gradient and the compressed model also gives an input gradient (a float torch or Keras copy: pruned, distilled; an ONNX Runtime dynamic-int8 or a quantised TFLite model through a differentiable stand-in of its quantised graph; not other ONNX Runtime models), first try projected gradient steps on both models' margins (the compressed model's down, the original's held up) up to 48 levels L∞. Default: on (benchmarks/results/deviate_standin_notes.md).")] = None,
+    pair_restarts: Annotated[Optional[int], typer.Option("--pair-restarts", help="-a guided or auto: when the pair's direction (--pair-gradient) found no compressed-model error, projected gradient steps on both models' hinge margins from this many starts at once, at 24, 36 and 48 levels L∞ (one query for the point found; 0 = off). Default: see benchmarks/results/deviate_pair_restarts_notes.md.")] = None,
     max_queries: Annotated[Optional[int], typer.Option("--max-queries", help="Budget per seed: generated inputs, each sent once to both models (default: none).")] = None,
     timeout: Annotated[float, typer.Option("--timeout", help="Budget per seed in seconds (0 = none).")] = 180.0,
     pop_size: Annotated[int, typer.Option("--pop-size", help="DiffChaser: population size.")] = 1000,
@@ -160,6 +161,12 @@ def deviate(
         if algorithm not in ("guided", "auto"):
             raise InputError(f"--pair-gradient applies to --algorithm guided or auto, not to {algorithm}")
         params["pair_gradient"] = pair_gradient
+    if pair_restarts is not None:
+        if algorithm not in ("guided", "auto"):
+            raise InputError(f"--pair-restarts applies to --algorithm guided or auto, not to {algorithm}")
+        if pair_restarts < 0:
+            raise InputError(f"--pair-restarts must be >= 0 (0 = off), got {pair_restarts}")
+        params["pair_restarts"] = pair_restarts
 
     # -- inputs (all validated before anything is written; cheap checks first) ----------------
     from twinspect._io import require_readable

@@ -113,6 +113,7 @@ def build_searcher(
             params.pop("pair_gradient", None)  # a step of the guided search's approach, which -a auto skips here
             params.pop("pair_standin", None)
             params.pop("second_max_queries", None)
+            params.pop("pair_restarts", None)
             return MarginSearch(orig, comp, seed=seed, **params)
         if algorithm == "guided":
             from twinspect.dl.deviate.guided import GuidedSearch  # noqa: PLC0415 - imports torch

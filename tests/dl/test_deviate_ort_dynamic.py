@@ -89,21 +89,58 @@ def test_dynamic_quantize_linear_matches_onnx_runtime():
         np.testing.assert_allclose(xt.grad.numpy(), 1.0, rtol=1e-5)
 
 
-def ort_saturates_u8s8_pairs() -> bool:
-    """Whether this machine's ONNX Runtime computes ``MatMulInteger`` (uint8 × int8) with int16-saturated sums of
-    adjacent products, as its AVX2 kernel (``vpmaddubsw``) does on CPUs without AVX-VNNI: 255·127 + 255·127 comes
-    out as 32767 instead of 64770. The stand-in reproduces exact integer sums, ONNX's definition."""
-    from onnx import TensorProto, helper
+def test_saturated_pair_matmul_is_onnx_runtimes_avx2_kernel_arithmetic():
+    """``saturated_pair_matmul`` against the kernel's arithmetic written out in int64 numpy on random operands
+    (odd and even K, zero points): every element equal; with operands too small to saturate it equals ONNX's
+    exact definition, and two adjacent 255·127 products come out as 32767 (the int16 bound)."""
+    from twinspect.dl.deviate.ort_dynamic import saturated_pair_matmul
 
-    g = helper.make_graph([helper.make_node("MatMulInteger", ["a", "b"], ["y"])], "probe",
-                          [helper.make_tensor_value_info("a", TensorProto.UINT8, [1, 2]),
-                           helper.make_tensor_value_info("b", TensorProto.INT8, [2, 1])],
-                          [helper.make_tensor_value_info("y", TensorProto.INT32, [1, 1])])
+    rng = np.random.default_rng(0)
+    for k, n, m, a_zp, b_zp in ((7, 5, 2, 0, 0), (256, 120, 3, 113, 0), (25, 4, 1, 255, -3)):
+        a = rng.integers(0, 256, (m, k)).astype(np.int64)
+        b = rng.integers(-128, 128, (k, n)).astype(np.int64)
+        prod = np.zeros((m, k + k % 2, n), np.int64)
+        prod[:, :k] = a[:, :, None] * b[None]
+        want = (np.clip(prod.reshape(m, -1, 2, n).sum(2), -32768, 32767).sum(1) - a_zp * b.sum(0)
+                - b_zp * a.sum(1, keepdims=True) + k * a_zp * b_zp)
+        got = saturated_pair_matmul(torch.tensor(a, dtype=torch.float64), torch.tensor(b, dtype=torch.float64),
+                                    float(a_zp), float(b_zp)).numpy()
+        np.testing.assert_array_equal(got, want)
+        assert (want != (a - a_zp) @ (b - b_zp)).any()  # these operands do saturate
+        small = saturated_pair_matmul(torch.tensor(a % 16, dtype=torch.float64), torch.tensor(b % 16, dtype=torch.float64),
+                                      float(a_zp), float(b_zp)).numpy()
+        np.testing.assert_array_equal(small, (a % 16 - a_zp) @ (b % 16 - b_zp))
+    pair = saturated_pair_matmul(torch.tensor([[255.0, 255.0]]), torch.tensor([[127.0], [127.0]]))
+    assert float(pair[0, 0]) == 32767.0
+
+
+def test_standin_follows_this_machines_onnx_runtime_on_a_saturating_product(tmp_path):
+    """A one-layer ``MatMulInteger`` graph whose products saturate int16 pair sums: the stand-in gives ONNX Runtime's
+    own output on this machine (saturated or exact, whichever its kernel computes, as the probe says), and the
+    other mode does not."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    from twinspect.dl.deviate.ort_dynamic import DynamicInt8StandIn, ort_saturates_u8s8_pairs
+
+    rng = np.random.default_rng(1)
+    w = rng.integers(-128, 128, (64, 10)).astype(np.int8)
+    nodes = [helper.make_node("DynamicQuantizeLinear", ["x"], ["xq", "xs", "xz"]),
+             helper.make_node("MatMulInteger", ["xq", "w", "xz", "wz"], ["y"]),
+             helper.make_node("Cast", ["y"], ["out"], to=TensorProto.FLOAT)]
+    g = helper.make_graph(nodes, "sat", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])],
+                          [helper.make_tensor_value_info("out", TensorProto.FLOAT, [1, 10])],
+                          initializer=[numpy_helper.from_array(w, "w"), numpy_helper.from_array(np.array(0, np.int8), "wz")])
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
     m.ir_version = 8
-    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
-    y = sess.run(None, {"a": np.array([[255, 255]], np.uint8), "b": np.array([[127], [127]], np.int8)})[0]
-    return int(y.ravel()[0]) != 255 * 127 * 2
+    path = tmp_path / "sat.onnx"
+    path.write_bytes(m.SerializeToString())
+    x = rng.uniform(0.0, 1.0, (1, 64)).astype(np.float32)
+    want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    here = ort_saturates_u8s8_pairs()
+    same = DynamicInt8StandIn(path)(torch.from_numpy(x)).numpy()
+    other = DynamicInt8StandIn(path, saturate=not here)(torch.from_numpy(x)).numpy()
+    np.testing.assert_array_equal(same, want)
+    assert not np.array_equal(other, want)
 
 
 @pytest.mark.parametrize("which", ["mnist", "cifar"])
@@ -120,9 +157,6 @@ def test_standin_agrees_with_the_int8_model_far_better_than_the_float_original(w
     zf, zq, zs = _agreement(pair, x)
     float_diff, standin_diff = np.abs(zf - zq).max(), np.abs(zs - zq).max()
     assert float_diff > 0  # the int8 copy does differ from its original
-    if standin_diff >= 0.01 * float_diff and ort_saturates_u8s8_pairs():
-        pytest.xfail("this CPU's ONNX Runtime saturates uint8 x int8 pair sums to int16 (AVX2 without VNNI); the "
-                     "stand-in computes ONNX's exact integer sums (a known limitation, issue 19's note of 2026-11-29)")
     assert (zs.argmax(1) == zq.argmax(1)).all()
     assert (zs.argmax(1) == zq.argmax(1)).mean() >= (zf.argmax(1) == zq.argmax(1)).mean()
     assert standin_diff < 0.01 * float_diff

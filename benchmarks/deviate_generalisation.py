@@ -72,6 +72,9 @@ CONFIGS: dict[str, tuple[str, dict]] = {
     "dflare": ("dflare", {}),
     "reference": ("dflare", {"preset": "reference"}),
     "diffchaser": ("diffchaser", {"pop_size": 1000}),
+    # the margin search with today's defaults (flat-region pass, seeds the original gets wrong set aside, SSIM order):
+    # the black-box peer of the guided search in the side-by-side runs
+    "margin-now": ("margin", {"minimize_flat": True, "skip_orig_wrong": True, "minimize_pixel_order": "ssim"}),
     # steps 1-4 of the guided search alone (its default before the heldout4 rule; results files before it)
     "guided": ("guided", {"second": None, "minimize_flat": False}),
     "guided-seed": ("guided", {"fallback": "seed", "second": None, "minimize_flat": False}),

@@ -146,6 +146,14 @@ PAIR_RESTART_NOISE = 0.25
 PAIR_RESTART_RADII: tuple[float, ...] = (0.5, 0.75, 1.0)
 
 
+def _logit_margins(z: Any, c: int) -> Any:
+    """Logit margin of class ``c``: ``z[..., c]`` less the largest other logit (torch; (..., K) → (...); the
+    gradient of the largest other logit is split evenly between tied ones, as ``Tensor.amax`` does)."""
+    import torch
+
+    return z[..., c] - torch.cat([z[..., :c], z[..., c + 1:]], dim=-1).amax(dim=-1)
+
+
 class GuidedSearch(MarginSearch):
     """The guided search (see the module docstring): the margin search warm-started on a gradient.
 
@@ -312,9 +320,6 @@ class GuidedSearch(MarginSearch):
         surrogate leaves ``c`` (without ``pair``)."""
         import torch
 
-        def margin_of(z: Any) -> Any:
-            return z[c] - torch.cat([z[:c], z[c + 1:]]).max()
-
         alpha = 2.5 * eps / self.steps
         d = (x0u + d.clamp(-eps, eps)).clamp(0.0, 1.0) - x0u
         grads = 0
@@ -323,12 +328,12 @@ class GuidedSearch(MarginSearch):
             z = self._logits(x0u + d)[0]
             if pair:
                 assert self._comp_logits is not None
-                mf, mg = margin_of(z), margin_of(self._comp_logits(x0u + d)[0])
+                mf, mg = _logit_margins(z, c), _logit_margins(self._comp_logits(x0u + d)[0], c)
                 if float(mg.detach()) < 0 < float(mf.detach()):  # only g has left c: the band
                     break
                 loss = mg - PAIR_WEIGHT * mf.clamp(max=PAIR_CAP)
             elif target is None:
-                loss = margin_of(z)
+                loss = _logit_margins(z, c)
             else:
                 loss = z[c] - z[target]
             if not pair and float(loss.detach()) < 0:  # the surrogate has left c: no further step is needed at this radius
@@ -373,15 +378,10 @@ class GuidedSearch(MarginSearch):
         d = torch.cat([torch.zeros_like(x0u), torch.from_numpy(noise)])
         d = (x0u + d).clamp(0.0, 1.0) - x0u
         alpha = 2.5 * eps / PAIR_RESTART_STEPS
-
-        def margins(z: Any) -> Any:
-            others = torch.cat([z[:, :c], z[:, c + 1:]], dim=1).max(dim=1).values
-            return z[:, c] - others
-
         grads = 0
         for _ in range(PAIR_RESTART_STEPS):
             d = d.detach().requires_grad_(True)
-            mf, mg = margins(self._logits(x0u + d)), margins(self._comp_logits(x0u + d))
+            mf, mg = _logit_margins(self._logits(x0u + d), c), _logit_margins(self._comp_logits(x0u + d), c)
             band = ((mg < 0) & (mf > 0)).detach()
             if bool(band.any()):
                 j = int(torch.nonzero(band)[0, 0])
@@ -516,8 +516,7 @@ class GuidedSearch(MarginSearch):
                             return res
                         if lv >= cap:
                             break
-                    if (self.pair_restarts and not self._out_of_time(t0)
-                            and (self.max_queries is None or queries < self.max_queries)):
+                    if self.pair_restarts and (self.max_queries is None or queries < self.max_queries):
                         for share in PAIR_RESTART_RADII:
                             if self._out_of_time(t0):
                                 break

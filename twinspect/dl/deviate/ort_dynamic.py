@@ -42,6 +42,7 @@ which compute the same values. ``tests/dl/test_deviate_ort_dynamic.py`` measures
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -77,9 +78,7 @@ def is_dynamic_int8(clf: Classifier) -> bool:
     return any(n.op_type == DYNAMIC_OP for n in graph.node)
 
 
-_SATURATES: bool | None = None
-
-
+@functools.cache
 def ort_saturates_u8s8_pairs() -> bool:
     """Whether this machine's ONNX Runtime computes ``MatMulInteger`` (uint8 × int8) with int16-saturated sums of
     adjacent products (its AVX2 kernel on CPUs without AVX-VNNI; see the module docstring).
@@ -90,23 +89,20 @@ def ort_saturates_u8s8_pairs() -> bool:
     Returns:
         True when the sum comes out saturated.
     """
-    global _SATURATES
-    if _SATURATES is None:
-        import onnxruntime as ort
-        from onnx import TensorProto, helper
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
 
-        g = helper.make_graph([helper.make_node("MatMulInteger", ["a", "b"], ["y"])], "probe",
-                              [helper.make_tensor_value_info("a", TensorProto.UINT8, [1, 2]),
-                               helper.make_tensor_value_info("b", TensorProto.INT8, [2, 1])],
-                              [helper.make_tensor_value_info("y", TensorProto.INT32, [1, 1])])
-        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
-        m.ir_version = 8
-        opts = ort.SessionOptions()
-        opts.log_severity_level = 3
-        sess = ort.InferenceSession(m.SerializeToString(), opts, providers=["CPUExecutionProvider"])
-        y = sess.run(None, {"a": np.array([[255, 255]], np.uint8), "b": np.array([[127], [127]], np.int8)})[0]
-        _SATURATES = int(np.asarray(y).ravel()[0]) != 255 * 127 * 2
-    return _SATURATES
+    g = helper.make_graph([helper.make_node("MatMulInteger", ["a", "b"], ["y"])], "probe",
+                          [helper.make_tensor_value_info("a", TensorProto.UINT8, [1, 2]),
+                           helper.make_tensor_value_info("b", TensorProto.INT8, [2, 1])],
+                          [helper.make_tensor_value_info("y", TensorProto.INT32, [1, 1])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    sess = ort.InferenceSession(m.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    y = sess.run(None, {"a": np.array([[255, 255]], np.uint8), "b": np.array([[127], [127]], np.int8)})[0]
+    return int(np.asarray(y).ravel()[0]) != 255 * 127 * 2
 
 
 def saturated_pair_matmul(a: Any, b: Any, a_zp: Any = 0.0, b_zp: Any = 0.0) -> Any:

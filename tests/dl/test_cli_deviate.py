@@ -34,6 +34,15 @@ def assert_user_error(code, err, *needles):
         assert n in err, err
 
 
+def assert_options_rejected(cases, out, capsys):
+    """Each ``(argv, message)``: ``deviate --pair lenet1 --seeds 1 ARGV -o OUT`` is a one-line user error naming
+    ``message``, with nothing written at ``out``."""
+    for argv, msg in cases:
+        code, _, err = run(["deviate", "--pair", "lenet1", "--seeds", "1", *argv, "-o", str(out), "--quiet"], capsys)
+        assert_user_error(code, err, msg)
+        assert not out.exists()
+
+
 def test_missing_model_file(tmp_path, capsys):
     out = tmp_path / "run"
     code, _, err = run(["deviate", str(tmp_path / "nope.h5"), str(tmp_path / "nope.lite"), "--data", "mnist",
@@ -294,13 +303,10 @@ def test_second_search_option(tmp_path, capsys):
     params = json.loads((out / "run.json").read_text())["params"]
     assert params["second"] == "margin" and params["second_max_queries"] == 200  # the cap is on by default
     bad = tmp_path / "bad"
-    for argv, msg in ((["-a", "margin", "--second", "margin"], "--second applies to --algorithm guided"),
-                      (["-a", "guided", "--second", "dflare"], "unknown --second"),
-                      (["-a", "margin", "--second-max-queries", "50"], "--second-max-queries applies to --algorithm guided"),
-                      (["-a", "guided", "--second-max-queries", "-1"], "--second-max-queries must be >= 0")):
-        code, _, err = run(["deviate", "--pair", "lenet1", "--seeds", "1", *argv, "-o", str(bad), "--quiet"], capsys)
-        assert_user_error(code, err, msg)
-        assert not bad.exists()
+    assert_options_rejected(((["-a", "margin", "--second", "margin"], "--second applies to --algorithm guided"),
+                             (["-a", "guided", "--second", "dflare"], "unknown --second"),
+                             (["-a", "margin", "--second-max-queries", "50"], "--second-max-queries applies to --algorithm guided"),
+                             (["-a", "guided", "--second-max-queries", "-1"], "--second-max-queries must be >= 0")), bad, capsys)
     out = tmp_path / "auto"
     code, stdout, err = run(["deviate", str(MODELS / "lenet1-quan.lite"), str(MODELS / "lenet1.h5"), "--preprocess", "unit",
                              "--data", "mnist", "--seeds", "1", "--second", "margin", "--max-queries", "300", "-o", str(out),
@@ -321,11 +327,9 @@ def test_minimize_pixel_order_option(tmp_path, capsys):
         assert code == 0, err
         assert json.loads((out / "run.json").read_text())["params"]["minimize_pixel_order"] == want
     bad = tmp_path / "bad"
-    for argv, msg in ((["-a", "margin", "--minimize-pixel-order", "random"], "unknown --minimize-pixel-order"),
-                      (["-a", "dflare", "--minimize-pixel-order", "ssim"], "--minimize-pixel-order applies to --algorithm")):
-        code, _, err = run(["deviate", "--pair", "lenet1", "--seeds", "1", *argv, "-o", str(bad), "--quiet"], capsys)
-        assert_user_error(code, err, msg)
-        assert not bad.exists()
+    assert_options_rejected(((["-a", "margin", "--minimize-pixel-order", "random"], "unknown --minimize-pixel-order"),
+                             (["-a", "dflare", "--minimize-pixel-order", "ssim"], "--minimize-pixel-order applies to --algorithm")),
+                            bad, capsys)
 
 
 def test_minimize_flat_option(tmp_path, capsys):
@@ -356,8 +360,5 @@ def test_pair_restarts_option(tmp_path, capsys):
     params = json.loads((out / "run.json").read_text())["params"]
     assert params["pair_restarts"] == 4 and "pair_gradient" in params
     bad = tmp_path / "bad"
-    for argv, msg in ((["-a", "dflare", "--pair-restarts", "4"], "--pair-restarts applies to --algorithm guided"),
-                      (["-a", "guided", "--pair-restarts", "-1"], "--pair-restarts must be >= 0")):
-        code, _, err = run(["deviate", "--pair", "lenet1", "--seeds", "1", *argv, "-o", str(bad), "--quiet"], capsys)
-        assert_user_error(code, err, msg)
-        assert not bad.exists()
+    assert_options_rejected(((["-a", "dflare", "--pair-restarts", "4"], "--pair-restarts applies to --algorithm guided"),
+                             (["-a", "guided", "--pair-restarts", "-1"], "--pair-restarts must be >= 0")), bad, capsys)

@@ -41,9 +41,12 @@ _LAZY: dict[str, str] = {
     "fit_params": "twinspect.dl.modelclones.reuse",
     "load_params": "twinspect.dl.modelclones.reuse",
     "reuse_score": "twinspect.dl.modelclones.reuse",
+    "with_shared_weights": "twinspect.dl.modelclones.reuse",
     "DifferentArchitectures": "twinspect.dl.modelclones.weights",
     "WeightComparison": "twinspect.dl.modelclones.weights",
     "compare_weights": "twinspect.dl.modelclones.weights",
+    "SharedKernels": "twinspect.dl.modelclones.weights",
+    "shared_kernels": "twinspect.dl.modelclones.weights",
 }
 
 __all__ = list(_LAZY)

@@ -49,7 +49,7 @@ from twinspect.dl.adapters.loaded import NotSupportedError
 from twinspect.dl.modelclones import cka as cka_mod
 from twinspect.dl.modelclones import deepjudge, measures, modeldiff, outputs, reuse
 from twinspect.dl.modelclones.measures import LEVELS, MEASURES
-from twinspect.dl.modelclones.weights import DifferentArchitectures, compare_weights
+from twinspect.dl.modelclones.weights import DifferentArchitectures, compare_weights, shared_kernels
 from twinspect.errors import InputError
 
 #: Names accepted by ``--data`` besides a path to an ``.npz``.
@@ -111,6 +111,7 @@ class Comparison:
     weight_layers: dict[str, list[dict]] = field(default_factory=dict)
     config: dict = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
+    shared_weights: dict[str, list[dict]] = field(default_factory=dict)
 
     def to_json(self) -> dict:
         return {
@@ -119,6 +120,7 @@ class Comparison:
             "skipped": self.skipped,
             "cka_maps": self.cka_maps,
             "weight_layers": self.weight_layers,
+            "shared_weights": self.shared_weights,
             "config": self.config,
             "timings": self.timings,
         }
@@ -487,16 +489,25 @@ def _code_level(programs: list[Any], mx: _Matrices) -> None:
 
 
 def _pair_weights(cfg: CompareConfig, mx: _Matrices, i: int, j: int, a: _ModelState, b: _ModelState,
-                  weight_layers: dict[str, list[dict]], values: dict[str, float | None]) -> None:
-    """Weight cosine/Euclidean of pair (i, j) (same architecture only), and the per-layer breakdown;
-    the cosine goes into ``values`` for the reuse score even when the weights level is not reported."""
+                  weight_layers: dict[str, list[dict]], shared: dict[str, list[dict]],
+                  values: dict[str, float | None]) -> None:
+    """Weight cosine/Euclidean of pair (i, j) (same architecture only) and the per-layer breakdown, and the
+    share of hidden-layer kernels the two have in common (any architectures; the matched kernels go into
+    ``shared``); the cosine and the share go into ``values`` for the reuse score even when the weights
+    level is not reported."""
     report = "weights" in cfg.levels
     if a.weights is None or b.weights is None:
         reason = a.weights_reason or b.weights_reason or "weights unavailable"
         if report and i < j:
-            mx.skip("weights_cosine", i, j, reason)
-            mx.skip("weights_euclidean", i, j, reason)
+            for name in ("weights_cosine", "weights_euclidean", "weights_shared"):
+                mx.skip(name, i, j, reason)
         return
+    sk = shared_kernels(a.weights, b.weights)
+    values["weights_shared"] = sk.share
+    if report:
+        mx.put("weights_shared", i, j, sk.share)
+        if i < j and sk.matches:
+            shared[f"{i},{j}"] = sk.matches
     try:
         wc = compare_weights(a.weights, b.weights)
     except DifferentArchitectures as exc:
@@ -709,29 +720,34 @@ def _pair_baselines(cfg: CompareConfig, mx: _Matrices, i: int, j: int, a: _Model
 
 def _pair_reuse(mx: _Matrices, i: int, j: int, values: dict[str, float | None], params: dict[str, list[float]] | None,
                 io_reason: str | None) -> None:
-    """The reuse score of pair (i, j) from the measure ``values`` computed for it (1 on the diagonal)."""
+    """The reuse score of pair (i, j) from the measure ``values`` computed for it (1 on the diagonal;
+    :func:`~twinspect.dl.modelclones.reuse.with_shared_weights` for models sharing hidden-layer kernels)."""
     if i == j:
         mx.put("reuse", i, j, 1.0)
         return
-    score = reuse.reuse_score(measures.reuse_features(values), params)
+    score = reuse.with_shared_weights(reuse.reuse_score(measures.reuse_features(values), params),
+                                      values.get("weights_shared"))
     mx.put("reuse", i, j, score)
     if score is None:
         mx.skip("reuse", i, j, io_reason or "no level with enough measures applies")
 
 
 def _all_pairs(states: list[_ModelState], cfg: CompareConfig, mx: _Matrices, pairs: Sequence[tuple[int, int]] | None,
-               params: dict[str, list[float]] | None, quiet: bool) -> tuple[dict[str, dict], dict[str, list[dict]]]:
+               params: dict[str, list[float]] | None, quiet: bool
+               ) -> tuple[dict[str, dict], dict[str, list[dict]], dict[str, list[dict]]]:
     """Every measure of every pair i <= j (or of ``pairs`` and the diagonal), level by level;
     ``params`` are the reuse-score coefficients (:func:`~twinspect.dl.modelclones.reuse.load_params`).
 
     Returns:
-        ``(cka_maps, weight_layers)``, keyed ``"i,j"`` for i < j.
+        ``(cka_maps, weight_layers, shared_weights)``, keyed ``"i,j"`` for i < j (``shared_weights``: the
+        hidden-layer kernels the pair shares, for pairs that share any).
     """
     from twinspect.progress import progress
 
     n = mx.n
     cka_maps: dict[str, dict] = {}
     weight_layers: dict[str, list[dict]] = {}
+    shared: dict[str, list[dict]] = {}
     zoo = None
     if "io" in cfg.levels or "reuse" in cfg.levels:
         mode = reuse.zoo_mode(cfg.calibration)
@@ -748,7 +764,7 @@ def _all_pairs(states: list[_ModelState], cfg: CompareConfig, mx: _Matrices, pai
                 a, b = states[i], states[j]
                 values: dict[str, float | None] = {}  # raw measure values of the pair (feed the reuse score)
                 if "weights" in cfg.levels or "reuse" in cfg.levels:
-                    _pair_weights(cfg, mx, i, j, a, b, weight_layers, values)
+                    _pair_weights(cfg, mx, i, j, a, b, weight_layers, shared, values)
                 if cfg.distill_student and "weights" in cfg.levels:
                     _pair_distill(mx, i, j, a, b)
                 if "representation" in cfg.levels or "reuse" in cfg.levels:
@@ -762,11 +778,11 @@ def _all_pairs(states: list[_ModelState], cfg: CompareConfig, mx: _Matrices, pai
                     _pair_reuse(mx, i, j, values, params, io_reason)
                 if i < j:
                     bar.advance()
-    return cka_maps, weight_layers
+    return cka_maps, weight_layers, shared
 
 
 def _assemble(states: list[_ModelState], mx: _Matrices, cka_maps: dict[str, dict], weight_layers: dict[str, list[dict]],
-              cfg: CompareConfig, data_name: str, timings: dict[str, float]) -> Comparison:
+              shared: dict[str, list[dict]], cfg: CompareConfig, data_name: str, timings: dict[str, float]) -> Comparison:
     """The :class:`Comparison`: the measures computed, in registry order, each with its level and direction."""
     result_measures = {
         m.name: {"level": m.level, "higher_is_similar": m.higher_is_similar, "matrix": mx.mats[m.name]}
@@ -776,7 +792,8 @@ def _assemble(states: list[_ModelState], mx: _Matrices, cka_maps: dict[str, dict
     conf = asdict(cfg)
     conf["data"] = data_name
     conf["levels"] = list(cfg.levels)
-    return Comparison([s.info for s in states], result_measures, mx.skipped, cka_maps, weight_layers, conf, timings)
+    return Comparison([s.info for s in states], result_measures, mx.skipped, cka_maps, weight_layers, conf, timings,
+                      shared)
 
 
 def compare_models(
@@ -834,10 +851,10 @@ def compare_models(
     params = reuse.load_params(cfg.calibration) if "reuse" in cfg.levels else None
     if programs is not None:
         _code_level(programs, mx)
-    cka_maps, weight_layers = _all_pairs(states, cfg, mx, pairs, params, quiet)
+    cka_maps, weight_layers, shared = _all_pairs(states, cfg, mx, pairs, params, quiet)
     timings["pairs_s"] = time.perf_counter() - t3
     timings["total_s"] = time.perf_counter() - t0
-    return _assemble(states, mx, cka_maps, weight_layers, cfg, data_name, timings)
+    return _assemble(states, mx, cka_maps, weight_layers, shared, cfg, data_name, timings)
 
 
 def write_plots(result: Comparison, directory: str | Path) -> list[Path]:

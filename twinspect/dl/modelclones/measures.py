@@ -12,6 +12,7 @@ code_copydetect        code            yes                 -
 code_token_lcs         code            yes                 -
 weights_cosine         weights         yes                 ``weights``      the measure
 weights_euclidean      weights         no                  -
+weights_shared         weights         yes                 -
 distill_cosine         weights         yes                 -
 distill_euclidean      weights         no                  -
 cka                    representation  yes                 ``cka``          the measure
@@ -97,6 +98,7 @@ REGISTRY: tuple[Measure, ...] = (
     Measure("code_token_lcs", "code", True),
     Measure("weights_cosine", "weights", True, feature="weights"),
     Measure("weights_euclidean", "weights", False, unit_range=False),
+    Measure("weights_shared", "weights", True),
     Measure("distill_cosine", "weights", True),
     Measure("distill_euclidean", "weights", False, unit_range=False),
     Measure("cka", "representation", True, feature="cka"),

@@ -11,9 +11,9 @@ import io
 from typing import Any
 
 #: Measures shown in the summary table, in column order, and their short column names.
-SUMMARY: tuple[str, ...] = ("weights_cosine", "cka", "io_mean_jsd", "io_top1_agreement", "io_logprob_cosine",
-                            "io_ddv_random_pairs", "reuse")
-SHORT: dict[str, str] = {"weights_cosine": "w-cos", "cka": "CKA", "io_mean_jsd": "JSD", "io_top1_agreement": "agree",
+SUMMARY: tuple[str, ...] = ("weights_cosine", "weights_shared", "cka", "io_mean_jsd", "io_top1_agreement",
+                            "io_logprob_cosine", "io_ddv_random_pairs", "reuse")
+SHORT: dict[str, str] = {"weights_cosine": "w-cos", "weights_shared": "share", "cka": "CKA", "io_mean_jsd": "JSD", "io_top1_agreement": "agree",
                          "io_logprob_cosine": "logp-cos", "io_ddv_random_pairs": "DDV-rand", "reuse": "reuse"}
 
 
@@ -82,8 +82,11 @@ def print_summary(result: Any, threshold: float) -> None:
     sus = result.suspected(threshold)
     if sus:
         print(f"suspected derived pairs (reuse >= {threshold}):")
+        shared = getattr(result, "shared_weights", {}) or {}
         for i, j, s in sus:
-            print(f"  {result.models[i]['name']}  <->  {result.models[j]['name']}   reuse {s:.3f}")
+            k = len(shared.get(f"{i},{j}", ()))
+            why = f"   (shares {k} hidden-layer kernel{'s' if k > 1 else ''})" if k else ""
+            print(f"  {result.models[i]['name']}  <->  {result.models[j]['name']}   reuse {s:.3f}{why}")
     else:
         print(f"no pair with reuse score >= {threshold}")
     if result.skipped:

@@ -277,6 +277,28 @@ def feature_set(features: Mapping[str, float | None], available: Iterable[str] |
     return None
 
 
+def with_shared_weights(score: float | None, shared: float | None) -> float | None:
+    """The reuse score of a pair whose models may share hidden-layer kernels: 1.0 when they share any.
+
+    Shared hidden kernels (``weights_shared`` > 0, :func:`twinspect.dl.modelclones.weights.shared_kernels`:
+    element-wise near-identical weights of a layer that independent trainings cannot reproduce) are
+    direct evidence that one model was built from the other's weights, or both from a common one — a
+    frozen or lightly fine-tuned backbone under a new head, a quantised or pruned copy — at any
+    architecture and any number of classes, where the calibrated score may have no feature set that
+    applies. The rule is not fitted: the calibrated score is kept for every other pair.
+
+    Args:
+        score: the calibrated score (:func:`reuse_score`), or None when no feature set applies.
+        shared: the pair's ``weights_shared`` share in [0, 1], or None when its weights are unavailable.
+
+    Returns:
+        1.0 when ``shared`` > 0, else ``score``.
+    """
+    if shared is not None and shared > 0.0:
+        return 1.0
+    return score
+
+
 def reuse_score(features: Mapping[str, float | None], params: Mapping[str, Sequence[float]] | None = None) -> float | None:
     """Probability that one model of the pair is derived from the other.
 

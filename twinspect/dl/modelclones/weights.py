@@ -1,4 +1,5 @@
-"""Weight-level similarity of two models of the same architecture (Wu et al., ICPC 2020, §III-B).
+"""Weight-level similarity of two models of the same architecture (Wu et al., ICPC 2020, §III-B), and
+the hidden-layer kernels two models of any architectures share (:func:`shared_kernels`).
 
 Wu, Qin, Yu, Xie, Ma, Xue, Liu & Zhao, "How are Deep Learning Models Similar? An Empirical Study on Clone
 Analysis of Deep Learning Software" (ICPC 2020) compare models of one architecture by the cosine
@@ -25,6 +26,12 @@ layer has no bias). This is the formula of PyTorch's ``torch.nn.utils.fusion.fus
 but in another order (an exporter may emit a residual block's shortcut before its main path), they are
 paired by shape, in order among layers of one shape (only after folding: arrays that line up in shape
 but not in order without it stay different architectures).
+
+**Shared kernels across architectures.** A transfer-learned model keeps its source's backbone under a new
+head, often for another number of classes; :func:`shared_kernels` finds the hidden kernels the two hold in
+common element-wise, at any architecture (the ``weights_shared`` measure; with any shared kernel the reuse
+score is 1, :func:`twinspect.dl.modelclones.reuse.with_shared_weights`). It does not see a copy whose hidden
+units were permuted (same function, weights in another order); the I/O and representation levels do.
 """
 
 from __future__ import annotations
@@ -251,3 +258,98 @@ def compare_weights(a: Weights, b: Weights) -> WeightComparison:
             wc.folded, wc.reordered = (fx, fy), reorder
             return wc
     raise first
+
+
+#: Smallest kernel (weights in one array of rank ≥ 2) :func:`shared_kernels` looks at. Two unrelated
+#: kernels of n weights have a Pearson correlation of about ±1/√n (±0.06 at 256), so a near-identical pair
+#: of this size cannot arise by chance.
+SHARED_MIN_WEIGHTS = 256
+#: Pearson correlation at or above which two kernels count as the same weights: a copy kept frozen, a
+#: dequantised int8 or float16 copy, or a lightly fine-tuned one (a float model and its ONNX Runtime
+#: dynamic int8 copy: ≥ 0.9999 per kernel).
+SHARED_MIN_CORRELATION = 0.99
+
+
+@dataclass
+class SharedKernels:
+    """Hidden-layer kernels two models have in common (:func:`shared_kernels`).
+
+    Attributes:
+        matches: one dict per shared kernel, ``{"a": array name in model a, "b": in model b, "shape": [...],
+            "correlation": Pearson r}``, by descending correlation.
+        share: weights in shared kernels ÷ hidden-kernel weights of the model that has fewer of them,
+            in [0, 1] (0 when a model has no hidden kernel of :data:`SHARED_MIN_WEIGHTS` or more).
+        hidden_a, hidden_b: hidden kernels of each model that were looked at (rank ≥ 2, at least
+            :data:`SHARED_MIN_WEIGHTS` weights, not the model's last kernel).
+    """
+
+    matches: list[dict] = field(default_factory=list)
+    share: float = 0.0
+    hidden_a: int = 0
+    hidden_b: int = 0
+
+
+def _hidden_kernels(w: Weights, min_weights: int) -> list[tuple[str, np.ndarray]]:
+    """The arrays of rank ≥ 2 with at least ``min_weights`` weights and a non-zero spread, except the last
+    array of rank ≥ 2 (the output layer), in the model's order."""
+    kernels = [(n, a) for n, a in flat_arrays(w) if a.ndim >= 2]
+    return [(n, a) for n, a in kernels[:-1] if a.size >= min_weights and float(np.std(a)) > 0.0]
+
+
+def _pearson(a: np.ndarray, b: np.ndarray) -> float:
+    x, y = a.ravel() - a.mean(), b.ravel() - b.mean()
+    return min(1.0, float(np.dot(x, y) / (np.linalg.norm(x) * np.linalg.norm(y))))
+
+
+def shared_kernels(a: Weights, b: Weights, min_weights: int = SHARED_MIN_WEIGHTS,
+                   min_correlation: float = SHARED_MIN_CORRELATION) -> SharedKernels:
+    """The hidden-layer kernels two models share, at any architecture (transfer learning, a new head).
+
+    Reuse by transfer learning keeps a backbone and replaces the head, often with another number of
+    classes, so the two models have different architectures and :func:`compare_weights` does not apply.
+    Their hidden kernels are still the same arrays. Independently trained networks never share one: the
+    hidden units of a layer can be permuted without changing the function (Hecht-Nielsen, "On the
+    algebraic structure of feedforward network weight spaces", 1990), so two trainings from different
+    random initialisations end in unrelated element-wise weights (the reason model-merging work must
+    first align units, e.g. Ainsworth et al., "Git Re-Basin", ICLR 2023). Kernels are therefore compared
+    element-wise, each hidden kernel of ``a`` against every hidden kernel of ``b`` of the same shape,
+    and paired one-to-one greedily by descending Pearson correlation while it reaches
+    ``min_correlation``. The output layer (each model's last kernel) is left out: it has no
+    permutation symmetry on its output side, and two linear models of one task can converge to the
+    same weights.
+
+    Args:
+        a, b: canonical per-layer weights (``LoadedModel.canonical_weights()``, PyTorch layout).
+        min_weights: smallest kernel looked at (see :data:`SHARED_MIN_WEIGHTS`).
+        min_correlation: correlation from which two kernels count as shared.
+
+    Returns:
+        A :class:`SharedKernels`.
+
+    Raises:
+        ValueError: ``min_weights < 1`` or ``min_correlation`` not in (0, 1].
+    """
+    if min_weights < 1:
+        raise ValueError(f"min_weights must be >= 1, got {min_weights}")
+    if not 0.0 < min_correlation <= 1.0:
+        raise ValueError(f"min_correlation must be in (0, 1], got {min_correlation}")
+    ka, kb = _hidden_kernels(a, min_weights), _hidden_kernels(b, min_weights)
+    scored = []
+    for i, (_, x) in enumerate(ka):
+        for j, (_, y) in enumerate(kb):
+            if x.shape == y.shape:
+                r = _pearson(x, y)
+                if r >= min_correlation:
+                    scored.append((r, i, j))
+    used_a: set[int] = set()
+    used_b: set[int] = set()
+    matches = []
+    for r, i, j in sorted(scored, key=lambda t: (-t[0], t[1], t[2])):
+        if i in used_a or j in used_b:
+            continue
+        used_a.add(i)
+        used_b.add(j)
+        matches.append({"a": ka[i][0], "b": kb[j][0], "shape": list(ka[i][1].shape), "correlation": r})
+    smaller = min(sum(x.size for _, x in ka), sum(y.size for _, y in kb))
+    share = sum(ka[i][1].size for i in used_a) / smaller if smaller else 0.0
+    return SharedKernels(matches, float(share), len(ka), len(kb))

@@ -1,0 +1,158 @@
+"""Shared hidden-layer kernels (issue 18): a transfer-learned copy with a new head of another class count,
+and a fine-tuned one, share the base's hidden kernels and get reuse 1.0; an independently trained model,
+a channel-permuted copy, output layers and constant kernels do not count."""
+
+from __future__ import annotations
+
+import copy
+import os
+
+os.environ.setdefault("KERAS_BACKEND", "torch")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from twinspect.cli import main  # noqa: E402
+from twinspect.dl.adapters.metadata import write_metadata  # noqa: E402
+from twinspect.dl.modelclones import CompareConfig, compare_models, reuse  # noqa: E402  (reuse: the module)
+from twinspect.dl.modelclones.weights import SHARED_MIN_WEIGHTS, shared_kernels  # noqa: E402
+
+
+def _weights(module) -> dict[str, dict[str, np.ndarray]]:
+    """Per-layer float arrays of a torch module, as ``canonical_weights`` gives them (PyTorch layout)."""
+    out: dict[str, dict[str, np.ndarray]] = {}
+    for name, p in module.state_dict().items():
+        layer, _, param = name.rpartition(".")
+        out.setdefault(layer, {})[param] = p.detach().numpy().astype(np.float64)
+    return out
+
+
+def _train(model, x: np.ndarray, y: np.ndarray, steps: int, lr: float, seed: int):
+    import torch
+
+    xt = torch.from_numpy(x.astype(np.float32).transpose(0, 3, 1, 2) / 255.0)
+    yt = torch.from_numpy(y)
+    opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=lr)
+    gen = torch.Generator().manual_seed(seed)
+    model.train()
+    for _ in range(steps):
+        idx = torch.randint(0, len(yt), (64,), generator=gen)
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(xt[idx]), yt[idx]).backward()
+        opt.step()
+    return model.eval()
+
+
+@pytest.fixture(scope="module")
+def family(tiny_torch, mnist_train_512):
+    """The conftest TinyCNN (conv1 150 weights, conv2 1,800, fc head) and four relatives: its backbone under a
+    new 5-class head trained alone on digits 0-4 (frozen), the same fine-tuned whole (Adam 3e-4, 40 steps), an
+    independently trained TinyCNN (seed 1), and a copy with conv1's channels permuted (same function)."""
+    import torch
+    from torch import nn
+
+    from tests.dl.conftest import make_tiny_cnn
+
+    x, y = mnist_train_512
+    keep = y < 5
+    frozen = copy.deepcopy(tiny_torch)
+    torch.manual_seed(5)
+    frozen.fc = nn.Linear(12 * 4 * 4, 5)
+    for p in (*frozen.conv1.parameters(), *frozen.conv2.parameters()):
+        p.requires_grad_(False)
+    frozen = _train(frozen, x[keep], y[keep], steps=40, lr=3e-3, seed=5)
+    tuned = copy.deepcopy(frozen)
+    for p in tuned.parameters():
+        p.requires_grad_(True)
+    tuned = _train(tuned, x[keep], y[keep], steps=40, lr=3e-4, seed=6)
+    torch.manual_seed(1)
+    other = _train(make_tiny_cnn(), x, y, steps=60, lr=3e-3, seed=1)
+    perm = copy.deepcopy(tiny_torch)
+    p = torch.randperm(6, generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        perm.conv1.weight.copy_(tiny_torch.conv1.weight[p])
+        perm.conv1.bias.copy_(tiny_torch.conv1.bias[p])
+        perm.conv2.weight.copy_(tiny_torch.conv2.weight[:, p])
+    return {"base": tiny_torch, "frozen": frozen, "tuned": tuned, "other": other, "perm": perm}
+
+
+def test_backbone_under_a_new_head_is_shared(family):
+    sk = shared_kernels(_weights(family["base"]), _weights(family["frozen"]))
+    # conv1 (150 weights) is below the size floor and fc is each model's output layer: conv2 is the one hidden kernel
+    assert SHARED_MIN_WEIGHTS > 150 and (sk.hidden_a, sk.hidden_b) == (1, 1)
+    assert [(m["a"], m["b"], m["shape"]) for m in sk.matches] == [("conv2/weight", "conv2/weight", [12, 6, 5, 5])]
+    assert sk.matches[0]["correlation"] == pytest.approx(1.0) and sk.share == 1.0
+
+
+def test_fine_tuned_backbone_is_still_shared(family):
+    base, tuned = _weights(family["base"]), _weights(family["tuned"])
+    assert not np.array_equal(base["conv2"]["weight"], tuned["conv2"]["weight"])  # the fine-tuning moved it
+    sk = shared_kernels(base, tuned)
+    assert sk.share == 1.0 and 0.99 <= sk.matches[0]["correlation"] < 1.0
+
+
+def test_independent_and_permuted_models_share_nothing(family):
+    base = _weights(family["base"])
+    for key in ("other", "perm"):
+        sk = shared_kernels(base, _weights(family[key]))
+        assert sk.matches == [] and sk.share == 0.0, key
+    # the permuted copy's conv2 holds the same numbers in another order: element-wise matching does not see it
+    # (the documented limit; its I/O and CKA are identical to the base's)
+    sk = shared_kernels(base, _weights(family["perm"]), min_correlation=0.2)
+    assert sk.matches == []
+
+
+def test_output_layers_and_constant_kernels_do_not_count():
+    rng = np.random.default_rng(0)
+    head = rng.normal(size=(10, 784))
+    # two linear models with the same weights: their only kernel is the output layer
+    lin = {"fc": {"weight": head, "bias": np.zeros(10)}}
+    assert shared_kernels(lin, copy.deepcopy(lin)).matches == []
+    # a hidden kernel that is constant (here zeros) in both is not evidence of anything
+    hidden = {"h": {"weight": np.zeros((32, 784))}, "fc": {"weight": head[:, :32]}}
+    assert shared_kernels(hidden, copy.deepcopy(hidden)).hidden_a == 0
+    # the same random hidden kernel is, and one-to-one: two identical kernels of b pair with one of a at most
+    h = rng.normal(size=(32, 784))
+    a = {"h1": {"weight": h}, "fc": {"weight": head[:, :32]}}
+    b = {"h1": {"weight": h.copy()}, "h2": {"weight": h.copy()}, "fc": {"weight": head[:, :32]}}
+    sk = shared_kernels(a, b)
+    assert len(sk.matches) == 1 and sk.share == 1.0 and (sk.hidden_a, sk.hidden_b) == (1, 2)
+    with pytest.raises(ValueError, match="min_weights"):
+        shared_kernels(a, b, min_weights=0)
+    with pytest.raises(ValueError, match="min_correlation"):
+        shared_kernels(a, b, min_correlation=0.0)
+
+
+def test_reuse_rule_only_lifts_pairs_that_share_kernels():
+    assert reuse.with_shared_weights(0.2, 0.5) == 1.0
+    assert reuse.with_shared_weights(None, 1.0) == 1.0
+    assert reuse.with_shared_weights(0.2, 0.0) == 0.2
+    assert reuse.with_shared_weights(None, None) is None
+
+
+def _save(module, path, classes: int):
+    import torch
+
+    torch.jit.save(torch.jit.trace(module.eval(), torch.zeros(1, 1, 28, 28)), str(path))
+    write_metadata(path, {"input_shape": [28, 28, 1], "num_classes": classes, "output": "logits",
+                          "preprocess": {"scale": 255.0, "mean": [], "std": [], "layout": "NCHW"}})
+    return path
+
+
+def test_compare_flags_the_transfer_model_with_another_class_count(family, tmp_path, capsys):
+    paths = [_save(family["base"], tmp_path / "base.pt", 10), _save(family["frozen"], tmp_path / "transfer5.pt", 5),
+             _save(family["other"], tmp_path / "other.pt", 10)]
+    r = compare_models(paths, config=CompareConfig(data="uniform", n_inputs=64, cka_inputs=32, modeldiff_pairs=32,
+                                                   levels=("weights", "representation", "io", "reuse")))
+    share, score = r.matrix("weights_shared"), r.matrix("reuse")
+    assert share[0, 1] == 1.0 and share[0, 2] == 0.0 and share[1, 2] == 0.0
+    # different class counts: no I/O measure and so no calibrated score, but the shared backbone gives 1.0
+    assert np.isnan(r.matrix("io_top1_agreement")[0, 1]) and score[0, 1] == 1.0
+    assert score[0, 2] < 0.5 and np.isnan(score[1, 2])
+    assert [m["a"] for m in r.shared_weights["0,1"]] == ["conv2/weight"] and set(r.shared_weights) == {"0,1"}
+    assert r.to_json()["shared_weights"] == r.shared_weights
+    with pytest.raises(SystemExit) as exc:
+        main(["models", "compare", *map(str, paths[:2]), "--data", "uniform", "--inputs", "40", "--cka-inputs", "20"])
+    out = capsys.readouterr().out
+    assert exc.value.code in (0, None)
+    assert "transfer5.pt   reuse 1.000   (shares 1 hidden-layer kernel)" in out

@@ -10,8 +10,8 @@ split holds. Protocol, written down before any model was built:
 
 * **bases**: two torch architectures written here only — ``tlcnn`` (3×3 convolutions 1→16→32, max
   pooling, 32→64, max pooling, dense 64·5·5→128, head) and ``tlmlp`` (784-300-100, head) — each trained from
-  seeds 0, 1 and 2 on the first 6,000 of the shared MNIST training split's 10,000 images (Adam 1e-3, 3
-  epochs, 10 classes): 6 bases.
+  seeds 0, 1 and 2 on the first 6,000 of the shared MNIST training split's 10,000 images (in a seeded
+  random order: the file is ordered by label) (Adam 1e-3, 3 epochs, 10 classes): 6 bases.
 * **derived**, every base (the new head re-initialised, from the base's seed + 100):
   ``tl-frozen5`` (backbone frozen, new 5-class head for digits 0–4 trained 2 epochs);
   ``tl-ft5`` (same task, the whole network fine-tuned, Adam 1e-4, 2 epochs);
@@ -152,6 +152,8 @@ def build(work: Path) -> list[dict]:
     xte, yte = load_images("mnist", "test")
     assert ytr is not None and yte is not None
     xtr, xte = xtr[..., 0], xte[..., 0]  # (N, 28, 28)
+    order = np.random.default_rng(0).permutation(len(xtr))  # the shared training split is ordered by label
+    xtr, ytr = xtr[order], ytr[order]
     first, second = slice(0, 6000), slice(6000, 10000)
     work.mkdir(parents=True, exist_ok=True)
     records: list[dict] = []

@@ -156,3 +156,24 @@ def test_compare_flags_the_transfer_model_with_another_class_count(family, tmp_p
     out = capsys.readouterr().out
     assert exc.value.code in (0, None)
     assert "transfer5.pt   reuse 1.000   (shares 1 hidden-layer kernel)" in out
+
+
+def test_mask_pruned_copies_match_on_the_weights_they_kept(family):
+    base = _weights(family["base"])
+    rng = np.random.default_rng(0)
+    pruned = copy.deepcopy(base)
+    w = pruned["conv2"]["weight"]
+    w[rng.random(w.shape) < 0.6] = 0.0  # unstructured: 60 % of the weights zeroed
+    structured = copy.deepcopy(base)
+    structured["conv2"]["weight"][:4] = 0.0  # 4 of 12 output channels zeroed
+    for copy_ in (pruned, structured):
+        # the zeros alone pull the whole-array correlation under the floor; over the kept weights it is 1
+        x, y = base["conv2"]["weight"].ravel(), copy_["conv2"]["weight"].ravel()
+        assert np.corrcoef(x, y)[0, 1] < 0.99
+        sk = shared_kernels(base, copy_)
+        assert sk.share == 1.0 and sk.matches[0]["correlation"] == pytest.approx(1.0)
+    # too few weights kept on both sides: not evidence either way
+    sparse = copy.deepcopy(base)
+    sparse["conv2"]["weight"][rng.random(w.shape) < 0.9] = 0.0
+    assert (sparse["conv2"]["weight"] != 0).sum() < SHARED_MIN_WEIGHTS
+    assert shared_kernels(base, sparse).matches == []

@@ -296,9 +296,19 @@ def _hidden_kernels(w: Weights, min_weights: int) -> list[tuple[str, np.ndarray]
     return [(n, a) for n, a in kernels[:-1] if a.size >= min_weights and float(np.std(a)) > 0.0]
 
 
-def _pearson(a: np.ndarray, b: np.ndarray) -> float:
-    x, y = a.ravel() - a.mean(), b.ravel() - b.mean()
-    return min(1.0, float(np.dot(x, y) / (np.linalg.norm(x) * np.linalg.norm(y))))
+def _pearson_nonzero(a: np.ndarray, b: np.ndarray, min_weights: int) -> float | None:
+    """Pearson correlation of two same-shape kernels over the positions where both are non-zero (a pruned
+    copy's zeroed weights say nothing about the rest), or None when fewer than ``min_weights`` such
+    positions remain or either side is constant there."""
+    both = (a != 0) & (b != 0)
+    if int(both.sum()) < min_weights:
+        return None
+    x, y = a[both], b[both]
+    x, y = x - x.mean(), y - y.mean()
+    nx, ny = float(np.linalg.norm(x)), float(np.linalg.norm(y))
+    if nx == 0.0 or ny == 0.0:
+        return None
+    return min(1.0, float(np.dot(x, y) / (nx * ny)))
 
 
 def shared_kernels(a: Weights, b: Weights, min_weights: int = SHARED_MIN_WEIGHTS,
@@ -312,8 +322,10 @@ def shared_kernels(a: Weights, b: Weights, min_weights: int = SHARED_MIN_WEIGHTS
     algebraic structure of feedforward network weight spaces", 1990), so two trainings from different
     random initialisations end in unrelated element-wise weights (the reason model-merging work must
     first align units, e.g. Ainsworth et al., "Git Re-Basin", ICLR 2023). Kernels are therefore compared
-    element-wise, each hidden kernel of ``a`` against every hidden kernel of ``b`` of the same shape,
-    and paired one-to-one greedily by descending Pearson correlation while it reaches
+    element-wise, each hidden kernel of ``a`` against every hidden kernel of ``b`` of the same shape, by
+    the Pearson correlation over the positions where both are non-zero (so that a mask-pruned copy, whose
+    zeroed weights carry no information, still matches on the weights it kept; at least ``min_weights``
+    such positions), and paired one-to-one greedily by descending correlation while it reaches
     ``min_correlation``. The output layer (each model's last kernel) is left out: it has no
     permutation symmetry on its output side, and two linear models of one task can converge to the
     same weights.
@@ -338,8 +350,8 @@ def shared_kernels(a: Weights, b: Weights, min_weights: int = SHARED_MIN_WEIGHTS
     for i, (_, x) in enumerate(ka):
         for j, (_, y) in enumerate(kb):
             if x.shape == y.shape:
-                r = _pearson(x, y)
-                if r >= min_correlation:
+                r = _pearson_nonzero(x, y, min_weights)
+                if r is not None and r >= min_correlation:
                     scored.append((r, i, j))
     used_a: set[int] = set()
     used_b: set[int] = set()

@@ -88,25 +88,32 @@ def make_tiny_cnn():
     return TinyCNN()
 
 
+def adam_steps(model, x: np.ndarray, y: np.ndarray, steps: int, lr: float, seed: int):
+    """Train ``model`` in place for ``steps`` Adam steps (batch 64, drawn with a generator seeded ``seed``) on
+    uint8 NHWC images ``x`` (scaled x/255, NCHW) and int64 labels ``y``, cross-entropy on its logits; only
+    the parameters that require gradients move. Returns the model in eval mode."""
+    import torch
+
+    xt = torch.from_numpy(x.astype(np.float32).transpose(0, 3, 1, 2) / 255.0)
+    yt = torch.from_numpy(y)
+    opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=lr)
+    gen = torch.Generator().manual_seed(seed)
+    model.train()
+    for _ in range(steps):
+        idx = torch.randint(0, len(yt), (64,), generator=gen)
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(xt[idx]), yt[idx]).backward()
+        opt.step()
+    return model.eval()
+
+
 @pytest.fixture(scope="session")
 def tiny_torch(mnist_train_512):
     """A TinyCNN trained for 60 Adam steps (batch 64) on 512 MNIST images; eval mode, logits."""
     import torch
 
     torch.manual_seed(0)
-    model = make_tiny_cnn()
-    x, y = mnist_train_512
-    xt = torch.from_numpy(x.astype(np.float32).transpose(0, 3, 1, 2) / 255.0)
-    yt = torch.from_numpy(y)
-    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
-    gen = torch.Generator().manual_seed(0)
-    for _ in range(60):
-        idx = torch.randint(0, len(yt), (64,), generator=gen)
-        opt.zero_grad()
-        loss = torch.nn.functional.cross_entropy(model(xt[idx]), yt[idx])
-        loss.backward()
-        opt.step()
-    return model.eval()
+    return adam_steps(make_tiny_cnn(), *mnist_train_512, steps=60, lr=3e-3, seed=0)
 
 
 TINY_META = {

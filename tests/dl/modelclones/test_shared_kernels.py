@@ -27,22 +27,6 @@ def _weights(module) -> dict[str, dict[str, np.ndarray]]:
     return out
 
 
-def _train(model, x: np.ndarray, y: np.ndarray, steps: int, lr: float, seed: int):
-    import torch
-
-    xt = torch.from_numpy(x.astype(np.float32).transpose(0, 3, 1, 2) / 255.0)
-    yt = torch.from_numpy(y)
-    opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=lr)
-    gen = torch.Generator().manual_seed(seed)
-    model.train()
-    for _ in range(steps):
-        idx = torch.randint(0, len(yt), (64,), generator=gen)
-        opt.zero_grad()
-        torch.nn.functional.cross_entropy(model(xt[idx]), yt[idx]).backward()
-        opt.step()
-    return model.eval()
-
-
 @pytest.fixture(scope="module")
 def family(tiny_torch, mnist_train_512):
     """The conftest TinyCNN (conv1 150 weights, conv2 1,800, fc head) and four relatives: its backbone under a
@@ -51,7 +35,7 @@ def family(tiny_torch, mnist_train_512):
     import torch
     from torch import nn
 
-    from tests.dl.conftest import make_tiny_cnn
+    from tests.dl.conftest import adam_steps, make_tiny_cnn
 
     x, y = mnist_train_512
     keep = y < 5
@@ -60,13 +44,13 @@ def family(tiny_torch, mnist_train_512):
     frozen.fc = nn.Linear(12 * 4 * 4, 5)
     for p in (*frozen.conv1.parameters(), *frozen.conv2.parameters()):
         p.requires_grad_(False)
-    frozen = _train(frozen, x[keep], y[keep], steps=40, lr=3e-3, seed=5)
+    frozen = adam_steps(frozen, x[keep], y[keep], steps=40, lr=3e-3, seed=5)
     tuned = copy.deepcopy(frozen)
     for p in tuned.parameters():
         p.requires_grad_(True)
-    tuned = _train(tuned, x[keep], y[keep], steps=40, lr=3e-4, seed=6)
+    tuned = adam_steps(tuned, x[keep], y[keep], steps=40, lr=3e-4, seed=6)
     torch.manual_seed(1)
-    other = _train(make_tiny_cnn(), x, y, steps=60, lr=3e-3, seed=1)
+    other = adam_steps(make_tiny_cnn(), x, y, steps=60, lr=3e-3, seed=1)
     perm = copy.deepcopy(tiny_torch)
     p = torch.randperm(6, generator=torch.Generator().manual_seed(3))
     with torch.no_grad():

@@ -43,18 +43,10 @@ def _bn_net():
 def _train(seed: int, x: np.ndarray, y: np.ndarray):
     import torch
 
+    from tests.dl.conftest import adam_steps
+
     torch.manual_seed(seed)
-    m = _bn_net()
-    xt = torch.from_numpy(x.astype(np.float32).transpose(0, 3, 1, 2) / 255.0)
-    yt = torch.from_numpy(y)
-    opt = torch.optim.Adam(m.parameters(), lr=3e-3)
-    gen = torch.Generator().manual_seed(seed)
-    for _ in range(80):
-        idx = torch.randint(0, len(yt), (64,), generator=gen)
-        opt.zero_grad()
-        torch.nn.functional.cross_entropy(m(xt[idx]), yt[idx]).backward()
-        opt.step()
-    return m.eval()
+    return adam_steps(_bn_net(), x, y, steps=80, lr=3e-3, seed=seed)
 
 
 @pytest.fixture(scope="module")

@@ -27,6 +27,10 @@ split holds. Protocol, written down before any model was built:
 * **scores**: today's calibrated score alone (``reuse_score``; None when no feature set applies, counted
   as not flagged) and with the shared-kernel rule (``with_shared_weights``), threshold 0.5, comparison on
   500 MNIST test images (``models compare`` defaults). Nothing is fitted on these models.
+* **added after the first run** (a report, not a decision): each pair's highest hidden-kernel correlation
+  (``SharedKernels.best``), split into independent pairs of different and of the same initialisation seed
+  — the first run showed that scratch models of one architecture and seed, trained on different tasks,
+  keep correlated kernels (weights a task never updates stay at their shared initial values).
 
 Run (about 15 minutes on this 2-core machine)::
 
@@ -243,6 +247,10 @@ def main() -> None:
     compare_s = time.time() - t0
     mats = {k: result.matrix(k) for k in result.measures}
     params = reuse.load_params()
+    from twinspect.dl.adapters import load_classifier
+    from twinspect.dl.modelclones.weights import shared_kernels
+
+    weights = [load_classifier(work / f"{r['name']}.pt").loaded.canonical_weights() for r in records]
     pairs = []
     for i, j in itertools.combinations(range(len(records)), 2):
         ra, rb = records[i], records[j]
@@ -252,7 +260,9 @@ def main() -> None:
         pairs.append({"a": ra["name"], "b": rb["name"], "label": label(ra, rb), "kind": kind,
                       "calibrated": calibrated, "with_rule": values.get("reuse"),
                       "weights_shared": values.get("weights_shared"), "weights_cosine": values.get("weights_cosine"),
-                      "cka": values.get("cka"), "shared_kernels": result.shared_weights.get(f"{i},{j}", [])})
+                      "cka": values.get("cka"), "shared_kernels": result.shared_weights.get(f"{i},{j}", []),
+                      "best_kernel_correlation": shared_kernels(weights[i], weights[j]).best,
+                      "same_init_seed": ra["seed"] == rb["seed"] and ra["arch"] == rb["arch"]})
 
     def rate(rows: list[dict], key: str) -> tuple[int, int]:
         return sum(1 for p in rows if p[key] is not None and p[key] >= THRESHOLD), len(rows)
@@ -274,6 +284,16 @@ def main() -> None:
         table.append(f"| {name} | {n} | {c}/{n} ({100 * c / max(n, 1):.1f} %) | {r}/{n} ({100 * r / max(n, 1):.1f} %) | {med:.3f} |")
     acc = ["| model | kind | accuracy on its task (MNIST test) |", "|---|---|---|"]
     acc += [f"| {r['name']} | {r['kind']} | {r['accuracy']:.4f} |" for r in records]
+    corr = ["| pairs | n | highest hidden-kernel correlation: min | median | max |", "|---|---|---|---|---|"]
+    corr_groups = [(f"derived: {k}", [p for p in pairs if p["label"] == "derived" and p["kind"] == k]) for k in KINDS]
+    corr_groups += [("independent, different initialisation seeds", [p for p in pairs if p["label"] == "independent"
+                                                                     and not p["same_init_seed"]]),
+                    ("independent, same architecture and initialisation seed (scratch models of two tasks)",
+                     [p for p in pairs if p["label"] == "independent" and p["same_init_seed"]])]
+    for name, rows in corr_groups:
+        v = [p["best_kernel_correlation"] for p in rows if p["best_kernel_correlation"] is not None]
+        if v:
+            corr.append(f"| {name} | {len(v)} | {min(v):.3f} | {float(np.median(v)):.3f} | {max(v):.3f} |")
     indep_shared = sorted((p for p in pairs if p["label"] == "independent"), key=lambda p: -(p["weights_shared"] or 0))[:5]
     top = ["| pair | weights_shared | kernels shared | calibrated |", "|---|---|---|---|"]
     top += [f"| {p['a']} / {p['b']} | {p['weights_shared']:.3f} | {len(p['shared_kernels'])} | "
@@ -289,7 +309,10 @@ def main() -> None:
             f"built): {len(pairs)} pairs. Build {built_s:.0f} s (0 when cached), `compare_models` {compare_s:.0f} s. "
             "Nothing was fitted on these models; the calibrated score is the shipped one. A pair counts as flagged at "
             f"reuse ≥ {THRESHOLD}; a pair the calibrated score cannot score (no feature set applies: different class "
-            "counts) counts as not flagged.\n\n" + "\n".join(table) + "\n\nIndependent pairs with the highest "
+            "counts) counts as not flagged.\n\n" + "\n".join(table) + "\n\nHow near the pairs came to the rule's "
+            "correlation floor (0.99): the highest Pearson correlation of any two same-shape hidden kernels of the pair "
+            "(`SharedKernels.best`). Pairs with no two same-shape kernels are left out.\n\n" + "\n".join(corr)
+            + "\n\nIndependent pairs with the highest "
             "`weights_shared`:\n\n" + "\n".join(top) + "\n\nModels:\n\n" + "\n".join(acc) + "\n")
     with atomic_write(out.with_suffix(".md")) as fh:
         fh.write(text)

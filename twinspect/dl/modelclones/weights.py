@@ -281,12 +281,15 @@ class SharedKernels:
             in [0, 1] (0 when a model has no hidden kernel of :data:`SHARED_MIN_WEIGHTS` or more).
         hidden_a, hidden_b: hidden kernels of each model that were looked at (rank ≥ 2, at least
             :data:`SHARED_MIN_WEIGHTS` weights, not the model's last kernel).
+        best: the highest correlation of any two same-shape hidden kernels, shared or not (None when no
+            two have the same shape): how near an unshared pair came.
     """
 
     matches: list[dict] = field(default_factory=list)
     share: float = 0.0
     hidden_a: int = 0
     hidden_b: int = 0
+    best: float | None = None
 
 
 def _hidden_kernels(w: Weights, min_weights: int) -> list[tuple[str, np.ndarray]]:
@@ -347,12 +350,15 @@ def shared_kernels(a: Weights, b: Weights, min_weights: int = SHARED_MIN_WEIGHTS
         raise ValueError(f"min_correlation must be in (0, 1], got {min_correlation}")
     ka, kb = _hidden_kernels(a, min_weights), _hidden_kernels(b, min_weights)
     scored = []
+    best: float | None = None
     for i, (_, x) in enumerate(ka):
         for j, (_, y) in enumerate(kb):
             if x.shape == y.shape:
                 r = _pearson_nonzero(x, y, min_weights)
-                if r is not None and r >= min_correlation:
-                    scored.append((r, i, j))
+                if r is not None:
+                    best = r if best is None else max(best, r)
+                    if r >= min_correlation:
+                        scored.append((r, i, j))
     used_a: set[int] = set()
     used_b: set[int] = set()
     matches = []
@@ -364,4 +370,4 @@ def shared_kernels(a: Weights, b: Weights, min_weights: int = SHARED_MIN_WEIGHTS
         matches.append({"a": ka[i][0], "b": kb[j][0], "shape": list(ka[i][1].shape), "correlation": r})
     smaller = min(sum(x.size for _, x in ka), sum(y.size for _, y in kb))
     share = sum(ka[i][1].size for i in used_a) / smaller if smaller else 0.0
-    return SharedKernels(matches, float(share), len(ka), len(kb))
+    return SharedKernels(matches, float(share), len(ka), len(kb), best)

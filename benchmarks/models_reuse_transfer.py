@@ -294,10 +294,12 @@ def main() -> None:
         v = [p["best_kernel_correlation"] for p in rows if p["best_kernel_correlation"] is not None]
         if v:
             corr.append(f"| {name} | {len(v)} | {min(v):.3f} | {float(np.median(v)):.3f} | {max(v):.3f} |")
-    indep_shared = sorted((p for p in pairs if p["label"] == "independent"), key=lambda p: -(p["weights_shared"] or 0))[:5]
-    top = ["| pair | weights_shared | kernels shared | calibrated |", "|---|---|---|---|"]
-    top += [f"| {p['a']} / {p['b']} | {p['weights_shared']:.3f} | {len(p['shared_kernels'])} | "
-            f"{'-' if p['calibrated'] is None else format(p['calibrated'], '.3f')} |" for p in indep_shared]
+    flagged_indep = [p for p in pairs if p["label"] == "independent" and (p["with_rule"] or 0) >= THRESHOLD]
+    top = ["| pair | calibrated | with the rule | weights_shared | highest kernel correlation |", "|---|---|---|---|---|"]
+    top += [f"| {p['a']} / {p['b']} | {'-' if p['calibrated'] is None else format(p['calibrated'], '.3f')} | "
+            f"{p['with_rule']:.3f} | {p['weights_shared']:.3f} | "
+            f"{'-' if p['best_kernel_correlation'] is None else format(p['best_kernel_correlation'], '.3f')} |"
+            for p in flagged_indep]
     out = Path(a.out)
     payload = {"provenance": _provenance.info(__file__), "build_s": round(built_s, 1), "compare_s": round(compare_s, 1),
                "threshold": THRESHOLD, "models": records, "summary": summary, "pairs": pairs}
@@ -312,8 +314,7 @@ def main() -> None:
             "counts) counts as not flagged.\n\n" + "\n".join(table) + "\n\nHow near the pairs came to the rule's "
             "correlation floor (0.99): the highest Pearson correlation of any two same-shape hidden kernels of the pair "
             "(`SharedKernels.best`). Pairs with no two same-shape kernels are left out.\n\n" + "\n".join(corr)
-            + "\n\nIndependent pairs with the highest "
-            "`weights_shared`:\n\n" + "\n".join(top) + "\n\nModels:\n\n" + "\n".join(acc) + "\n")
+            + "\n\nIndependent pairs flagged:\n\n" + "\n".join(top) + "\n\nModels:\n\n" + "\n".join(acc) + "\n")
     with atomic_write(out.with_suffix(".md")) as fh:
         fh.write(text)
     print("\n".join(table))

@@ -52,6 +52,22 @@ def test_two_against_two_keeps_the_pair_signatures():
     assert not any("deviating" in f for f in triage.mark_deviating(oracles.judge(res, THRESHOLD), res))
 
 
+def test_all_systems_differing_pairwise_is_one_signature():
+    # shifts 0 / 0.3 / 0.6 / 0.9: every pair 0.3 or more apart (> 0.2), so no system is the odd one out and the
+    # six flagged pairs are one cause (before: six signatures, one per pair)
+    res = _results({"keras-tensorflow": 0.3, "keras-torch": 0.6, "onnxruntime": 0.9})
+    found = triage.mark_deviating(oracles.judge(res, THRESHOLD), res)
+    assert len(found) == 6 and all(f["all_differ"] and "deviating" not in f for f in found)
+    assert _signatures(res) == {"inconsistency|all-differ|Dense"}
+    # three systems all apart are the same; two systems, two against two, or a pair that agrees are not
+    three = {s: r for s, r in res.items() if s != "onnxruntime"}
+    assert _signatures(three) == {"inconsistency|all-differ|Dense"}
+    assert triage.all_differ(["keras-jax", "onnxruntime"], [["keras-jax", "onnxruntime"]]) is False
+    close = _results({"keras-tensorflow": 0.3, "keras-torch": 0.6, "onnxruntime": 0.7})  # torch-ort 0.1 apart
+    assert not any(f.get("all_differ") for f in triage.mark_deviating(oracles.judge(close, THRESHOLD), close))
+    assert len(_signatures(close)) > 1
+
+
 def test_all_agree_no_finding():
     res = _results({"keras-jax": 0.01, "keras-torch": -0.01, "onnxruntime": 0.1})  # at most 0.11 apart
     assert oracles.judge(res, THRESHOLD) == []
@@ -166,6 +182,20 @@ def test_campaign_queues_one_finding_for_one_faulty_system(tmp_path):
     camp._judge(_spec(), "NLA", None, _results({"onnxruntime": -0.4}), mpath, ipath, list(SYSTEMS))
     assert len(pend) == 1 and pend[0]["duplicates"] == 1
     json.dumps(camp.state)  # the queued finding stays JSON
+
+
+def test_campaign_queues_one_finding_when_all_systems_differ(tmp_path):
+    from twinspect.dl.fuzz.campaign import Campaign, Config
+
+    camp = Campaign.create(tmp_path / "c", Config(backends=list(SYSTEMS), seeds=["LeNet5"], threshold=THRESHOLD))
+    mpath, ipath = tmp_path / "m.keras", tmp_path / "x.npz"
+    mpath.write_bytes(b"model")
+    np.savez(ipath, x=BASE)
+    res = _results({"keras-tensorflow": 0.3, "keras-torch": 0.6, "onnxruntime": 0.9})
+    camp._judge(_spec(), "NLA", None, res, mpath, ipath, list(SYSTEMS))
+    pend = camp.state["pending_findings"]
+    assert [p["seen"] for p in pend] == ["inconsistency|all-differ|Dense"] and pend[0]["duplicates"] == 0
+    assert pend[0]["finding"]["all_differ"] is True and len(pend[0]["finding"]["systems"]) == 2
 
 
 def test_bundle_records_pair_and_deviating(tmp_path):

@@ -655,9 +655,12 @@ class Campaign:
             sfound = oracles.judge(sres, self.state["threshold"])
             f = {**f, "detail_before_minimising": f["detail"],
                  "detail": (oracles.symptom(sfound, f["kind"], f["systems"]) or f)["detail"]}
+            s_ok = [s for s, r in sres.items() if r.get("status") == "ok"]
+            s_pairs = [g["systems"] for g in sfound if g["kind"] == "inconsistency"]
             if f.get("deviating"):  # the minority decided on the mutant, unless the minimised model's runs contradict it
-                f["deviating"] = triage.agrees(f["deviating"], [s for s, r in sres.items() if r.get("status") == "ok"],
-                                               [g["systems"] for g in sfound if g["kind"] == "inconsistency"])
+                f["deviating"] = triage.agrees(f["deviating"], s_ok, s_pairs)
+            if f.get("all_differ"):  # likewise "every system differs", when the minimised model ran three or more
+                f["all_differ"] = len(s_ok) < 3 or triage.all_differ(s_ok, s_pairs)
         # one cause, one finding: the signature names the deviating system(s) (else the pair) and the
         # root-cause layer of the minimised model
         f["symptom_layer"] = f["layer"]
@@ -675,7 +678,8 @@ class Campaign:
                                    timeout_s=float(self.state["config"]["timeout_s"]) + 120.0)
         self.state["signatures"][sig] = count
         self.state["findings"].append({"id": fid, "kind": f["kind"], "systems": f["systems"],
-                                       "deviating": f.get("deviating"), "signature": sig,
+                                       "deviating": f.get("deviating"), "all_differ": bool(f.get("all_differ")),
+                                       "signature": sig,
                                        "dir": str(dest.relative_to(self.root)), "layer": f.get("layer"),
                                        "symptom_layer": f.get("symptom_layer"), "root_cause": f.get("root_cause"),
                                        "found_at_s": found_at_s})

@@ -17,9 +17,10 @@ def summary(root: str | Path) -> dict:
         ``{"elapsed_s", "models_generated", "models_valid", "models_tested", "models_per_hour",
         "coverage": {"layer_type"|"layer_pair"|"layer_param": {"covered", "total", "ratio"}},
         "coverage_over_time": [[seconds, type_ratio, pair_ratio, param_ratio]], "threshold",
-        "findings": [{"id", "kind", "systems", "deviating", "signature", "dir", "layer"}] (``systems``: the
-        pair the finding was minimised on; ``deviating``: the system(s) that differed from an agreeing
-        majority, else None),
+        "findings": [{"id", "kind", "systems", "deviating", "all_differ", "signature", "dir", "layer"}]
+        (``systems``: the pair the finding was minimised on; ``deviating``: the system(s) that differed from
+        an agreeing majority, else None; ``all_differ``: three or more systems all differed pairwise; absent in
+        campaigns from before it existed),
         "phase_s": {phase: seconds of the search loop (generate, check, coverage, save_model, execute,
         findings, state_write)}, "startup_s" (backend start-up before the clock), "findings_after_s"
         (minimising and bundling queued findings after the budget), "pending_findings" (still queued),
@@ -82,9 +83,12 @@ def _layer(f: dict) -> str:
 
 def _systems(f: dict) -> str:
     """A finding's systems: the deviating one(s) against the others when a majority agreed (one faulty
-    backend, :func:`twinspect.dl.fuzz.triage.split`), else the systems of its pair."""
+    backend, :func:`twinspect.dl.fuzz.triage.split`), every system when they all differ pairwise
+    (:func:`twinspect.dl.fuzz.triage.all_differ`), else the systems of its pair."""
     if f.get("deviating"):
         return f"{','.join(f['deviating'])} (against the others)"
+    if f.get("all_differ"):
+        return f"all differ (e.g. {','.join(f['systems'])})"
     return ",".join(f["systems"])
 
 

@@ -11,8 +11,10 @@ among four shows as three pairs; when the systems split into an agreeing majorit
 whose members differs from every majority member (:func:`split`: at the root-cause node when the probe ran
 every system, else on the model outputs, as long as the systems the probe and the minimised model ran do not
 contradict it), the signature names the minority (``inconsistency|<minority>|<layer>``) and the pairs are one
-finding; with no such majority (two against two, all different, two systems only) it names the finding's
-pair (``inconsistency|<a>,<b>|<layer>``). Crash and NaN findings are per system and per model already, not per
+finding; when three or more systems all differ pairwise (:func:`all_differ`, decided on the model outputs and
+kept while the minimised model's systems still all differ) it is ``inconsistency|all-differ|<layer>``, one
+finding too; otherwise (two against two, two systems only) it names the finding's pair
+(``inconsistency|<a>,<b>|<layer>``). Crash and NaN findings are per system and per model already, not per
 pair. A bundle holds ``finding.json`` (kind, systems — the flagged pair for an inconsistency —, ``deviating``
 — the minority the signature names, or null —, signature, library versions, the
 localised layer), ``model.keras``, ``inputs.npz``, each system's ``outputs/<system>.npz`` or
@@ -130,16 +132,33 @@ def agrees(minority: list[str] | None, systems: list[str], inconsistent: list[li
     return list(minority)
 
 
+#: What :func:`signature` names instead of systems when every system differs from every other.
+ALL_DIFFER = "all-differ"
+
+
+def all_differ(systems: list[str], inconsistent: list[list[str]] | set[frozenset[str]]) -> bool:
+    """Whether three or more ``systems`` differ pairwise, every pair of them inconsistent: no system is the
+    odd one out (no minority, :func:`split`), the cause is the model's, not one system's."""
+    names = sorted(set(systems))
+    bad = {frozenset(p) for p in inconsistent}
+    return len(names) >= 3 and all(frozenset((a, b)) in bad for i, a in enumerate(names) for b in names[i + 1:])
+
+
 def mark_deviating(found: list[dict], results: dict[str, dict]) -> list[dict]:
     """Record on ``found`` (a :func:`twinspect.dl.fuzz.oracles.judge` result for ``results``) the deviating
     minority of its inconsistencies (:func:`split` of the systems that ran ok, from the pairs ``judge`` flagged):
     each inconsistency with a minority system gets ``"deviating": [...]``, so :func:`signature` gives all of
-    them one key. Nothing is recomputed. Returns ``found``."""
+    them one key. When three or more systems differ pairwise (:func:`all_differ`), each inconsistency gets
+    ``"all_differ": True`` instead, one key for all of them too. Nothing is recomputed. Returns ``found``."""
     ok = sorted(s for s, r in results.items() if r.get("status") == "ok")
-    minority = split(ok, [f["systems"] for f in found if f["kind"] == "inconsistency"])
+    pairs = [f["systems"] for f in found if f["kind"] == "inconsistency"]
+    minority = split(ok, pairs)
+    everyone = minority is None and all_differ(ok, pairs)
     for f in found:
         if minority and f["kind"] == "inconsistency" and set(f["systems"]) & set(minority):
             f["deviating"] = list(minority)
+        elif everyone and f["kind"] == "inconsistency":
+            f["all_differ"] = True
     return found
 
 
@@ -220,6 +239,8 @@ def signature(finding: dict) -> str:
         return f"crash|{','.join(finding['systems'])}|{det.get('status')}|{det.get('error_type')}|{top}"
     if finding["kind"] == "inconsistency" and finding.get("deviating"):  # one cause, not one per pair
         return f"inconsistency|{','.join(finding['deviating'])}|{finding.get('layer')}"
+    if finding["kind"] == "inconsistency" and finding.get("all_differ"):  # every pair differs: one cause too
+        return f"inconsistency|{ALL_DIFFER}|{finding.get('layer')}"
     return f"{finding['kind']}|{','.join(finding['systems'])}|{finding.get('layer')}"
 
 

@@ -57,6 +57,9 @@ distillation), with balanced class weights and an intercept capped so that at mo
 :data:`DEFAULT_MAX_FPR` of those calibration pairs' independent ones reach the default threshold
 (:func:`fit_params`). The score is therefore a balanced-prior score in (0, 1), not a probability
 at the base rate of any particular zoo; ``--threshold`` (default 0.5) flags suspected derived pairs.
+
+A pair whose models share hidden-layer kernels (the ``weights_shared`` measure) is scored 1.0 whatever the
+calibrated score says, or when no feature set applies (different class counts): :func:`with_shared_weights`.
 """
 
 from __future__ import annotations

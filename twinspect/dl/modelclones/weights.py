@@ -324,7 +324,10 @@ def shared_kernels(a: Weights, b: Weights, min_weights: int = SHARED_MIN_WEIGHTS
     hidden units of a layer can be permuted without changing the function (Hecht-Nielsen, "On the
     algebraic structure of feedforward network weight spaces", 1990), so two trainings from different
     random initialisations end in unrelated element-wise weights (the reason model-merging work must
-    first align units, e.g. Ainsworth et al., "Git Re-Basin", ICLR 2023). Kernels are therefore compared
+    first align units, e.g. Ainsworth et al., "Git Re-Basin", ICLR 2023). Two trainings from the *same*
+    initialisation (one seed, one architecture) do keep correlated kernels, since weights a task never
+    updates stay at their shared initial values: 0.79–0.95 for such pairs of
+    ``benchmarks/results/models_reuse_transfer.md``, under the default floor. Kernels are therefore compared
     element-wise, each hidden kernel of ``a`` against every hidden kernel of ``b`` of the same shape, by
     the Pearson correlation over the positions where both are non-zero (so that a mask-pruned copy, whose
     zeroed weights carry no information, still matches on the weights it kept; at least ``min_weights``

@@ -19,12 +19,10 @@ from twinspect.dl.modelclones.weights import SHARED_MIN_WEIGHTS, shared_kernels 
 
 
 def _weights(module) -> dict[str, dict[str, np.ndarray]]:
-    """Per-layer float arrays of a torch module, as ``canonical_weights`` gives them (PyTorch layout)."""
-    out: dict[str, dict[str, np.ndarray]] = {}
-    for name, p in module.state_dict().items():
-        layer, _, param = name.rpartition(".")
-        out.setdefault(layer, {})[param] = p.detach().numpy().astype(np.float64)
-    return out
+    """A live torch module's canonical per-layer weights, as ``models compare`` reads them from a file."""
+    from twinspect.dl.adapters.torch import TorchClassifier
+
+    return TorchClassifier.from_module(module, (28, 28, 1)).loaded.canonical_weights()
 
 
 @pytest.fixture(scope="module")

@@ -82,9 +82,8 @@ def print_summary(result: Any, threshold: float) -> None:
     sus = result.suspected(threshold)
     if sus:
         print(f"suspected derived pairs (reuse >= {threshold}):")
-        shared = getattr(result, "shared_weights", {}) or {}
         for i, j, s in sus:
-            k = len(shared.get(f"{i},{j}", ()))
+            k = len(result.shared_weights.get(f"{i},{j}", ()))
             why = f"   (shares {k} hidden-layer kernel{'s' if k > 1 else ''})" if k else ""
             print(f"  {result.models[i]['name']}  <->  {result.models[j]['name']}   reuse {s:.3f}{why}")
     else:

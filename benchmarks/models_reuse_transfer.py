@@ -59,6 +59,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import models_reuse_holdout2 as h2  # noqa: E402  (its torch trainer and logits)
+
 from twinspect._io import atomic_write  # noqa: E402
 
 ARCHS = ("tlcnn", "tlmlp")
@@ -66,7 +68,7 @@ BASE_SEEDS = (0, 1, 2)
 SCRATCH_SEEDS = (50, 51, 52)
 KINDS = ("tl-frozen5", "tl-ft5", "tl-ft2", "tl-ft10")
 TASKS = {"5": 5, "2": 2, "10": 10}  # digits 0-4, even/odd, all ten
-MNIST_MEAN, MNIST_STD = 0.1307, 0.3081
+MNIST_MEAN, MNIST_STD = h2.MNIST_MEAN, h2.MNIST_STD
 THRESHOLD = 0.5
 
 
@@ -93,39 +95,14 @@ def labels_for(task: str, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.ones(len(y), bool), y
 
 
-def to_input(x: np.ndarray):
-    import torch
-
-    return torch.from_numpy(((x.astype(np.float32) / 255.0 - MNIST_MEAN) / MNIST_STD)[:, None])
-
-
-def train(model, x: np.ndarray, y: np.ndarray, *, epochs: int, lr: float, seed: int, batch: int = 64):
-    import torch
-    import torch.nn.functional as F
-
-    torch.manual_seed(seed)
-    rng = np.random.default_rng(seed)
-    params = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.Adam(params, lr=lr)
-    yt = torch.from_numpy(y.astype(np.int64))
-    model.train()
-    for _ in range(epochs):
-        order = rng.permutation(len(x))
-        for s in range(0, len(x), batch):
-            idx = order[s:s + batch]
-            loss = F.cross_entropy(model(to_input(x[idx])), yt[idx])
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-    return model.eval()
+def train(model, x: np.ndarray, y: np.ndarray, *, epochs: int, lr: float, seed: int):
+    """Cross-entropy with Adam, batch 64, no augmentation: the second hold-out's trainer (its preprocessing is
+    x/255 then MNIST's mean and std for any architecture not named an MLP there, as here)."""
+    return h2.fit_torch(model, "transfer", x, y, epochs=epochs, lr=lr, opt="adam", seed=seed)
 
 
 def accuracy(model, x: np.ndarray, y: np.ndarray) -> float:
-    import torch
-
-    with torch.no_grad():
-        pred = np.concatenate([model(to_input(x[i:i + 1000])).argmax(1).numpy() for i in range(0, len(x), 1000)])
-    return float((pred == y).mean())
+    return float((h2.torch_logits(model, "transfer", x).argmax(1) == y).mean())
 
 
 def save(model, classes: int, path: Path, meta: dict) -> None:

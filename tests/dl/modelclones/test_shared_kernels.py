@@ -15,7 +15,12 @@ import pytest  # noqa: E402
 from twinspect.cli import main  # noqa: E402
 from twinspect.dl.adapters.metadata import write_metadata  # noqa: E402
 from twinspect.dl.modelclones import CompareConfig, compare_models, reuse  # noqa: E402  (reuse: the module)
-from twinspect.dl.modelclones.weights import SHARED_MIN_WEIGHTS, shared_kernels  # noqa: E402
+from twinspect.dl.modelclones.weights import (  # noqa: E402
+    SHARED_MIN_WEIGHTS,
+    architecture_signature,
+    pruned_sub_kernels,
+    shared_kernels,
+)
 
 
 def _weights(module) -> dict[str, dict[str, np.ndarray]]:
@@ -160,3 +165,73 @@ def test_mask_pruned_copies_match_on_the_weights_they_kept(family):
     sparse["conv2"]["weight"][rng.random(w.shape) < 0.9] = 0.0
     assert (sparse["conv2"]["weight"] != 0).sum() < SHARED_MIN_WEIGHTS
     assert shared_kernels(base, sparse).matches == []
+
+
+@pytest.fixture(scope="module")
+def pruned(family, mnist_train_512):
+    """The TinyCNN and another trained one, each with half of conv1's and conv2's channels physically removed by
+    torch_pruning (L2 magnitude; the head's outputs kept), then fine-tuned (Adam 3e-4, 40 steps)."""
+    import torch
+    import torch_pruning as tp
+
+    from tests.dl.conftest import adam_steps
+
+    out = {}
+    for key in ("base", "other"):
+        m = copy.deepcopy(family[key])
+        tp.pruner.MetaPruner(m, torch.zeros(1, 1, 28, 28), importance=tp.importance.GroupMagnitudeImportance(p=2),
+                             pruning_ratio=0.5, ignored_layers=[m.fc]).step()
+        out[key] = adam_steps(m, *mnist_train_512, steps=40, lr=3e-4, seed=8)
+    assert tuple(out["base"].conv2.weight.shape) == (6, 3, 5, 5)  # the pruning removed channels for real
+    return out
+
+
+def test_physically_pruned_copy_shares_its_kernels_as_sub_blocks(family, pruned):
+    base, small = _weights(family["base"]), _weights(pruned["base"])
+    assert architecture_signature(base) != architecture_signature(small)
+    for a, b, side in ((base, small, "b"), (small, base, "a")):  # either argument order
+        sk = shared_kernels(a, b)
+        assert sk.share == 1.0 and len(sk.matches) == 1, side
+        m = sk.matches[0]
+        assert (m["a"], m["b"], m["pruned"]) == ("conv2/weight", "conv2/weight", side)
+        assert {tuple(m["shape"]), tuple(m["shape_b"])} == {(12, 6, 5, 5), (6, 3, 5, 5)}
+        assert 0.99 <= m["correlation"] < 1.0  # fine-tuned after the pruning
+    # the walk aligns every layer, the small first convolution and the head (after the flatten) too
+    walk = pruned_sub_kernels(base, small)
+    assert [n for n, _, _, _ in walk] == ["conv1/weight", "conv2/weight", "fc/weight"]
+    assert min(r for _, _, _, r in walk) > 0.99
+    # another model pruned the same way has the same shapes and none of the weights
+    sk = shared_kernels(base, _weights(pruned["other"]))
+    assert sk.matches == [] and sk.share == 0.0 and sk.best is not None and sk.best < 0.5
+
+
+def test_sub_kernel_walk_recovers_an_unsorted_channel_selection():
+    rng = np.random.default_rng(1)
+    w1, w2, head = rng.normal(size=(8, 1, 3, 3)), rng.normal(size=(16, 8, 3, 3)), rng.normal(size=(10, 16 * 4))
+    big = {"c1": {"weight": w1}, "c2": {"weight": w2}, "fc": {"weight": head}}
+    keep1, keep2 = np.array([6, 0, 3, 5]), np.array([9, 2, 14, 7, 11, 0, 4, 12])  # kept channels, in another order
+    cols = (keep2[:, None] * 4 + np.arange(4)).ravel()  # the head's inputs: 4 positions per kept channel
+    small = {"c1": {"weight": w1[keep1]}, "c2": {"weight": w2[keep2][:, keep1]}, "fc": {"weight": head[:, cols]}}
+    walk = pruned_sub_kernels(big, small)
+    assert [r for _, _, _, r in walk] == pytest.approx([1.0, 1.0, 1.0])
+    # not a pruned copy: wider than the original in a channel dimension, or another number of kernels
+    assert pruned_sub_kernels(small, big) == []
+    assert pruned_sub_kernels(big, {"c1": small["c1"], "fc": small["fc"]}) == []
+    # the columns of a layer that cannot be aligned (a layer in between changed the width) break the walk there
+    odd = copy.deepcopy(small)
+    odd["c2"]["weight"] = w2[keep2][:, :3]
+    assert [n for n, _, _, _ in pruned_sub_kernels(big, odd)] == ["c1/weight"]
+
+
+def test_compare_flags_the_physically_pruned_copy(family, pruned, tmp_path, capsys):
+    paths = [_save(family["base"], tmp_path / "base.pt", 10), _save(pruned["base"], tmp_path / "pruned.pt", 10),
+             _save(pruned["other"], tmp_path / "other_pruned.pt", 10)]
+    r = compare_models(paths, config=CompareConfig(data="uniform", n_inputs=64, cka_inputs=32, modeldiff_pairs=32,
+                                                   levels=("weights", "reuse")))
+    assert r.matrix("weights_shared")[0, 1] == 1.0 and r.matrix("reuse")[0, 1] == 1.0
+    assert set(r.shared_weights) == {"0,1"} and r.shared_weights["0,1"][0]["pruned"] == "b"
+    assert np.isnan(r.matrix("weights_cosine")[0, 1])  # different architectures: no whole-model weight cosine
+    with pytest.raises(SystemExit) as exc:
+        main(["models", "compare", *map(str, paths[:2]), "--data", "uniform", "--inputs", "40", "--cka-inputs", "20"])
+    assert exc.value.code in (0, None)
+    assert "(shares 1 hidden-layer kernel, pruned.pt as a channel-pruned copy)" in capsys.readouterr().out

@@ -47,6 +47,7 @@ _LAZY: dict[str, str] = {
     "compare_weights": "twinspect.dl.modelclones.weights",
     "SharedKernels": "twinspect.dl.modelclones.weights",
     "shared_kernels": "twinspect.dl.modelclones.weights",
+    "pruned_sub_kernels": "twinspect.dl.modelclones.weights",
 }
 
 __all__ = list(_LAZY)

@@ -83,8 +83,12 @@ def print_summary(result: Any, threshold: float) -> None:
     if sus:
         print(f"suspected derived pairs (reuse >= {threshold}):")
         for i, j, s in sus:
-            k = len(result.shared_weights.get(f"{i},{j}", ()))
-            why = f"   (shares {k} hidden-layer kernel{'s' if k > 1 else ''})" if k else ""
+            kernels = result.shared_weights.get(f"{i},{j}", ())
+            k = len(kernels)
+            pruned = {m["pruned"] for m in kernels if "pruned" in m}  # sub-blocks: one is a channel-pruned copy
+            as_pruned = f", {result.models[i if pruned == {'a'} else j]['name']} as a channel-pruned copy" \
+                if len(pruned) == 1 else ""
+            why = f"   (shares {k} hidden-layer kernel{'s' if k > 1 else ''}{as_pruned})" if k else ""
             print(f"  {result.models[i]['name']}  <->  {result.models[j]['name']}   reuse {s:.3f}{why}")
     else:
         print(f"no pair with reuse score >= {threshold}")

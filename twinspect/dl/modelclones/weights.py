@@ -30,8 +30,11 @@ but not in order without it stay different architectures).
 **Shared kernels across architectures.** A transfer-learned model keeps its source's backbone under a new
 head, often for another number of classes; :func:`shared_kernels` finds the hidden kernels the two hold in
 common element-wise, at any architecture (the ``weights_shared`` measure; with any shared kernel the reuse
-score is 1, :func:`twinspect.dl.modelclones.reuse.with_shared_weights`). It does not see a copy whose hidden
-units were permuted (same function, weights in another order); the I/O and representation levels do.
+score is 1, :func:`twinspect.dl.modelclones.reuse.with_shared_weights`). A structurally pruned copy, whose
+whole channels were removed (``torch_pruning`` and the like), holds sub-blocks of its original's kernels; when
+the two architectures differ, :func:`pruned_sub_kernels` aligns them layer by layer and they count as shared
+too. It does not see a same-architecture copy whose hidden units were permuted (same function, weights in
+another order); the I/O and representation levels do.
 """
 
 from __future__ import annotations
@@ -275,8 +278,10 @@ class SharedKernels:
     """Hidden-layer kernels two models have in common (:func:`shared_kernels`).
 
     Attributes:
-        matches: one dict per shared kernel, ``{"a": array name in model a, "b": in model b, "shape": [...],
-            "correlation": Pearson r}``, by descending correlation.
+        matches: one dict per shared kernel, ``{"a": array name in model a, "b": in model b, "shape": [...] (in
+            model a), "correlation": Pearson r}``, by descending correlation; a kernel matched as a sub-block
+            (:func:`pruned_sub_kernels`) also has ``"shape_b"`` (its shape in model b) and ``"pruned"`` (``"a"`` or
+            ``"b"``, the model that is the channel-pruned copy).
         share: weights in shared kernels ÷ hidden-kernel weights of the model that has fewer of them,
             in [0, 1] (0 when a model has no hidden kernel of :data:`SHARED_MIN_WEIGHTS` or more).
         hidden_a, hidden_b: hidden kernels of each model that were looked at (rank ≥ 2, at least
@@ -334,7 +339,11 @@ def shared_kernels(a: Weights, b: Weights, min_weights: int = SHARED_MIN_WEIGHTS
     such positions), and paired one-to-one greedily by descending correlation while it reaches
     ``min_correlation``. The output layer (each model's last kernel) is left out: it has no
     permutation symmetry on its output side, and two linear models of one task can converge to the
-    same weights.
+    same weights. When the two architectures differ (:func:`architecture_signature`), the kernels
+    :func:`pruned_sub_kernels` aligns as sub-blocks, in either direction, are matched as well (those of the
+    hidden kernels looked at, not yet matched, at ``min_correlation`` or more): a structurally pruned copy, fine-tuned
+    after the pruning, keeps 0.999 and more (``benchmarks/results/models_reuse_pruned.md``); ``share`` then counts
+    the pruned model's kernel sizes.
 
     Args:
         a, b: canonical per-layer weights (``LoadedModel.canonical_weights()``, PyTorch layout).
@@ -364,13 +373,113 @@ def shared_kernels(a: Weights, b: Weights, min_weights: int = SHARED_MIN_WEIGHTS
                         scored.append((r, i, j))
     used_a: set[int] = set()
     used_b: set[int] = set()
-    matches = []
+    matches: list[dict] = []
     for r, i, j in sorted(scored, key=lambda t: (-t[0], t[1], t[2])):
         if i in used_a or j in used_b:
             continue
         used_a.add(i)
         used_b.add(j)
         matches.append({"a": ka[i][0], "b": kb[j][0], "shape": list(ka[i][1].shape), "correlation": r})
-    smaller = min(sum(x.size for _, x in ka), sum(y.size for _, y in kb))
-    share = sum(ka[i][1].size for i in used_a) / smaller if smaller else 0.0
+    # a physically pruned copy (whole channels cut out): its kernels are sub-blocks of the original's
+    if architecture_signature(a) != architecture_signature(b):
+        names_a, names_b = [n for n, _ in ka], [n for n, _ in kb]
+        for big, small, swap in ((a, b, False), (b, a, True)):
+            for name_big, name_small, _, r in pruned_sub_kernels(big, small):
+                na_, nb_ = (name_small, name_big) if swap else (name_big, name_small)
+                if na_ not in names_a or nb_ not in names_b:  # a small or output kernel: not counted
+                    continue
+                best = r if best is None else max(best, r)
+                i, j = names_a.index(na_), names_b.index(nb_)
+                if r >= min_correlation and i not in used_a and j not in used_b:
+                    used_a.add(i)
+                    used_b.add(j)
+                    matches.append({"a": na_, "b": nb_, "shape": list(ka[i][1].shape), "shape_b": list(kb[j][1].shape),
+                                    "correlation": r, "pruned": "a" if swap else "b"})
+        matches.sort(key=lambda m: -m["correlation"])
+    size_a = {i: ka[i][1].size for i in range(len(ka))}
+    size_b = {j: kb[j][1].size for j in range(len(kb))}
+    smaller_is_a = sum(size_a.values()) <= sum(size_b.values())
+    smaller = min(sum(size_a.values()), sum(size_b.values()))
+    shared_w = sum(size_a[i] for i in used_a) if smaller_is_a else sum(size_b[j] for j in used_b)
+    share = min(1.0, shared_w / smaller) if smaller else 0.0
     return SharedKernels(matches, float(share), len(ka), len(kb), best)
+
+
+def _row_pearson(y: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """Pearson correlation of every row of ``y`` (m, d) with every row of ``x`` (n, d): (m, n) float64 (0 for a
+    constant row)."""
+    def z(v: np.ndarray) -> np.ndarray:
+        v = v - v.mean(axis=1, keepdims=True)
+        n = np.linalg.norm(v, axis=1, keepdims=True)
+        return np.divide(v, n, out=np.zeros_like(v), where=n > 0)
+    return z(y) @ z(x).T
+
+
+def pruned_sub_kernels(big: Weights, small: Weights) -> list[tuple[str, str, list[int], float]]:
+    """The kernels of ``small`` that are sub-blocks of ``big``'s: ``small`` as a structurally pruned copy of ``big``.
+
+    Structured pruning that removes whole channels (Li et al., "Pruning Filters for Efficient ConvNets", ICLR
+    2017; the physical removal ``torch_pruning`` performs, Fang et al., "DepGraph", CVPR 2023) keeps, for each
+    layer, a subset of the original's output channels (rows of the kernel) and, from the layer before, the
+    matching subset of its input channels (columns). Walking the two models' kernels (arrays of rank ≥ 2) in
+    order, the columns a kernel of ``small`` keeps are the rows kept in the layer before (all of them when the
+    input width is unchanged; for a dense layer after a flatten, whole blocks of ``height × width`` inputs per
+    kept channel, in PyTorch's channel-first order or a channel-last one, whichever correlates better), and its
+    rows are matched to ``big``'s rows over those columns by the assignment that maximises the summed row
+    correlation (Hungarian method, ``scipy.optimize.linear_sum_assignment``). Each aligned kernel pair is then
+    scored by the Pearson correlation of the aligned weights, over the positions where both are non-zero. A
+    kernel whose columns cannot be aligned (the model is not a plain chain of layers, e.g. residual additions
+    or concatenations whose pruning the walk does not follow) breaks the walk until a layer with an unchanged
+    input width. Requires the two models to have the same number of kernels, each of ``small`` at most as wide
+    as ``big``'s in both channel dimensions, with the same remaining dimensions; otherwise nothing is returned.
+
+    Args:
+        big: canonical per-layer weights of the presumed original (PyTorch layout).
+        small: those of the presumed pruned copy.
+
+    Returns:
+        ``[(name in big, name in small, shape in big, Pearson r)]`` for every kernel the walk aligned (every
+        layer, the small and output ones too; :func:`shared_kernels` counts the hidden ones it looks at), in
+        layer order; empty when ``small`` is not shaped as a channel-pruned ``big``.
+    """
+    from scipy.optimize import linear_sum_assignment
+
+    kb_ = [(n, x) for n, x in flat_arrays(big) if x.ndim >= 2]
+    ks_ = [(n, y) for n, y in flat_arrays(small) if y.ndim >= 2]
+    if not kb_ or len(kb_) != len(ks_):
+        return []
+    for (_, x), (_, y) in zip(kb_, ks_):
+        if x.ndim != y.ndim or x.shape[2:] != y.shape[2:] or y.shape[0] > x.shape[0] or y.shape[1] > x.shape[1]:
+            return []
+    out: list[tuple[str, str, list[int], float]] = []
+    rows_prev: np.ndarray | None = None  # rows of big's previous kernel that small's kept, in small's order
+    width_prev = 0  # big's previous kernel's row count
+    for (nb, x), (ns, y) in zip(kb_, ks_):
+        in_big, in_small = x.shape[1], y.shape[1]
+        col_options: list[np.ndarray] = []
+        if in_small == in_big:
+            col_options.append(np.arange(in_big))
+        elif rows_prev is not None and in_small == len(rows_prev):
+            col_options.append(rows_prev)
+        elif rows_prev is not None and width_prev and in_big % width_prev == 0 and in_small % len(rows_prev) == 0 \
+                and in_small // len(rows_prev) == in_big // width_prev:
+            block = in_big // width_prev  # a flatten of (channels, height, width) before a dense layer
+            col_options.append((rows_prev[:, None] * block + np.arange(block)).ravel())  # channel-first
+            col_options.append((np.arange(block)[:, None] * width_prev + rows_prev[None, :]).ravel())  # channel-last
+        best_r, best_rows = None, None
+        for cols in col_options:
+            xs = x[:, cols]
+            ys, xf = y.reshape(len(y), -1), xs.reshape(len(xs), -1)
+            if y.shape[0] == x.shape[0] and np.allclose(_row_pearson(ys, xf).diagonal(), 1.0, atol=0.05):
+                rows = np.arange(len(x))  # rows kept as they are (an unpruned layer)
+            else:
+                _, rows = linear_sum_assignment(-_row_pearson(ys, xf))
+            r = _pearson_nonzero(xs[rows], y, 1)
+            if r is not None and (best_r is None or r > best_r):
+                best_r, best_rows = r, rows
+        if best_r is None or best_rows is None:
+            rows_prev, width_prev = None, 0
+            continue
+        out.append((nb, ns, list(x.shape), best_r))
+        rows_prev, width_prev = np.asarray(best_rows), x.shape[0]
+    return out

@@ -121,5 +121,6 @@ def test_heatmap_scale_follows_the_registry(full_run, tmp_path, monkeypatch):
     measure_plots = {k: v for k, v in scales.items() if not k.startswith("cka_")}
     assert set(measure_plots) == set(measures.BY_NAME)
     assert {k for k, v in measure_plots.items() if v == (None, None)} == {
-        "weights_euclidean", "distill_euclidean", "io_logprob_margin_one", "io_logprob_margin_both"}
+        "weights_euclidean", "distill_euclidean", "io_logprob_margin_one", "io_logprob_margin_both", "io_peer_z_min",
+        "io_peer_z_max"}
     assert all(v == (0.0, 1.0) for k, v in measure_plots.items() if measures.BY_NAME[k].unit_range)

@@ -49,7 +49,12 @@ from twinspect.dl.adapters.loaded import NotSupportedError
 from twinspect.dl.modelclones import cka as cka_mod
 from twinspect.dl.modelclones import deepjudge, measures, modeldiff, outputs, reuse
 from twinspect.dl.modelclones.measures import LEVELS, MEASURES
-from twinspect.dl.modelclones.weights import DifferentArchitectures, compare_weights, shared_kernels
+from twinspect.dl.modelclones.weights import (
+    DifferentArchitectures,
+    architecture_signature,
+    compare_weights,
+    shared_kernels,
+)
 from twinspect.errors import InputError
 
 #: Names accepted by ``--data`` besides a path to an ``.npz``.
@@ -574,13 +579,17 @@ def _pair_cka(cfg: CompareConfig, mx: _Matrices, i: int, j: int, a: _ModelState,
 
 #: The zoo-relative margins of ``io_logprob_cosine`` (:func:`~twinspect.dl.modelclones.reuse.zoo_margins`).
 MARGINS: tuple[str, str] = ("io_logprob_margin_one", "io_logprob_margin_both")
+#: Its architecture-peer z of pairs of different architectures (:func:`~twinspect.dl.modelclones.reuse.peer_outliers`).
+PEERS: tuple[str, str] = ("io_peer_z_min", "io_peer_z_max")
 
 
 def _zoo_margins(states: list[_ModelState], params: dict[str, list[float]] | None = None,
-                 mode: str = "all") -> tuple[np.ndarray, np.ndarray]:
-    """The zoo-relative margins of every pair of the run: ``io_logprob_cosine`` of every two models with
+                 mode: str = "all") -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The zoo-relative measures of every pair of the run: ``io_logprob_cosine`` of every two models with
     outputs of the same input shape and class count (all of them, also in a run limited to some
-    ``pairs``: the zoo is every model given), then :func:`~twinspect.dl.modelclones.reuse.zoo_margins`.
+    ``pairs``: the zoo is every model given), then :func:`~twinspect.dl.modelclones.reuse.zoo_margins` and,
+    with each model's architecture (:func:`~twinspect.dl.modelclones.weights.architecture_signature` of
+    its weights; unknown when they were not read), :func:`~twinspect.dl.modelclones.reuse.peer_outliers`.
 
     With ``mode`` ``"unrelated"`` (a calibration fitted so, :func:`~twinspect.dl.modelclones.reuse.zoo_mode`)
     and ``params`` holding the ``io`` set, the third models of a pair leave out those the ``io`` set flags
@@ -588,7 +597,7 @@ def _zoo_margins(states: list[_ModelState], params: dict[str, list[float]] | Non
     pair's I/O features).
 
     Returns:
-        ``(margin_one, margin_both)``, (M, M) float64 with NaN where undefined.
+        ``(margin_one, margin_both, peer_z_min, peer_z_max)``, (M, M) float64 with NaN where undefined.
     """
     n = len(states)
     unrelated = mode == "unrelated" and params is not None and "io" in params
@@ -607,11 +616,12 @@ def _zoo_margins(states: list[_ModelState], params: dict[str, list[float]] | Non
                 for k, v in zip(names, vals):
                     io[k][i, j] = io[k][j, i] = v
     related = reuse.related_by_outputs(io, params) if unrelated and params is not None else None
-    return reuse.zoo_margins(io["io_logprob"], related)
+    groups = [None if st.weights is None else architecture_signature(st.weights) for st in states]
+    return (*reuse.zoo_margins(io["io_logprob"], related), *reuse.peer_outliers(io["io_logprob"], groups))
 
 
 def _pair_io(cfg: CompareConfig, mx: _Matrices, i: int, j: int, a: _ModelState, b: _ModelState,
-             values: dict[str, float | None], zoo: tuple[np.ndarray, np.ndarray] | None = None) -> str | None:
+             values: dict[str, float | None], zoo: tuple[np.ndarray, ...] | None = None) -> str | None:
     """The I/O measures (with the random-pair DDV similarity and, from ``zoo``, the zoo-relative margins) of
     pair (i, j) (same input shape and class count).
 
@@ -646,11 +656,13 @@ def _pair_io(cfg: CompareConfig, mx: _Matrices, i: int, j: int, a: _ModelState, 
             mx.put(k, i, j, v)
     values.update(vals)
     if zoo is not None:
-        for k, m in zip(MARGINS, zoo):
+        for k, m in zip(MARGINS + PEERS, zoo):
             v = _nan_to_none(m[i, j]) if i != j else None
             if "io" in cfg.levels:
                 if v is None and i < j:
-                    mx.skip(k, i, j, "a zoo-relative margin needs a third model with comparable outputs (unrelated to both, with an 'unrelated' calibration)")
+                    mx.skip(k, i, j, "a zoo-relative margin needs a third model with comparable outputs (unrelated to both, with an 'unrelated' calibration)"
+                            if k in MARGINS else
+                            f"architecture-peer z needs two different known architectures (weights read) with at least {reuse.PEER_MIN} other models of each")
                 else:
                     mx.put(k, i, j, v)
             values[k] = v
@@ -727,6 +739,7 @@ def _pair_reuse(mx: _Matrices, i: int, j: int, values: dict[str, float | None], 
         return
     score = reuse.with_shared_weights(reuse.reuse_score(measures.reuse_features(values), params),
                                       values.get("weights_shared"))
+    score = reuse.with_peer_outlier(score, values.get("io_peer_z_min"), values.get("io_peer_z_max"))
     mx.put("reuse", i, j, score)
     if score is None:
         mx.skip("reuse", i, j, io_reason or "no level with enough measures applies")

@@ -110,6 +110,8 @@ REGISTRY: tuple[Measure, ...] = (
     Measure("io_ddv_random_pairs", "io", True, feature="ddv_random"),
     Measure("io_logprob_margin_one", "io", True, unit_range=False, feature="margin_one"),
     Measure("io_logprob_margin_both", "io", True, unit_range=False, feature="margin_both"),
+    Measure("io_peer_z_min", "io", True, unit_range=False),
+    Measure("io_peer_z_max", "io", True, unit_range=False),
     Measure("modeldiff", "baselines", True),
     Measure("deepjudge_robd", "baselines", False),
     Measure("deepjudge_jsd", "baselines", False),

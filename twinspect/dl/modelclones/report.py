@@ -72,6 +72,7 @@ def to_markdown(result: Any) -> str:
 
 def print_summary(result: Any, threshold: float) -> None:
     """Print the summary table, the suspected derived pairs (reuse >= ``threshold``) and skipped measures on stdout."""
+    from twinspect.dl.modelclones import reuse
     from twinspect.reports.table import print_table
 
     print(f"{len(result.models)} models, inputs: {result.config['data']}")
@@ -89,6 +90,10 @@ def print_summary(result: Any, threshold: float) -> None:
             as_pruned = f", {result.models[i if pruned == {'a'} else j]['name']} as a channel-pruned copy" \
                 if len(pruned) == 1 else ""
             why = f"   (shares {k} hidden-layer kernel{'s' if k > 1 else ''}{as_pruned})" if k else ""
+            if not k and "io_peer_z_min" in result.measures:
+                zmin, zmax = result.matrix("io_peer_z_min")[i, j], result.matrix("io_peer_z_max")[i, j]
+                if reuse.with_peer_outlier(None, float(zmin), float(zmax)) is not None:
+                    why = f"   (each stands out among the other's architecture-mates: peer z {zmin:.1f} / {zmax:.1f})"
             print(f"  {result.models[i]['name']}  <->  {result.models[j]['name']}   reuse {s:.3f}{why}")
     else:
         print(f"no pair with reuse score >= {threshold}")

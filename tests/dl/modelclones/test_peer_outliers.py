@@ -114,8 +114,8 @@ def test_compare_finds_a_distilled_student_among_two_architectures(mnist_train_5
         write_metadata(p, {"input_shape": [28, 28, 1], "num_classes": 10, "output": "logits",
                            "preprocess": {"scale": 255.0, "mean": [], "std": [], "layout": "NCHW"}})
         paths.append(p)
-    r = compare_models(paths, config=CompareConfig(data="mnist", n_inputs=200, cka_inputs=32, modeldiff_pairs=32,
-                                                   levels=("weights", "io", "reuse")))
+    cfg = dict(data="mnist", n_inputs=200, cka_inputs=32, modeldiff_pairs=32, levels=("weights", "io", "reuse"))
+    r = compare_models(paths, config=CompareConfig(**cfg, peer_rule=True))
     zmin, zmax, score = r.matrix("io_peer_z_min"), r.matrix("io_peer_z_max"), r.matrix("reuse")
     teacher, st = 0, 11
     assert zmin[teacher, st] >= 0.7 and zmax[teacher, st] >= 2.5 and score[teacher, st] >= PEER_RULE_SCORE
@@ -123,6 +123,15 @@ def test_compare_finds_a_distilled_student_among_two_architectures(mnist_train_5
     assert np.isfinite(cross).all() and (cross < 2.5).all() and (score[:6, 6:11] < 0.5).all()
     assert np.isnan(zmin[:6, :6]).all()  # one architecture: no peer z
     assert any(s["measure"] == "io_peer_z_min" and "architecture-peer z" in s["reason"] for s in r.skipped)
+    # by default the same measures are reported and the rule lifts nothing: the scores differ exactly where it holds
+    plain = compare_models(paths, config=CompareConfig(**cfg))
+    base = plain.matrix("reuse")
+    np.testing.assert_array_equal(plain.matrix("io_peer_z_max"), zmax)
+    holds = np.nan_to_num(zmax, nan=-9) >= 2.5
+    holds &= np.nan_to_num(zmin, nan=-9) >= 0.7
+    differ = ~np.isclose(np.nan_to_num(base, nan=-1), np.nan_to_num(score, nan=-1))
+    assert differ.any() and not (differ & ~holds).any()
+    assert (score[differ] == PEER_RULE_SCORE).all() and (base[differ] < PEER_RULE_SCORE).all()
 
     # the terminal summary says why the pair is suspected
     from twinspect.dl.modelclones.report import print_summary
@@ -130,3 +139,15 @@ def test_compare_finds_a_distilled_student_among_two_architectures(mnist_train_5
     print_summary(r, 0.5)
     out = capsys.readouterr().out
     assert "m0.pt  <->  m11.pt" in out and "stands out among the other's architecture-mates" in out
+
+    # the CLI option reaches the comparison and is recorded in the JSON report
+    import json
+
+    from twinspect.cli import main
+
+    out_json = tmp_path / "r.json"
+    with pytest.raises(SystemExit) as exc:
+        main(["models", "compare", *map(str, paths[:2]), "--data", "uniform", "--inputs", "40", "--cka-inputs", "20",
+              "--peer-rule", "--format", "json", "-o", str(out_json), "-q"])
+    assert exc.value.code in (0, None)
+    assert json.loads(out_json.read_text())["config"]["peer_rule"] is True

@@ -93,6 +93,12 @@ def compare_cmd(
         "DeepJudge's black-box RobD/JSD (S&P 2022), directional (row model = victim, needs a float torch model).",
     ),
     calibration: Optional[Path] = typer.Option(None, "--calibration", help="Reuse-score calibration JSON (default: the shipped one)."),
+    peer_rule: bool = typer.Option(
+        False, "--peer-rule",
+        help="Lift the reuse score of a pair of different architectures to 0.9 when each model stands out among the "
+        "other's architecture-mates (io_peer_z_min >= 0.7 and io_peer_z_max >= 2.5; needs 5 more models of each "
+        "architecture): finds more distilled students, with more false flags (benchmarks/results/models_reuse_holdout4.md).",
+    ),
     seed: int = typer.Option(0, "--seed", help="Seed of input sampling, uniform inputs, DDV pairs, the baselines' attacks and distillation."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress output, no table."),
     verbose: VerboseOpt = False,
@@ -112,7 +118,7 @@ def compare_cmd(
     cfg = CompareConfig(
         data=data, n_inputs=n_inputs, cka_inputs=cka_inputs, preprocess=preprocess, seed=seed,
         distill_student=distill, threshold=threshold, calibration=None if calibration is None else str(calibration),
-        levels=lv, verbose=0 if quiet else 1,
+        peer_rule=peer_rule, levels=lv, verbose=0 if quiet else 1,
     )
     result = compare_models(models, code=code, config=cfg)
     if fmt == "json":

@@ -84,6 +84,10 @@ class CompareConfig:
         distill_train: training images for distillation (from the data set's train split).
         threshold: reuse score above which a pair is reported as suspected derived.
         calibration: reuse calibration file (default: the shipped one).
+        peer_rule: apply the architecture-peer rule to the reuse score
+            (:func:`~twinspect.dl.modelclones.reuse.with_peer_outlier`); off by default: on a hold-out it was
+            not tuned on it flagged 3 more distilled students and 10 more independent pairs
+            (``benchmarks/results/models_reuse_holdout4.md``). The ``io_peer_z_*`` measures are reported either way.
         levels: levels to compute (a subset of :data:`~twinspect.dl.modelclones.measures.LEVELS`).
         verbose: 0 = quiet, 1 = progress bars on stderr.
     """
@@ -101,6 +105,7 @@ class CompareConfig:
     distill_train: int = 5000
     threshold: float = reuse.DEFAULT_THRESHOLD
     calibration: str | None = None
+    peer_rule: bool = False
     levels: tuple[str, ...] = LEVELS
     verbose: int = 0
 
@@ -731,15 +736,17 @@ def _pair_baselines(cfg: CompareConfig, mx: _Matrices, i: int, j: int, a: _Model
 
 
 def _pair_reuse(mx: _Matrices, i: int, j: int, values: dict[str, float | None], params: dict[str, list[float]] | None,
-                io_reason: str | None) -> None:
+                io_reason: str | None, peer_rule: bool = False) -> None:
     """The reuse score of pair (i, j) from the measure ``values`` computed for it (1 on the diagonal;
-    :func:`~twinspect.dl.modelclones.reuse.with_shared_weights` for models sharing hidden-layer kernels)."""
+    :func:`~twinspect.dl.modelclones.reuse.with_shared_weights` for models sharing hidden-layer kernels; with
+    ``peer_rule``, :func:`~twinspect.dl.modelclones.reuse.with_peer_outlier` after it)."""
     if i == j:
         mx.put("reuse", i, j, 1.0)
         return
     score = reuse.with_shared_weights(reuse.reuse_score(measures.reuse_features(values), params),
                                       values.get("weights_shared"))
-    score = reuse.with_peer_outlier(score, values.get("io_peer_z_min"), values.get("io_peer_z_max"))
+    if peer_rule:
+        score = reuse.with_peer_outlier(score, values.get("io_peer_z_min"), values.get("io_peer_z_max"))
     mx.put("reuse", i, j, score)
     if score is None:
         mx.skip("reuse", i, j, io_reason or "no level with enough measures applies")
@@ -788,7 +795,7 @@ def _all_pairs(states: list[_ModelState], cfg: CompareConfig, mx: _Matrices, pai
                         if ordered is None or (p, q) in ordered or p == q:
                             _pair_baselines(cfg, mx, p, q, states[p], states[q])
                 if "reuse" in cfg.levels:
-                    _pair_reuse(mx, i, j, values, params, io_reason)
+                    _pair_reuse(mx, i, j, values, params, io_reason, cfg.peer_rule)
                 if i < j:
                     bar.advance()
     return cka_maps, weight_layers, shared

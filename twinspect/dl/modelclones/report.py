@@ -90,7 +90,7 @@ def print_summary(result: Any, threshold: float) -> None:
             as_pruned = f", {result.models[i if pruned == {'a'} else j]['name']} as a channel-pruned copy" \
                 if len(pruned) == 1 else ""
             why = f"   (shares {k} hidden-layer kernel{'s' if k > 1 else ''}{as_pruned})" if k else ""
-            if not k and "io_peer_z_min" in result.measures:
+            if not k and result.config.get("peer_rule") and "io_peer_z_min" in result.measures:
                 zmin, zmax = result.matrix("io_peer_z_min")[i, j], result.matrix("io_peer_z_max")[i, j]
                 if reuse.with_peer_outlier(None, float(zmin), float(zmax)) is not None:
                     why = f"   (each stands out among the other's architecture-mates: peer z {zmin:.1f} / {zmax:.1f})"

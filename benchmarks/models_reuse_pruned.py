@@ -265,7 +265,8 @@ def main() -> None:
                for arch in ARCHS]
     groups += [("derived: all", [p for p in pairs if p["label"] == "derived"]),
                ("independent: all", [p for p in pairs if p["label"] == "independent"]),
-               ("independent: same architecture", [p for p in pairs if p["label"] == "independent" and p["same_arch"]]),
+               ("independent: same base architecture (pruned or not)",
+                [p for p in pairs if p["label"] == "independent" and p["same_arch"]]),
                ("siblings (not scored)", [p for p in pairs if p["label"] == "sibling"])]
     for name, rows in groups:
         c, n = rate(rows, "calibrated")

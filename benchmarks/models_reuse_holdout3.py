@@ -60,6 +60,7 @@ import os
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -336,14 +337,10 @@ def _ft_data(kind: str, rng: np.random.Generator, x_all: np.ndarray, y_all: np.n
     return x_all[idx], y_all[idx]
 
 
-def build(work: Path) -> list[dict]:
-    """Train/derive every test v3 model (cached in ``work``); returns the manifest (parents before children).
-
-    Manifest entries: ``name, path, arch, seed, kind, parents, root, split, framework, trainer, accuracy``.
-    """
-    import keras
-    import torch
-
+def open_manifest(work: Path) -> tuple[list[dict], set[str], Callable[[dict], None], Path]:
+    """A hold-out's model manifest in ``work`` (entries whose file is gone dropped), the names it holds, the function
+    that adds an entry (its accuracy on the first 2,000 MNIST test images measured, ``split`` "test", the manifest
+    rewritten) and the manifest's path."""
     from twinspect.dl.adapters import load_classifier
     from twinspect.dl.data import load_images
 
@@ -352,9 +349,6 @@ def build(work: Path) -> list[dict]:
     manifest: list[dict] = read_json(man_path) if man_path.exists() else []
     manifest = [m for m in manifest if Path(m["path"]).exists()]
     have = {m["name"] for m in manifest}
-    x_all, y_all = load_images("mnist", "train")
-    assert y_all is not None
-    x_all = x_all[..., 0]
     xt, yt = load_images("mnist", "test", limit=2000)
 
     def add(entry: dict) -> None:
@@ -364,6 +358,24 @@ def build(work: Path) -> list[dict]:
         have.add(entry["name"])
         write_json(man_path, manifest)
         log(f"  {entry['name']}: acc {entry['accuracy']:.3f}")
+
+    return manifest, have, add, man_path
+
+
+def build(work: Path) -> list[dict]:
+    """Train/derive every test v3 model (cached in ``work``); returns the manifest (parents before children).
+
+    Manifest entries: ``name, path, arch, seed, kind, parents, root, split, framework, trainer, accuracy``.
+    """
+    import keras
+    import torch
+
+    from twinspect.dl.data import load_images
+
+    manifest, have, add, man_path = open_manifest(work)
+    x_all, y_all = load_images("mnist", "train")
+    assert y_all is not None
+    x_all = x_all[..., 0]
 
     bases = [(a, s, "torch") for a, s in TORCH_BASES] + [(a, s, "keras") for a, s in KERAS_BASES]
     for n_b, (arch, seed, fw) in enumerate(bases):

@@ -112,27 +112,13 @@ def build(work: Path) -> list[dict]:
     """Train/derive every model (cached in ``work``); returns the manifest (parents before children)."""
     import torch
 
-    from twinspect.dl.adapters import load_classifier
     from twinspect.dl.data import load_images
 
     torch.set_num_threads(1)
-    work.mkdir(parents=True, exist_ok=True)
-    man_path = work / "manifest.json"
-    manifest: list[dict] = read_json(man_path) if man_path.exists() else []
-    manifest = [m for m in manifest if Path(m["path"]).exists()]
-    have = {m["name"] for m in manifest}
+    manifest, have, add, man_path = h3.open_manifest(work)
     x_all, y_all = load_images("mnist", "train")
     assert y_all is not None
     x_all = x_all[..., 0]
-    xt, yt = load_images("mnist", "test", limit=2000)
-
-    def add(entry: dict) -> None:
-        entry["accuracy"] = float(np.mean(load_classifier(entry["path"]).predict(xt) == yt))
-        entry["split"] = "test"
-        manifest.append(entry)
-        have.add(entry["name"])
-        write_json(man_path, manifest)
-        log(f"  {entry['name']}: acc {entry['accuracy']:.3f}")
 
     def train_scratch(arch: str, seed: int, sub: np.ndarray, recipe: dict):
         torch.manual_seed(seed)

@@ -122,6 +122,22 @@ def _regressor(feature: str, value: float) -> float:
     return float(value) if feature in ZOO_FEATURES else transform(value)
 
 
+def _transformed(sim: np.ndarray) -> np.ndarray:
+    """``t`` of a square similarity matrix (:func:`transform_array`), NaN where ``sim`` is not finite and on the
+    diagonal.
+
+    Raises:
+        ValueError: ``sim`` is not square.
+    """
+    s = np.asarray(sim, dtype=np.float64)
+    if s.ndim != 2 or s.shape[0] != s.shape[1]:
+        raise ValueError(f"a similarity matrix must be square, got shape {s.shape}")
+    t = transform_array(s)
+    t[~np.isfinite(s)] = np.nan
+    np.fill_diagonal(t, np.nan)
+    return t
+
+
 def zoo_margins(sim: np.ndarray, related: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The zoo-relative margins of every pair of a run from its matrix of one similarity.
 
@@ -149,13 +165,8 @@ def zoo_margins(sim: np.ndarray, related: np.ndarray | None = None) -> tuple[np.
     Raises:
         ValueError: ``sim`` is not square, or ``related`` has another shape.
     """
-    s = np.asarray(sim, dtype=np.float64)
-    if s.ndim != 2 or s.shape[0] != s.shape[1]:
-        raise ValueError(f"a similarity matrix must be square, got shape {s.shape}")
-    m = len(s)
-    t = transform_array(s)
-    t[~np.isfinite(s)] = np.nan
-    np.fill_diagonal(t, np.nan)
+    t = _transformed(sim)
+    m = len(t)
     filled = np.where(np.isfinite(t), t, -np.inf)
     if related is None:
         order = np.argsort(-filled, axis=1)
@@ -166,8 +177,8 @@ def zoo_margins(sim: np.ndarray, related: np.ndarray | None = None) -> tuple[np.
         best = np.where(first[:, None] == np.arange(m)[None, :], top2[:, None], top1[:, None])
     else:
         rel = np.asarray(related, dtype=bool)
-        if rel.shape != s.shape:
-            raise ValueError(f"related must have the similarity matrix's shape {s.shape}, got {rel.shape}")
+        if rel.shape != t.shape:
+            raise ValueError(f"related must have the similarity matrix's shape {t.shape}, got {rel.shape}")
         free = ~(rel | rel.T)
         np.fill_diagonal(free, False)  # a model is no third model of its own pairs
         best = np.full((m, m), -np.inf)
@@ -351,15 +362,10 @@ def peer_outliers(sim: np.ndarray, groups: Sequence[object | None]) -> tuple[np.
     Raises:
         ValueError: ``sim`` is not square, or ``groups`` has another length.
     """
-    s = np.asarray(sim, dtype=np.float64)
-    if s.ndim != 2 or s.shape[0] != s.shape[1]:
-        raise ValueError(f"a similarity matrix must be square, got shape {s.shape}")
-    m = len(s)
+    t = _transformed(sim)
+    m = len(t)
     if len(groups) != m:
         raise ValueError(f"need one group per model: {m} models, {len(groups)} groups")
-    t = transform_array(s)
-    t[~np.isfinite(s)] = np.nan
-    np.fill_diagonal(t, np.nan)
     members: dict[object, list[int]] = {}
     for i, g in enumerate(groups):
         if g is not None:

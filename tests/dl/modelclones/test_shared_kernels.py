@@ -172,10 +172,10 @@ def pruned(family, mnist_train_512):
     """The TinyCNN and another trained one, each with half of conv1's and conv2's channels physically removed by
     torch_pruning (L2 magnitude; the head's outputs kept), then fine-tuned (Adam 3e-4, 40 steps)."""
     import torch
-    import torch_pruning as tp
 
     from tests.dl.conftest import adam_steps
 
+    tp = pytest.importorskip("torch_pruning")  # the bench extra (in [all])
     out = {}
     for key in ("base", "other"):
         m = copy.deepcopy(family[key])

@@ -341,9 +341,9 @@ def shared_kernels(a: Weights, b: Weights, min_weights: int = SHARED_MIN_WEIGHTS
     permutation symmetry on its output side, and two linear models of one task can converge to the
     same weights. When the two architectures differ (:func:`architecture_signature`), the kernels
     :func:`pruned_sub_kernels` aligns as sub-blocks, in either direction, are matched as well (those of the
-    hidden kernels looked at, not yet matched, at ``min_correlation`` or more): a structurally pruned copy, fine-tuned
-    after the pruning, keeps 0.999 and more (``benchmarks/results/models_reuse_pruned.md``); ``share`` then counts
-    the pruned model's kernel sizes.
+    hidden kernels looked at, not yet matched, at ``min_correlation`` or more): structurally pruned copies fine-tuned
+    gently after the pruning keep 0.992–0.999 (``benchmarks/results/models_reuse_pruned.md``; copies fine-tuned at a
+    high learning rate fall under the floor); ``share`` then counts the pruned model's kernel sizes.
 
     Args:
         a, b: canonical per-layer weights (``LoadedModel.canonical_weights()``, PyTorch layout).
@@ -469,11 +469,11 @@ def pruned_sub_kernels(big: Weights, small: Weights) -> list[tuple[str, str, lis
         best_r, best_rows = None, None
         for cols in col_options:
             xs = x[:, cols]
-            ys, xf = y.reshape(len(y), -1), xs.reshape(len(xs), -1)
-            if y.shape[0] == x.shape[0] and np.allclose(_row_pearson(ys, xf).diagonal(), 1.0, atol=0.05):
+            corr = _row_pearson(y.reshape(len(y), -1), xs.reshape(len(xs), -1))
+            if y.shape[0] == x.shape[0] and np.allclose(corr.diagonal(), 1.0, atol=0.05):
                 rows = np.arange(len(x))  # rows kept as they are (an unpruned layer)
             else:
-                _, rows = linear_sum_assignment(-_row_pearson(ys, xf))
+                _, rows = linear_sum_assignment(-corr)
             r = _pearson_nonzero(xs[rows], y, 1)
             if r is not None and (best_r is None or r > best_r):
                 best_r, best_rows = r, rows

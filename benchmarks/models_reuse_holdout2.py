@@ -65,6 +65,7 @@ import os
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -321,14 +322,10 @@ def save_keras(model, path: Path) -> None:
     write_metadata(path, _meta("kbn", "NHWC") | {"preprocess": {"scale": 255.0, "mean": [], "std": [], "layout": "NHWC"}})
 
 
-def build(work: Path) -> list[dict]:
-    """Train/derive every test v2 model (cached in ``work``); returns the manifest (parents before children).
-
-    Manifest entries: ``name, path, arch, seed, kind, parents, root, split, framework, trainer, accuracy``.
-    """
-    import keras
-    import torch
-
+def open_manifest(work: Path) -> tuple[list[dict], set[str], Callable[[dict], None], Path]:
+    """A hold-out's model manifest in ``work`` (entries whose file is gone dropped), the names it holds, the function
+    that adds an entry (its accuracy on the first 2,000 MNIST test images measured, ``split`` "test", the manifest
+    rewritten) and the manifest's path."""
     from twinspect.dl.adapters import load_classifier
     from twinspect.dl.data import load_images
 
@@ -337,9 +334,6 @@ def build(work: Path) -> list[dict]:
     manifest: list[dict] = read_json(man_path) if man_path.exists() else []
     manifest = [m for m in manifest if Path(m["path"]).exists()]
     have = {m["name"] for m in manifest}
-    x_all, y_all = load_images("mnist", "train")
-    assert y_all is not None
-    x_all = x_all[..., 0]
     xt, yt = load_images("mnist", "test", limit=2000)
 
     def add(entry: dict) -> None:
@@ -349,6 +343,33 @@ def build(work: Path) -> list[dict]:
         have.add(entry["name"])
         write_json(man_path, manifest)
         log(f"  {entry['name']}: acc {entry['accuracy']:.3f}")
+
+    return manifest, have, add, man_path
+
+
+def close_manifest(manifest: list[dict], man_path: Path) -> list[dict]:
+    """The manifest sorted parents first (bases, then derived models, each in the order they were added), written to
+    ``man_path``; returns it."""
+    order = {m["name"]: i for i, m in enumerate(manifest)}
+    manifest.sort(key=lambda m: (m["kind"] != "base", order[m["name"]]))
+    write_json(man_path, manifest)
+    return manifest
+
+
+def build(work: Path) -> list[dict]:
+    """Train/derive every test v2 model (cached in ``work``); returns the manifest (parents before children).
+
+    Manifest entries: ``name, path, arch, seed, kind, parents, root, split, framework, trainer, accuracy``.
+    """
+    import keras
+    import torch
+
+    from twinspect.dl.data import load_images
+
+    manifest, have, add, man_path = open_manifest(work)
+    x_all, y_all = load_images("mnist", "train")
+    assert y_all is not None
+    x_all = x_all[..., 0]
 
     bases = [(a, s, "torch") for a, s in TORCH_BASES] + [(a, s, "keras") for a, s in KERAS_BASES]
     for n_b, (arch, seed, fw) in enumerate(bases):
@@ -472,10 +493,7 @@ def build(work: Path) -> list[dict]:
             save_torch(m, arch, path)
             add({"name": name, "path": str(path), "arch": arch, "seed": seed, "kind": "base", "parents": [], "root": name,
                  "framework": "torch", "trainer": f"torch {r['opt']}"})
-    order = {m["name"]: i for i, m in enumerate(manifest)}
-    manifest.sort(key=lambda m: (m["kind"] != "base", order[m["name"]]))
-    write_json(man_path, manifest)
-    return manifest
+    return close_manifest(manifest, man_path)
 
 
 # -- comparing, calibrating -------------------------------------------------------------------------------

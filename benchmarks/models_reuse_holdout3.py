@@ -60,7 +60,6 @@ import os
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -337,31 +336,6 @@ def _ft_data(kind: str, rng: np.random.Generator, x_all: np.ndarray, y_all: np.n
     return x_all[idx], y_all[idx]
 
 
-def open_manifest(work: Path) -> tuple[list[dict], set[str], Callable[[dict], None], Path]:
-    """A hold-out's model manifest in ``work`` (entries whose file is gone dropped), the names it holds, the function
-    that adds an entry (its accuracy on the first 2,000 MNIST test images measured, ``split`` "test", the manifest
-    rewritten) and the manifest's path."""
-    from twinspect.dl.adapters import load_classifier
-    from twinspect.dl.data import load_images
-
-    work.mkdir(parents=True, exist_ok=True)
-    man_path = work / "manifest.json"
-    manifest: list[dict] = read_json(man_path) if man_path.exists() else []
-    manifest = [m for m in manifest if Path(m["path"]).exists()]
-    have = {m["name"] for m in manifest}
-    xt, yt = load_images("mnist", "test", limit=2000)
-
-    def add(entry: dict) -> None:
-        entry["accuracy"] = float(np.mean(load_classifier(entry["path"]).predict(xt) == yt))
-        entry["split"] = "test"
-        manifest.append(entry)
-        have.add(entry["name"])
-        write_json(man_path, manifest)
-        log(f"  {entry['name']}: acc {entry['accuracy']:.3f}")
-
-    return manifest, have, add, man_path
-
-
 def build(work: Path) -> list[dict]:
     """Train/derive every test v3 model (cached in ``work``); returns the manifest (parents before children).
 
@@ -372,7 +346,7 @@ def build(work: Path) -> list[dict]:
 
     from twinspect.dl.data import load_images
 
-    manifest, have, add, man_path = open_manifest(work)
+    manifest, have, add, man_path = h2.open_manifest(work)
     x_all, y_all = load_images("mnist", "train")
     assert y_all is not None
     x_all = x_all[..., 0]
@@ -511,10 +485,7 @@ def build(work: Path) -> list[dict]:
             save_torch(m, arch, path)
             add({"name": name, "path": str(path), "arch": arch, "seed": seed, "kind": "base", "parents": [], "root": name,
                  "framework": "torch", "trainer": f"torch {r['opt']}"})
-    order = {m["name"]: i for i, m in enumerate(manifest)}
-    manifest.sort(key=lambda m: (m["kind"] != "base", order[m["name"]]))
-    write_json(man_path, manifest)
-    return manifest
+    return h2.close_manifest(manifest, man_path)
 
 
 # -- calibration v3: comparisons ---------------------------------------------------------------------------

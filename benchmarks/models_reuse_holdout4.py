@@ -64,7 +64,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import models_reuse_holdout as h1  # noqa: E402  (labelled pairs, compare_split)
-import models_reuse_holdout2 as h2  # noqa: E402  (evaluate)
+import models_reuse_holdout2 as h2  # noqa: E402  (evaluate, the manifest helpers)
 import models_reuse_holdout3 as h3  # noqa: E402  (trainer, savers, ONNX QDQ export)
 
 from twinspect._io import read_json, write_json  # noqa: E402
@@ -115,7 +115,7 @@ def build(work: Path) -> list[dict]:
     from twinspect.dl.data import load_images
 
     torch.set_num_threads(1)
-    manifest, have, add, man_path = h3.open_manifest(work)
+    manifest, have, add, man_path = h2.open_manifest(work)
     x_all, y_all = load_images("mnist", "train")
     assert y_all is not None
     x_all = x_all[..., 0]
@@ -199,10 +199,7 @@ def build(work: Path) -> list[dict]:
             h3.save_torch(train_scratch(arch, seed, sub, r), arch, path)
             add({"name": name, "path": str(path), "arch": arch, "seed": seed, "kind": "base", "parents": [], "root": name,
                  "framework": "torch", "trainer": f"torch {r['opt']}"})
-    order = {m["name"]: i for i, m in enumerate(manifest)}
-    manifest.sort(key=lambda m: (m["kind"] != "base", order[m["name"]]))
-    write_json(man_path, manifest)
-    return manifest
+    return h2.close_manifest(manifest, man_path)
 
 
 def test(work: Path, out: Path) -> None:

@@ -92,7 +92,7 @@ def print_summary(result: Any, threshold: float) -> None:
             why = f"   (shares {k} hidden-layer kernel{'s' if k > 1 else ''}{as_pruned})" if k else ""
             if not k and result.config.get("peer_rule") and "io_peer_z_min" in result.measures:
                 zmin, zmax = result.matrix("io_peer_z_min")[i, j], result.matrix("io_peer_z_max")[i, j]
-                if reuse.with_peer_outlier(None, float(zmin), float(zmax)) is not None:
+                if reuse.peer_rule_holds(float(zmin), float(zmax)):
                     why = f"   (each stands out among the other's architecture-mates: peer z {zmin:.1f} / {zmax:.1f})"
             print(f"  {result.models[i]['name']}  <->  {result.models[j]['name']}   reuse {s:.3f}{why}")
     else:

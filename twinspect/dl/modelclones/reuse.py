@@ -385,6 +385,14 @@ def peer_outliers(sim: np.ndarray, groups: Sequence[object | None]) -> tuple[np.
     return np.where(both, np.minimum(z, z.T), np.nan), np.where(both, np.maximum(z, z.T), np.nan)
 
 
+def peer_rule_holds(z_min: float | None, z_max: float | None) -> bool:
+    """Whether the peer-outlier rule (:func:`with_peer_outlier`) holds for a pair's :func:`peer_outliers` values:
+    ``z_max`` ≥ :data:`PEER_Z_HIGH` and ``z_min`` ≥ :data:`PEER_Z_LOW` (False when either is None or NaN)."""
+    if z_min is None or z_max is None or not (math.isfinite(z_min) and math.isfinite(z_max)):
+        return False
+    return z_max >= PEER_Z_HIGH and z_min >= PEER_Z_LOW
+
+
 def with_peer_outlier(score: float | None, z_min: float | None, z_max: float | None) -> float | None:
     """The reuse score of a pair of different architectures, lifted when each model stands out among the other's
     architecture-mates (:func:`peer_outliers`): at least :data:`PEER_RULE_SCORE` when ``z_max`` ≥
@@ -397,7 +405,8 @@ def with_peer_outlier(score: float | None, z_min: float | None, z_max: float | N
     comparison. On the fourth hold-out it lifted 3 of 18 distilled pairs over the threshold (the students of one
     new architecture, LeNet-1, stand out from no teacher: z ≈ 0) and 10 of 1,149 independent pairs, all with a
     model of a *clustered* peer group (six students and two label-trained models of one architecture: the two are
-    outliers of their group from every model's view), so ``models compare`` applies it only with ``--peer-rule``. Its known weak spot: a student also stands out among its own architecture's models as seen from
+    outliers of their group from every model's view), so ``models compare`` applies it only with ``--peer-rule``.
+    Its known weak spot: a student also stands out among its own architecture's models as seen from
     any model *like* its teacher, so when the teacher's architecture-mates are near-identical (a tight group,
     e.g. one recipe run from several seeds), one of them can pass ``z_min`` by a small lead and the student is
     flagged with it too.
@@ -410,11 +419,9 @@ def with_peer_outlier(score: float | None, z_min: float | None, z_max: float | N
         ``max(score, PEER_RULE_SCORE)`` (or :data:`PEER_RULE_SCORE` when ``score`` is None) when the rule holds,
         else ``score``.
     """
-    if z_min is None or z_max is None or not (math.isfinite(z_min) and math.isfinite(z_max)):
+    if not peer_rule_holds(z_min, z_max):
         return score
-    if z_max >= PEER_Z_HIGH and z_min >= PEER_Z_LOW:
-        return PEER_RULE_SCORE if score is None else max(score, PEER_RULE_SCORE)
-    return score
+    return PEER_RULE_SCORE if score is None else max(score, PEER_RULE_SCORE)
 
 
 def reuse_score(features: Mapping[str, float | None], params: Mapping[str, Sequence[float]] | None = None) -> float | None:

@@ -297,10 +297,14 @@ class SharedKernels:
     best: float | None = None
 
 
-def _hidden_kernels(w: Weights, min_weights: int) -> list[tuple[str, np.ndarray]]:
-    """The arrays of rank ≥ 2 with at least ``min_weights`` weights and a non-zero spread, except the last
-    array of rank ≥ 2 (the output layer), in the model's order."""
-    kernels = [(n, a) for n, a in flat_arrays(w) if a.ndim >= 2]
+def _kernels(flat: list[tuple[str, np.ndarray]]) -> list[tuple[str, np.ndarray]]:
+    """The arrays of rank ≥ 2 of :func:`flat_arrays`' list, in its order."""
+    return [(n, a) for n, a in flat if a.ndim >= 2]
+
+
+def _hidden_kernels(kernels: list[tuple[str, np.ndarray]], min_weights: int) -> list[tuple[str, np.ndarray]]:
+    """Of a model's kernels (:func:`_kernels`), those with at least ``min_weights`` weights and a non-zero spread,
+    except the last one (the output layer), in the model's order."""
     return [(n, a) for n, a in kernels[:-1] if a.size >= min_weights and float(np.std(a)) > 0.0]
 
 
@@ -360,7 +364,9 @@ def shared_kernels(a: Weights, b: Weights, min_weights: int = SHARED_MIN_WEIGHTS
         raise ValueError(f"min_weights must be >= 1, got {min_weights}")
     if not 0.0 < min_correlation <= 1.0:
         raise ValueError(f"min_correlation must be in (0, 1], got {min_correlation}")
-    ka, kb = _hidden_kernels(a, min_weights), _hidden_kernels(b, min_weights)
+    flat_a, flat_b = flat_arrays(a), flat_arrays(b)
+    kern_a, kern_b = _kernels(flat_a), _kernels(flat_b)
+    ka, kb = _hidden_kernels(kern_a, min_weights), _hidden_kernels(kern_b, min_weights)
     scored = []
     best: float | None = None
     for i, (_, x) in enumerate(ka):
@@ -381,10 +387,10 @@ def shared_kernels(a: Weights, b: Weights, min_weights: int = SHARED_MIN_WEIGHTS
         used_b.add(j)
         matches.append({"a": ka[i][0], "b": kb[j][0], "shape": list(ka[i][1].shape), "correlation": r})
     # a physically pruned copy (whole channels cut out): its kernels are sub-blocks of the original's
-    if architecture_signature(a) != architecture_signature(b):
+    if [x.shape for _, x in flat_a] != [y.shape for _, y in flat_b]:  # different architectures
         names_a, names_b = [n for n, _ in ka], [n for n, _ in kb]
-        for big, small, swap in ((a, b, False), (b, a, True)):
-            for name_big, name_small, _, r in pruned_sub_kernels(big, small):
+        for big, small, swap in ((kern_a, kern_b, False), (kern_b, kern_a, True)):
+            for name_big, name_small, _, r in _sub_kernel_walk(big, small):
                 na_, nb_ = (name_small, name_big) if swap else (name_big, name_small)
                 if na_ not in names_a or nb_ not in names_b:  # a small or output kernel: not counted
                     continue
@@ -396,11 +402,10 @@ def shared_kernels(a: Weights, b: Weights, min_weights: int = SHARED_MIN_WEIGHTS
                     matches.append({"a": na_, "b": nb_, "shape": list(ka[i][1].shape), "shape_b": list(kb[j][1].shape),
                                     "correlation": r, "pruned": "a" if swap else "b"})
         matches.sort(key=lambda m: -m["correlation"])
-    size_a = {i: ka[i][1].size for i in range(len(ka))}
-    size_b = {j: kb[j][1].size for j in range(len(kb))}
-    smaller_is_a = sum(size_a.values()) <= sum(size_b.values())
-    smaller = min(sum(size_a.values()), sum(size_b.values()))
-    shared_w = sum(size_a[i] for i in used_a) if smaller_is_a else sum(size_b[j] for j in used_b)
+    total_a, total_b = sum(x.size for _, x in ka), sum(y.size for _, y in kb)
+    # the shared weights counted on the side with fewer hidden-kernel weights (the pruned copy's sizes)
+    shared_w = sum(ka[i][1].size for i in used_a) if total_a <= total_b else sum(kb[j][1].size for j in used_b)
+    smaller = min(total_a, total_b)
     share = min(1.0, shared_w / smaller) if smaller else 0.0
     return SharedKernels(matches, float(share), len(ka), len(kb), best)
 
@@ -442,10 +447,14 @@ def pruned_sub_kernels(big: Weights, small: Weights) -> list[tuple[str, str, lis
         layer, the small and output ones too; :func:`shared_kernels` counts the hidden ones it looks at), in
         layer order; empty when ``small`` is not shaped as a channel-pruned ``big``.
     """
+    return _sub_kernel_walk(_kernels(flat_arrays(big)), _kernels(flat_arrays(small)))
+
+
+def _sub_kernel_walk(kb_: list[tuple[str, np.ndarray]], ks_: list[tuple[str, np.ndarray]]
+                     ) -> list[tuple[str, str, list[int], float]]:
+    """:func:`pruned_sub_kernels` on the two models' kernels (:func:`_kernels`)."""
     from scipy.optimize import linear_sum_assignment
 
-    kb_ = [(n, x) for n, x in flat_arrays(big) if x.ndim >= 2]
-    ks_ = [(n, y) for n, y in flat_arrays(small) if y.ndim >= 2]
     if not kb_ or len(kb_) != len(ks_):
         return []
     for (_, x), (_, y) in zip(kb_, ks_):

@@ -179,3 +179,44 @@ def test_reduced_search_lets_go_of_its_index_before_joining_the_neighbours(email
     got = range_pairs(vecs, list(range(len(frags))), frags, threshold=0.4, cap=20, index="auto")
     assert got.index == "hnsw" and made and alive_at_join == [False]
     assert got.index_recall is not None and 0.5 < got.index_recall <= 1.0 and got.index_recall_queries > 0
+
+
+def test_reduced_search_skips_the_short_first_search_once_a_chunk_shows_it_wasted(email_frags, monkeypatch):
+    """Where most queries of a chunk fill their first FIRST_ROUND_K neighbours above threshold − margin
+    (and so are searched again), the later chunks ask the reduced index for RERANK_OVERSAMPLE · k at once:
+    fewer index searches, the same candidates and measured recall on this package (small enough for
+    the graph to be nearly exact)."""
+    import math
+
+    from twinspect.code import index as index_module
+    from twinspect.code.encoders import make_encoder
+
+    frags = email_frags
+    vecs = make_encoder("lexical", **DetectConfig().encoder_params).fit(frags).encode_sparse(frags)
+    reps = list(range(len(frags)))
+    monkeypatch.setattr(candidates, "AUTO_HNSW_MIN", 50)
+    monkeypatch.setattr(candidates, "AUTO_HNSW_DIM", 32)
+    monkeypatch.setattr(candidates, "_SEARCH_CHUNK", 64)
+    monkeypatch.setattr(candidates, "FIRST_ROUND_K", 4)  # nearly every query fills 4 neighbours at 0.3
+    calls: list[tuple[int, int]] = []
+    real_search = index_module.HNSWIndex.search
+
+    def search(self, vectors, k):
+        calls.append((len(vectors), k))
+        return real_search(self, vectors, k)
+
+    monkeypatch.setattr(index_module.HNSWIndex, "search", search)
+    runs = {}
+    for share in (2.0, 0.5):  # never skip; skip once half a chunk goes on
+        monkeypatch.setattr(candidates, "SKIP_FIRST_ROUND_SHARE", share)
+        calls.clear()
+        got = range_pairs(vecs, reps, frags, threshold=0.4, cap=20, index="auto")
+        runs[share] = (got, list(calls))
+    k_full = math.ceil(candidates.RERANK_OVERSAMPLE * 25)
+    (two_round, two_calls), (direct, direct_calls) = runs[2.0], runs[0.5]
+    assert direct.index == "hnsw" and len(direct.pairs) > 50
+    assert [k for _, k in two_calls].count(4) > 1 and [k for _, k in direct_calls].count(4) == 1
+    assert all(k == k_full for _, k in direct_calls[1:])
+    assert len(direct_calls) < len(two_calls)
+    assert direct.pairs == two_round.pairs and direct.capped == two_round.capped
+    assert direct.index_recall == two_round.index_recall

@@ -180,3 +180,42 @@ def test_letting_go_of_the_token_caches_changes_neither_report_nor_saved_state(e
         assert sorted(a.files) == sorted(b.files)
         for name in a.files:
             np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+
+
+def test_a_large_scan_keeps_its_code_hashes_and_its_report_does_not_lex_again(email_tree, tmp_path, monkeypatch):
+    """A scan that lets go of its token caches takes every fragment's code hash first: the JSON report
+    (each fragment's ``code_hash``) and ``--baseline`` read them instead of lexing all fragments again.
+    The hashes are each fragment's T1 key, the sub-function pass's added fragments (not known) are
+    hashed when asked, and the JSON report is the one of a scan that keeps its caches."""
+    from twinspect.code import clones, normalize
+    from twinspect.code.baseline import filter_report, load_baseline
+    from twinspect.code.report import to_json
+
+    reference = scan(email_tree, DetectConfig())
+    assert reference.code_hashes is None  # a small scan keeps its caches: nothing to carry
+    monkeypatch.setattr(clones, "RELEASE_TOKENS_MIN", 0)
+    normalize.release_token_caches()
+    released = scan(email_tree, DetectConfig())
+    hashes = released.code_hashes
+    assert hashes is not None and len(hashes) == len(released.fragments)
+    added = [i for i, f in enumerate(released.fragments) if f.kind == "subfunction"]
+    assert added and all(hashes[i] == b"" for i in added)
+    assert all(hashes[i] for i, f in enumerate(released.fragments) if f.kind != "subfunction")
+    normalize.release_token_caches()
+    lexed = []
+    real_lex = normalize.lex
+    monkeypatch.setattr(normalize, "lex", lambda code, language: lexed.append(code) or real_lex(code, language))
+    doc = json.loads(to_json(released))
+    assert len(lexed) == len(added)  # only the fragments the sub-function pass added
+    normalize.release_token_caches()
+    assert [e["code_hash"] for e in doc["fragments"]] == [normalize.t1_key(f) for f in released.fragments]
+    ref_doc = json.loads(to_json(reference))
+    for d in (doc, ref_doc):
+        d["stats"] = {k: v for k, v in d["stats"].items() if k not in VOLATILE}
+    assert doc == ref_doc
+    # a baseline of the same tree knows every pair, matched through the carried hashes
+    old = tmp_path / "old.json"
+    old.write_text(to_json(reference))
+    lexed.clear()
+    assert filter_report(released, load_baseline(old)).pairs == []
+    assert len(lexed) <= len(added)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli_run import run
-from twinspect.code import candidates, fragments, verify
+from twinspect.code import candidates, fragments, subfunction, verify
 from twinspect.code.clones import DetectConfig, scan
 from twinspect.code.executors import InProcess, LocalPool, make_shard_executor
 
@@ -22,11 +22,13 @@ VOLATILE = ("timings", "executor", "workers")
 @pytest.fixture
 def small_shards(monkeypatch):
     """Shard the stdlib ``email`` package (22 files, ~400 functions) into many small pieces, so every
-    stage really runs on the executor: runs of 3 files, 16-row overlap chunks, 200-pair alignment shards."""
+    stage really runs on the executor: runs of 3 files, 16-row overlap chunks, 200-pair alignment shards,
+    sub-function segments of 8 fragments."""
     monkeypatch.setattr(fragments, "PARALLEL_MIN_FILES", 4)
     monkeypatch.setattr(fragments, "_FILES_PER_TASK", 3)
     monkeypatch.setattr(candidates, "_PREFIX_CHUNK", 16)
     monkeypatch.setattr(verify, "SEQUENCE_SHARD", 200)
+    monkeypatch.setattr(subfunction, "_STREAM_SHARD", 8)
 
 
 def _view(report) -> dict:
@@ -45,6 +47,7 @@ def test_in_process_and_local_pool_give_the_report_of_the_default_run(small_shar
     reference = _scan(None)
     assert reference.stats["verified"] > 200 and reference.stats["candidates_token_overlap"] > 16
     assert reference.pairs, "the email package has clone pairs"
+    assert reference.stats["subfunction_segments"] > 16 and reference.stats["subfunction_pairs"] > 0
     for ex in (InProcess(), LocalPool(2)):
         got = _scan(ex)
         assert _view(got) == _view(reference), ex

@@ -77,8 +77,8 @@ def add_json_fields(doc: dict, report: CloneReport) -> dict:
     """
 
     def hashed(entries: Iterable[dict]) -> Iterator[dict]:
-        for entry, f in zip(entries, report.fragments):
-            entry[HASH_FIELD] = code_hash(f)
+        for i, entry in zip(range(len(report.fragments)), entries):
+            entry[HASH_FIELD] = report.code_hash(i)
             yield entry
 
     def with_members(entries: Iterable[dict]) -> Iterator[dict]:
@@ -251,7 +251,8 @@ def filter_report(report: CloneReport, baseline: Baseline) -> CloneReport:
 
     def hkey(i: int) -> Key:
         if i not in hkeys:
-            hkeys[i] = content_key(frags[i])
+            f = frags[i]
+            hkeys[i] = ("h", f.path, f.name, report.code_hash(i))  # content_key, with the report's known hashes
         return hkeys[i]
 
     def known(a: int, b: int) -> bool:

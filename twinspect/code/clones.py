@@ -417,6 +417,10 @@ class CloneReport:
             fragment of ``a`` is a clone of every fragment of ``b`` of that type (the members of
             each side are T2-identical, so one verified pair stands for all); :attr:`pairs` lists
             two stars of each.
+        code_hashes: None, or the fragments' code hashes (:meth:`code_hash`) known at detection, one
+            per fragment: a numpy ``S32`` array of their hex digits (ASCII), ``b""`` where not known.
+            A large scan fills it while its tokens are still in memory, so that its report does not
+            lex every fragment again after letting go of them (see :data:`RELEASE_TOKENS_MIN`).
     """
 
     root: str
@@ -427,6 +431,19 @@ class CloneReport:
     config: dict
     identical_groups: list[dict] = field(default_factory=list)
     group_pairs: list[dict] = field(default_factory=list)
+    code_hashes: Any = None
+
+    def code_hash(self, i: int) -> str:
+        """The code hash of fragment ``i``: 32 hex digits, :func:`twinspect.code.normalize.t1_key`
+        (the T1 key: its tokens after layout and comment normalisation, not its line numbers); read
+        from :attr:`code_hashes` when known there, else computed."""
+        if self.code_hashes is not None:
+            known = self.code_hashes[i]
+            if known:
+                return known.decode("ascii")
+        from twinspect.code.normalize import t1_key
+
+        return t1_key(self.fragments[i])
 
     def to_json_dict(self) -> dict:
         """The JSON report: ``fragments``, ``pairs``, ``classes``, ``stats`` plus ``version``, ``root``, ``config``.
@@ -822,6 +839,15 @@ def _base_code_veto(
     again = verifier.score(xr)
     scores[sel] = np.minimum(scores[sel], again)
     return int(np.sum(again < verifier.threshold))
+
+
+def _code_hashes(frags: Sequence[Fragment]) -> np.ndarray:
+    """:attr:`CloneReport.code_hashes` of ``frags``: numpy ``S32``, each fragment's T1 key (hex ASCII)."""
+    import numpy as np
+
+    from twinspect.code.normalize import t1_key
+
+    return np.array([t1_key(f).encode("ascii") for f in frags], dtype="S32")
 
 
 def _release_token_caches() -> None:
@@ -1413,6 +1439,7 @@ def detect(
     pair_counts: dict[str, Any]
     group_pairs: list[dict[str, Any]] = []
     stages: StageCache | None = None
+    code_hashes: list[np.ndarray] = []  # filled by a large scan's verified_hook (CloneReport.code_hashes)
     if config.decision == "verifier":
         t = time.perf_counter()
         semantic = encoder_name not in LEXICAL_ENCODERS
@@ -1436,6 +1463,9 @@ def detect(
                     if len(members) > 1:
                         for m in members:
                             clf.t1_key(m)
+                # and every fragment's, for the report (its code hashes), while its tokens are at hand: on a
+                # 13-MLOC tree the report lexed all 305k fragments again, about half a minute
+                code_hashes.append(_code_hashes(frags))
                 clf.forget_tokens()
                 _release_token_caches()
 
@@ -1511,7 +1541,8 @@ def detect(
     if stages is not None:
         stats["stage_cache"] = stages.counters()
     return CloneReport(root="", fragments=frags, pairs=pairs, classes=classes, stats=stats, config=config.to_dict(),
-                       identical_groups=groups, group_pairs=group_pairs)
+                       identical_groups=groups, group_pairs=group_pairs,
+                       code_hashes=code_hashes[0] if code_hashes else None)
 
 
 def identical_groups(buckets: Sequence[Sequence[int]], clf: TypeClassifier, cap: int) -> list[dict]:
@@ -1636,7 +1667,7 @@ def scan(
     if config.subfunction and config.granularity == "function":  # copied regions inside functions
         from twinspect.code.subfunction import add_subfunction_pairs
 
-        report = add_subfunction_pairs(report, min_lines=config.min_lines)
+        report = add_subfunction_pairs(report, min_lines=config.min_lines, executor=executor)
     elif token_copies is not None:  # block granularity: the copied token runs detection did not pair
         from twinspect.code.token_runs import add_run_pairs
 

@@ -20,7 +20,8 @@ inside a reported pair as a pair of *sub-function* fragments (``Fragment.kind ==
    differently on every line, in functions that share no window, is not found.
 2. :func:`segment_streams`: the functions holding a segment are lexed
    (:func:`~twinspect.code.token_runs.token_stream`, lines as in the file), one stream each, so no
-   run crosses a function boundary or leaves the functions.
+   run crosses a function boundary or leaves the functions; in shards on the scan's executor when it
+   has one (:mod:`twinspect.code.executors`).
 3. :func:`add_subfunction_pairs` (after detection; its reporting step, :func:`state_copies`, also states
    the block pass's run pairs at ``--granularity block``): the run pairs of
    :func:`~twinspect.code.token_runs.match_token_runs` with the block pass's parameters
@@ -58,6 +59,7 @@ from twinspect.code.fragments import Fragment
 
 if TYPE_CHECKING:
     from twinspect.code.clones import ClonePair, CloneReport
+    from twinspect.code.executors import ShardExecutor
     from twinspect.code.token_runs import TokenStream
 
 #: :attr:`Fragment.kind` of a copied region inside a function.
@@ -218,13 +220,26 @@ class StatedCopies:
     unplaced: int
 
 
-def add_subfunction_pairs(report: CloneReport, *, min_lines: int = 6) -> CloneReport:
+#: Fragments whose candidate segments one shard of :func:`add_subfunction_pairs` lexes (with an executor).
+_STREAM_SHARD = 2048
+
+
+def _streams_shard(shared: None, shard: list[tuple[Fragment, list[tuple[int, int]]]]) -> list[TokenStream]:
+    """:func:`segment_streams` of each (fragment, spans) of a shard, concatenated (an executor stage)."""
+    return [stream for fragment, spans in shard for stream in segment_streams(fragment, spans)]
+
+
+def add_subfunction_pairs(report: CloneReport, *, min_lines: int = 6,
+                          executor: ShardExecutor | None = None) -> CloneReport:
     """Add the copied regions inside functions to a function-granularity report (steps 1–3 of the module doc).
 
     Args:
         report: a report of :func:`twinspect.code.clones.detect` over function fragments, their
             ``code`` filled (as :func:`twinspect.code.fragments.mine` fills it).
         min_lines: both runs of a copy must hold tokens on at least this many lines.
+        executor: where the candidate segments are lexed, :data:`_STREAM_SHARD` fragments a shard
+            (:mod:`twinspect.code.executors`; on a 13-MLOC tree about half a minute in one process);
+            None = this process. The same report either way.
 
     Returns:
         A new report (it takes over ``report``'s pair objects, renumbered in place; ``report`` is
@@ -245,9 +260,15 @@ def add_subfunction_pairs(report: CloneReport, *, min_lines: int = 6) -> CloneRe
     t0 = time.perf_counter()
     frags = report.fragments
     segments = candidate_segments(frags, min_lines)
+    work = [(frags[i], [(first, last) for _, first, last in group])
+            for i, group in itertools.groupby(segments, key=lambda seg: seg[0])]
+    shards = [work[lo:lo + _STREAM_SHARD] for lo in range(0, len(work), _STREAM_SHARD)]
+    del work
     stream_list: list[TokenStream] = []
-    for i, group in itertools.groupby(segments, key=lambda seg: seg[0]):
-        stream_list.extend(segment_streams(frags[i], [(first, last) for _, first, last in group]))
+    for streams in (executor.map(_streams_shard, shards) if executor is not None and len(shards) > 1
+                    else (_streams_shard(None, shard) for shard in shards)):
+        stream_list.extend(streams)
+    del shards
     runs, _ = match_token_runs(stream_list, min_lines=min_lines, min_tokens=WINDOW_TOKENS,
                                min_t2=default_min_tokens(min_lines), consume=True)  # span_lines reads lines only
     copies = [((frags[segments[ta.file][0]].path, *span_lines(stream_list[ta.file], ta)),
@@ -463,9 +484,16 @@ def state_copies(report: CloneReport, copies: Sequence[tuple[Span, Span]], *, ki
                    for g in report.group_pairs]
     stats = {**report.stats, **pair_stats(all_pairs, classes)}
     stats["fragments"] = len(out_frags)
+    code_hashes = None
+    if report.code_hashes is not None:  # the known ones follow their fragments; the added ones are not known
+        import numpy as np
+
+        code_hashes = np.zeros(len(out_frags), dtype=report.code_hashes.dtype)
+        code_hashes[np.asarray(new_id[:len(frags)], dtype=np.int64)] = report.code_hashes
     return StatedCopies(
         report=CloneReport(root=report.root, fragments=out_frags, pairs=all_pairs, classes=classes, stats=stats,
-                           config=report.config, identical_groups=groups, group_pairs=group_pairs),
+                           config=report.config, identical_groups=groups, group_pairs=group_pairs,
+                           code_hashes=code_hashes),
         fragments=len(new), pairs=sub_pairs, covered=covered, unplaced=unplaced)
 
 

@@ -97,9 +97,10 @@ def add_json_fields(doc: dict, report: CloneReport) -> dict:
     return doc
 
 
-def content_key(f: Fragment) -> Key:
-    """A fragment's line-shift-stable identity ``("h", path, name, code_hash)``."""
-    return ("h", f.path, f.name, code_hash(f))
+def content_key(f: Fragment, known_hash: str | None = None) -> Key:
+    """A fragment's line-shift-stable identity ``("h", path, name, code_hash)``; ``known_hash`` is its
+    :func:`code_hash` when already known (e.g. :meth:`CloneReport.code_hash`), else it is computed."""
+    return ("h", f.path, f.name, code_hash(f) if known_hash is None else known_hash)
 
 
 def line_key(f: Fragment) -> Key:
@@ -251,8 +252,7 @@ def filter_report(report: CloneReport, baseline: Baseline) -> CloneReport:
 
     def hkey(i: int) -> Key:
         if i not in hkeys:
-            f = frags[i]
-            hkeys[i] = ("h", f.path, f.name, report.code_hash(i))  # content_key, with the report's known hashes
+            hkeys[i] = content_key(frags[i], report.code_hash(i))
         return hkeys[i]
 
     def known(a: int, b: int) -> bool:

@@ -479,7 +479,7 @@ def range_pairs(
     # A few extra neighbours stand in for the query itself and overlapping (nested) fragments.
     k = min(len(reps), cap + 5)
 
-    direct = [False]  # set once a chunk shows the first, short search to be wasted (SKIP_FIRST_ROUND_SHARE)
+    direct = False  # set once a chunk shows the first, short search to be wasted (SKIP_FIRST_ROUND_SHARE)
 
     def low_search(rows: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Reduced-space neighbours (positions, reduced cosines) of the representatives at ``rows``.
@@ -488,13 +488,14 @@ def range_pairs(
         after FIRST_ROUND_K; the others are searched again for RERANK_OVERSAMPLE · k. Where most go
         on (a chunk with more than SKIP_FIRST_ROUND_SHARE of them), the later ones are asked for
         RERANK_OVERSAMPLE · k at once."""
+        nonlocal direct
         k_full = min(len(reps), math.ceil(RERANK_OVERSAMPLE * k))
-        k1 = k_full if direct[0] else min(k_full, FIRST_ROUND_K)
+        k1 = k_full if direct else min(k_full, FIRST_ROUND_K)
         q = query_vectors(rows)
         ids, sims = idx.search(q, k1)
         more = np.flatnonzero(sims[:, -1] >= threshold - RERANK_MARGIN) if k1 < k_full else np.zeros(0, np.int64)
         if len(more) > SKIP_FIRST_ROUND_SHARE * len(rows):
-            direct[0] = True
+            direct = True
         if len(more):
             ids = np.concatenate([ids, np.full((len(rows), k_full - k1), -1, dtype=np.int64)], axis=1)
             sims = np.concatenate([sims, np.full((len(rows), k_full - k1), -2.0, dtype=np.float32)], axis=1)

@@ -1439,7 +1439,7 @@ def detect(
     pair_counts: dict[str, Any]
     group_pairs: list[dict[str, Any]] = []
     stages: StageCache | None = None
-    code_hashes: list[np.ndarray] = []  # filled by a large scan's verified_hook (CloneReport.code_hashes)
+    code_hashes: np.ndarray | None = None  # set by a large scan's verified_hook (CloneReport.code_hashes)
     if config.decision == "verifier":
         t = time.perf_counter()
         semantic = encoder_name not in LEXICAL_ENCODERS
@@ -1456,6 +1456,7 @@ def detect(
         def verified_hook(base_lines: frozenset[str]) -> None:
             """The scan state is saved here, not at the end: it is the last reader of most fragments'
             tokens, which a large scan then lets go of before millions of pairs are built."""
+            nonlocal code_hashes
             if keep_state is not None and vectors is None and n:
                 keep_state(fragments=frags, clf=clf, buckets=buckets, vectors=vecs, encoder=encoder, base=base_lines)
             if n >= RELEASE_TOKENS_MIN:
@@ -1465,7 +1466,7 @@ def detect(
                             clf.t1_key(m)
                 # and every fragment's, for the report (its code hashes), while its tokens are at hand: on a
                 # 13-MLOC tree the report lexed all 305k fragments again, about half a minute
-                code_hashes.append(_code_hashes(frags))
+                code_hashes = _code_hashes(frags)
                 clf.forget_tokens()
                 _release_token_caches()
 
@@ -1542,7 +1543,7 @@ def detect(
         stats["stage_cache"] = stages.counters()
     return CloneReport(root="", fragments=frags, pairs=pairs, classes=classes, stats=stats, config=config.to_dict(),
                        identical_groups=groups, group_pairs=group_pairs,
-                       code_hashes=code_hashes[0] if code_hashes else None)
+                       code_hashes=code_hashes)
 
 
 def identical_groups(buckets: Sequence[Sequence[int]], clf: TypeClassifier, cap: int) -> list[dict]:

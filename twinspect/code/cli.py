@@ -101,6 +101,13 @@ StockT4Opt = Annotated[
                  help="T4 pairs of the stock neural encoder (-e neural without a clone-trained --model-path): "
                  "drop (default; 1 in 49 was a clone in a hand-labelled sample) or keep them as leads."),
 ]
+UnusedCodeOpt = Annotated[
+    str,
+    typer.Option("--unused-code", metavar="drop|keep",
+                 help="With --granularity file: drop (default) compares programs without the functions no code "
+                 "reachable from their main refers to (unused template helpers; Java, C and C++ programs with a "
+                 "main), keep compares whole files."),
+]
 GranularityOpt = Annotated[
     str,
     typer.Option("--granularity", "-g", help="Fragments: function (functions and methods), block (also copied runs "
@@ -297,7 +304,7 @@ _FIELD_FLAGS: dict[str, str] = {
     "candidate_threshold": "--candidate-threshold", "pair_margin": "--pair-margin", "M": "--M",
     "ef_construction": "--ef-construction", "ef_search": "--ef-search", "min_lines": "--min-lines",
     "stock_t4": "--stock-t4", "lexical_min_t3": "--lexical-min-t3", "threads": "--threads",
-    "base_code": "--base-code", "max_file_bytes": "--max-file-bytes",
+    "base_code": "--base-code", "max_file_bytes": "--max-file-bytes", "unused_code": "--unused-code",
 }
 
 
@@ -364,6 +371,7 @@ def scan_command(
     pair_margin: PairMarginOpt = _fmt_margin(_D.pair_margin),
     lexical_min_t3: LexMinT3Opt = _fmt_margin(_D.lexical_min_t3),
     stock_t4: StockT4Opt = _D.stock_t4,
+    unused_code: UnusedCodeOpt = _D.unused_code,
     M: MOpt = _D.M,
     ef_construction: EfcOpt = _D.ef_construction,
     ef_search: EfsOpt = _D.ef_search,
@@ -448,6 +456,7 @@ def scan_command(
     config.lexical_min_t3 = _parse_margin(lexical_min_t3, "--lexical-min-t3")
     config.token_overlap = _parse_margin(token_overlap, "--token-overlap")
     config.base_code = _parse_margin(base_code, "--base-code")
+    config.unused_code = unused_code
     config.verifier_path = None if verifier == "default" else verifier
     _validate(config)
     # the default (local, no --workers) keeps scan's own choice: worker processes for parsing only

@@ -135,6 +135,8 @@ LINKAGES = ("pairs", "single", "average", "complete", "none")
 DECISIONS = ("verifier", "cosine", "tiling")
 #: Values of :attr:`DetectConfig.stock_t4`.
 STOCK_T4 = ("drop", "keep")
+#: File granularity: unused functions of whole programs left out of the comparison, or kept (:mod:`twinspect.code.unused`).
+UNUSED_CODE = ("drop", "keep")
 _SEARCH_CHUNK = 1024  # queries per index.search call (progress granularity, bounded memory)
 #: Fragments from which :func:`detect` empties the token caches once the candidates are verified (after
 #: the scan state is saved, before the pairs are built), and :func:`scan` again after detection, each
@@ -239,6 +241,11 @@ class DetectConfig:
             to be *base code* (:mod:`twinspect.code.basecode`, as MOSS ignores passages shared by
             many submissions); a candidate holding base lines is accepted only when the verifier
             also accepts it with them set aside. None disables the rule. In [0, 1].
+        unused_code: at file granularity (Greedy String Tiling), ``"drop"`` (default) compares programs
+            without the functions that no code reachable from their ``main`` refers to — a
+            submission's unused template helpers (:mod:`twinspect.code.unused`; Java, C and C++
+            programs with a ``main``) — and ``"keep"`` compares whole files. Other granularities
+            ignore it.
     """
 
     encoder: str = "lexical"
@@ -267,6 +274,7 @@ class DetectConfig:
     exact_buckets: bool = True
     max_bucket_pairs: int = 20
     base_code: float | None = BASE_CODE_FRACTION
+    unused_code: str = "drop"
 
     def __post_init__(self) -> None:
         if self.encoder_params is None and self.encoder in DEFAULT_ENCODER_PARAMS:
@@ -332,6 +340,8 @@ class DetectConfig:
             raise InputError(f"max_bucket_pairs must be at least 2, got {self.max_bucket_pairs}")
         if self.base_code is not None and not 0.0 <= self.base_code <= 1.0:
             raise InputError(f"base_code must be a share of fragments in [0, 1] (or None to disable it), got {self.base_code}")
+        if self.unused_code not in UNUSED_CODE:
+            raise InputError(f"unused_code must be one of {', '.join(UNUSED_CODE)}, got {self.unused_code!r}")
 
     @property
     def effective_class_threshold(self) -> float:

@@ -485,6 +485,35 @@ def program_base_lines(fragments: Sequence, fraction: float | None) -> frozenset
     return base_lines(list(seen.values()), fraction=fraction)
 
 
+def without_unused_functions(frags: Sequence, policy: str = "drop") -> tuple[list, dict[str, Any]]:
+    """The programs GST compares: with ``policy="drop"``, each one without its unused functions
+    (:func:`twinspect.code.unused.without_unused`), else the fragments as they are.
+
+    Args:
+        frags: whole-program fragments.
+        policy: ``"drop"`` or ``"keep"`` (:attr:`~twinspect.code.clones.DetectConfig.unused_code`).
+
+    Returns:
+        ``(programs, stats)``: the fragments to compare (same order and ids), and ``unused_code`` (the
+        policy), ``programs_pruned`` (programs with an entry point that were analysed),
+        ``unused_functions`` and ``unused_lines`` (what was left out in all).
+    """
+    from twinspect.code.unused import without_unused
+
+    stats: dict[str, Any] = {"unused_code": policy, "programs_pruned": 0, "unused_functions": 0, "unused_lines": 0}
+    if policy == "keep":
+        return list(frags), stats
+    programs = []
+    for f in frags:
+        g, unused = without_unused(f)
+        programs.append(g)
+        if unused is not None:
+            stats["programs_pruned"] += 1
+            stats["unused_functions"] += len(unused.names)
+            stats["unused_lines"] += unused.lines
+    return programs, stats
+
+
 def detect_tiling(frags: Sequence, config, *, quiet: bool = True):
     """File-granularity detection: JPlag's Greedy String Tiling decides each candidate file pair.
 
@@ -505,7 +534,10 @@ def detect_tiling(frags: Sequence, config, *, quiet: bool = True):
         normalisation and T3 otherwise, ``t3_similarity`` its ``max`` similarity, ``band`` None.
         Classes are cliques of reported pairs. ``config["decision"]`` reads ``"tiling"``; stats add
         ``tiling`` (``min_match``, ``measure``, ``threshold``, ``candidate_dice``, ``tokens``,
-        ``base_tokens``, ``base_lines``, ``candidate_pairs``, ``tiled_pairs``).
+        ``base_tokens``, ``base_lines``, ``candidate_pairs``, ``tiled_pairs`` and the unused-code
+        counters of :func:`without_unused_functions`). Programs are compared without their unused
+        functions unless ``config.unused_code == "keep"``; base code is found among the programs as
+        compared.
     """
     import time
 
@@ -514,8 +546,9 @@ def detect_tiling(frags: Sequence, config, *, quiet: bool = True):
 
     t0 = time.perf_counter()
     n = len(frags)
-    base = program_base_lines(frags, config.base_code)
-    tiled, tstats = tile_files(frags, min_match=MIN_MATCH, base=base, quiet=quiet)
+    programs, unused_stats = without_unused_functions(frags, config.unused_code)
+    base = program_base_lines(programs, config.base_code)
+    tiled, tstats = tile_files(programs, min_match=MIN_MATCH, base=base, quiet=quiet)
     clf = TypeClassifier(frags)
     pairs = []
     for p in tiled:
@@ -532,7 +565,7 @@ def detect_tiling(frags: Sequence, config, *, quiet: bool = True):
     stats = {
         "fragments": n, "decision": "tiling",
         "tiling": {"min_match": MIN_MATCH, "measure": MEASURE, "threshold": THRESHOLD,
-                   "candidate_dice": CANDIDATE_DICE, "base_lines": len(base), **tstats},
+                   "candidate_dice": CANDIDATE_DICE, "base_lines": len(base), **unused_stats, **tstats},
         "pairs": len(pairs),
         "pairs_by_type": {ty: sum(1 for p in pairs if p.type == ty) for ty in ("T1", "T2", "T3", "T4")},
         "pairs_by_band": {bd: 0 for bd in ("VST3", "ST3", "MT3", "WT3")},

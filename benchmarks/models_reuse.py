@@ -318,9 +318,19 @@ def _fpr_threshold(scores_neg: list[float], max_fpr: float) -> float:
     return float(v[k]) if k < len(v) else float("-inf")
 
 
-def baselines_side_by_side(calib: list[dict], test: list[dict], reuse_th: float) -> tuple[list[str], dict, list[list]]:
+def baselines_side_by_side(calib: list[dict], test: list[dict], reuse_th: float,
+                           thresholds: dict | None = None) -> tuple[list[str], dict, list[list]]:
     """The baselines' section of the report: each decision rule's detection rate per derived kind and
     false-positive rate on the test split, beside the reuse score's; and 20 test pairs' scores.
+
+    Args:
+        calib: the calibration pairs (their ``values``), whose independent pairs set ModelDiff's 2 %
+            threshold and DeepJudge's lower bounds; unused with ``thresholds``.
+        test: the test pairs (``values``, ``label``, ``kind``, ``name_a``, ``reuse_calibrated``).
+        reuse_th: the reuse score's decision threshold.
+        thresholds: thresholds frozen earlier, as this function's JSON gives them
+            (``modeldiff_threshold_2pct``, ``deepjudge_thresholds_normal``,
+            ``deepjudge_thresholds_quantile``); None = set them on ``calib``.
 
     Returns:
         ``(markdown lines, json dict, the 20 sample rows)``.
@@ -341,11 +351,16 @@ def baselines_side_by_side(calib: list[dict], test: list[dict], reuse_th: float)
             return None
         return modeldiff.ranking_correct(val(p, "modeldiff"), unrelated.get(p["name_a"], []))
 
-    md_t = _fpr_threshold([val(p, "modeldiff") for p in calib if p["label"] == 0 and val(p, "modeldiff") is not None],
-                          MAX_FPR_BASELINE)
-    neg = {k: [val(p, f"deepjudge_{k}") for p in calib if p["label"] == 0] for k in ("robd", "jsd")}
-    dj_th = {k: deepjudge.threshold(v) for k, v in neg.items()}
-    dj_q = {k: deepjudge.threshold(v, method="quantile") for k, v in neg.items()}
+    if thresholds is not None:
+        md_t = float(thresholds["modeldiff_threshold_2pct"])
+        dj_th = {k: float(v) for k, v in thresholds["deepjudge_thresholds_normal"].items()}
+        dj_q = {k: float(v) for k, v in thresholds["deepjudge_thresholds_quantile"].items()}
+    else:
+        md_t = _fpr_threshold([val(p, "modeldiff") for p in calib if p["label"] == 0 and val(p, "modeldiff") is not None],
+                              MAX_FPR_BASELINE)
+        neg = {k: [val(p, f"deepjudge_{k}") for p in calib if p["label"] == 0] for k in ("robd", "jsd")}
+        dj_th = {k: deepjudge.threshold(v) for k, v in neg.items()}
+        dj_q = {k: deepjudge.threshold(v, method="quantile") for k, v in neg.items()}
 
     def dj_values(p):
         return {"robd": val(p, "deepjudge_robd"), "jsd": val(p, "deepjudge_jsd")}
@@ -399,7 +414,7 @@ def baselines_side_by_side(calib: list[dict], test: list[dict], reuse_th: float)
         pick.append(ks[int(rng.integers(len(ks)))])
     pick = pick[:10]
     ind = [p for p in test if p["label"] == 0]
-    pick += [ind[i] for i in sorted(rng.choice(len(ind), 20 - len(pick), replace=False))]
+    pick += [ind[i] for i in sorted(rng.choice(len(ind), min(20 - len(pick), len(ind)), replace=False))]
 
     def r(v):
         return None if v is None else round(float(v), 4)

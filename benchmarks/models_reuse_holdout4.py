@@ -28,8 +28,9 @@ existed. Protocol, written down before the build:
   = a teacher and its derived models; every scratch model its own); siblings (two derived models of one teacher)
   are not scored. ``models compare`` defaults of the hold-outs (500 MNIST test images, CKA on 256) with the
   levels weights, representation, io and reuse; threshold 0.5. Scores: the shipped calibrated score alone; with the
-  shared-kernel rules; with both rules. ModelDiff and DeepJudge are not run here (their thresholds came from
-  calibration pairs this machine no longer holds).
+  shared-kernel rules; with both rules. ModelDiff and DeepJudge: the ``baselines`` step (added after the test run),
+  at the thresholds the third hold-out set on its calibration split and recorded in ``models_reuse_holdout3.json``
+  (the calibration pairs themselves are no longer on this machine), and ModelDiff's own ranking rule.
 * **added after the first run** (af35ac4 → 2221f89 had the peer rule in the default ``reuse``): the first run showed
   the rule adding 3 true and 10 false flags, so it became opt-in (``--peer-rule``); the targets are now stated for
   the default ``reuse`` (calibrated score and shared-kernel rules) and the peer rule's numbers beside them. The
@@ -41,6 +42,7 @@ Run (about 10 minutes on this 2-core machine)::
 
     nice -n 10 .venv/bin/python benchmarks/models_reuse_holdout4.py build
     nice -n 10 .venv/bin/python benchmarks/models_reuse_holdout4.py test
+    nice -n 10 .venv/bin/python benchmarks/models_reuse_holdout4.py baselines   # models_reuse_holdout4_baselines.*
 
 Writes ``benchmarks/results/models_reuse_holdout4.{md,json}``; the models stay in ``--work-dir`` (default
 ``~/.cache/twinspect-bench/reuse-holdout-v4``).
@@ -276,9 +278,54 @@ def test(work: Path, out: Path) -> None:
     print("\n".join(md[:8]))
 
 
+def baselines(work: Path, out: Path) -> None:
+    """ModelDiff and DeepJudge on this hold-out's pairs, at thresholds frozen on calibration v3.
+
+    The thresholds (ModelDiff's 2 % false-positive threshold, DeepJudge's normal lower bounds and 1 %
+    quantiles) are those the third hold-out set on its calibration split and recorded in
+    ``models_reuse_holdout3.json``; ModelDiff's paper rule needs none (each derived pair against the
+    unrelated models of its source here). Beside them, the default ``reuse`` of the same comparison, checked
+    against the committed ``models_reuse_holdout4.json`` (same models, same scores). Writes ``OUT_baselines``.
+    """
+    import models_reuse as mr
+
+    from twinspect.dl.modelclones.reuse import DEFAULT_THRESHOLD
+
+    frozen = read_json(ROOT / "benchmarks" / "results" / "models_reuse_holdout3.json")["baselines"]
+    thresholds = {k: frozen[k] for k in ("modeldiff_threshold_2pct", "deepjudge_thresholds_normal",
+                                         "deepjudge_thresholds_quantile")}
+    committed = {(p["a"], p["b"]): p["shared_rule"] for p in read_json(OUT.with_suffix(".json"))["pairs"]}
+    manifest = read_json(work / "manifest.json")
+    pairs = h1.labelled_pairs(manifest)
+    log(f"hold-out v4: {len(manifest)} models, {len(pairs)} pairs; comparing with the baselines ...")
+    secs = h1.compare_split(manifest, pairs, levels=("weights", "representation", "io", "reuse", "baselines"))
+    moved = 0
+    for p in pairs:
+        p["reuse_calibrated"] = p["values"].get("reuse")
+        was = committed.get((p["name_a"], p["name_b"]))
+        moved += int(was is None or p["reuse_calibrated"] is None or abs(was - p["reuse_calibrated"]) > 1e-6)
+    th = DEFAULT_THRESHOLD
+    base_md, base_json, _ = mr.baselines_side_by_side([], pairs, th, thresholds=thresholds)
+    md = ["# ModelDiff and DeepJudge on the fourth reuse hold-out (`benchmarks/models_reuse_holdout4.py baselines`, "
+          "issue 18)", "",
+          f"The {len(manifest)} models and {len(pairs)} labelled pairs of `models_reuse_holdout4.md`, compared once more "
+          f"with the baselines level ({secs:.0f} s). Thresholds frozen on calibration v3 (recorded in "
+          "`models_reuse_holdout3.json`; nothing here was set on these models): ModelDiff > "
+          f"{thresholds['modeldiff_threshold_2pct']:.4f}; DeepJudge normal lower bounds "
+          f"{thresholds['deepjudge_thresholds_normal']}, 1 % quantiles {thresholds['deepjudge_thresholds_quantile']}. "
+          f"The reuse row is the default `reuse` (calibrated score and shared-kernel rules) of this comparison; "
+          f"{moved} of {len(pairs)} pairs differ from the committed test run's scores by more than 1e-6.", "",
+          *[line.replace("calibration split's", "calibration v3 split's") for line in base_md]]
+    out_b = out.with_name(out.name + "_baselines")
+    out_b.with_suffix(".md").write_text(_provenance.md_header(__file__) + "\n".join(md), encoding="utf-8")
+    write_json(out_b.with_suffix(".json"), {"provenance": _provenance.info(__file__), "compare_s": round(secs, 1),
+                                            "pairs_moved_from_test_run": moved, **base_json}, indent=1)
+    print("\n".join(md))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("step", choices=("build", "test"))
+    ap.add_argument("step", choices=("build", "test", "baselines"))
     ap.add_argument("--work-dir", default=str(CACHE))
     ap.add_argument("--out", default=str(OUT))
     args = ap.parse_args()
@@ -287,6 +334,8 @@ def main() -> None:
         t = time.perf_counter()
         build(work)
         log(f"build: {time.perf_counter() - t:.0f} s")
+    elif args.step == "baselines":
+        baselines(work, Path(args.out))
     else:
         test(work, Path(args.out))
 

@@ -486,8 +486,8 @@ def program_base_lines(fragments: Sequence, fraction: float | None) -> frozenset
 
 
 def without_unused_functions(frags: Sequence, policy: str = "drop") -> tuple[list, dict[str, Any]]:
-    """The programs GST compares: with ``policy="drop"``, each one without its unused functions
-    (:func:`twinspect.code.unused.without_unused`), else the fragments as they are.
+    """The programs GST compares: with ``policy="drop"``, each whole-file fragment without its unused
+    functions (:func:`twinspect.code.unused.without_unused`), else the fragments as they are.
 
     Args:
         frags: whole-program fragments.
@@ -505,6 +505,9 @@ def without_unused_functions(frags: Sequence, policy: str = "drop") -> tuple[lis
         return list(frags), stats
     programs = []
     for f in frags:
+        if f.kind != "file":  # --decision tiling over functions or blocks: nothing is a whole program
+            programs.append(f)
+            continue
         g, unused = without_unused(f)
         programs.append(g)
         if unused is not None:

@@ -23,8 +23,9 @@ that keeps every overload of a referenced name):
 
 Only programs with a ``main`` function in Java, C or C++ are pruned (:data:`LANGUAGES`); any other
 file (a library module without an entry point, another language) is returned unchanged, since without
-an entry point every function is a possible root. Lines are kept (a blanked function leaves empty
-lines), so reported line numbers stay those of the file.
+an entry point every function is a possible root. An unused function is blanked character by
+character with its line breaks kept, so reported line numbers stay those of the file and code that
+shares a line with it stays.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ _FUNCTION_TYPES = {
     "cpp": ("function_definition",),
 }
 _WORD_RE = re.compile(r"[A-Za-z_]\w*")
+_NOT_LINE_BREAK = re.compile(rb"[^\r\n]")
 #: Identifier-like leaf node types whose text counts as a reference.
 _IDENTIFIER_TYPES = frozenset({"identifier", "type_identifier", "field_identifier", "namespace_identifier"})
 #: Java methods the runtime or a library calls without the program naming them (interfaces of
@@ -222,8 +224,6 @@ def without_unused(fragment: Fragment) -> tuple[Fragment, UnusedFunctions | None
         return fragment, unused
     buf = bytearray(code.encode("utf-8"))
     for start, end in unused.byte_ranges:
-        for i in range(start, end):
-            if buf[i] not in (0x0A, 0x0D):
-                buf[i] = 0x20
+        buf[start:end] = _NOT_LINE_BREAK.sub(b" ", bytes(buf[start:end]))
     # multi-byte characters inside a blanked range become spaces byte by byte: still valid UTF-8
     return replace(fragment, code=buf.decode("utf-8")), unused

@@ -184,8 +184,8 @@ def test_file_granularity_links_a_copy_hidden_in_an_unused_template(tmp_path: Pa
     assert len(dropped.pairs) == 1 and dropped.pairs[0].similarity > 0.9
     assert kept.pairs == []  # the 12 unused helpers outweigh the copied solution
     t = dropped.stats["tiling"]
-    assert (t["unused_code"], t["programs_pruned"], t["unused_functions"]) == ("drop", 2, 12) and t["unused_lines"] == 84
-    assert kept.stats["tiling"]["programs_pruned"] == 0 and kept.config["unused_code"] == "keep"
+    assert (t["unused_code"], t["programs_analysed"], t["unused_functions"]) == ("drop", 2, 12) and t["unused_lines"] == 84
+    assert kept.stats["tiling"]["programs_analysed"] == 0 and kept.config["unused_code"] == "keep"
     # reported fragments are the files as they are (line numbers of the whole file)
     assert {f.end_line for f in dropped.fragments} == {f.end_line for f in kept.fragments}
 

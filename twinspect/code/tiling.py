@@ -495,12 +495,12 @@ def without_unused_functions(frags: Sequence, policy: str = "drop") -> tuple[lis
 
     Returns:
         ``(programs, stats)``: the fragments to compare (same order and ids), and ``unused_code`` (the
-        policy), ``programs_pruned`` (programs with an entry point that were analysed),
+        policy), ``programs_analysed`` (programs with an entry point that were analysed),
         ``unused_functions`` and ``unused_lines`` (what was left out in all).
     """
     from twinspect.code.unused import without_unused
 
-    stats: dict[str, Any] = {"unused_code": policy, "programs_pruned": 0, "unused_functions": 0, "unused_lines": 0}
+    stats: dict[str, Any] = {"unused_code": policy, "programs_analysed": 0, "unused_functions": 0, "unused_lines": 0}
     if policy == "keep":
         return list(frags), stats
     programs = []
@@ -511,7 +511,7 @@ def without_unused_functions(frags: Sequence, policy: str = "drop") -> tuple[lis
         g, unused = without_unused(f)
         programs.append(g)
         if unused is not None:
-            stats["programs_pruned"] += 1
+            stats["programs_analysed"] += 1
             stats["unused_functions"] += len(unused.names)
             stats["unused_lines"] += unused.lines
     return programs, stats

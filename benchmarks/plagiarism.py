@@ -26,6 +26,10 @@ What it measures
       each labelled pair directly, without the candidate index), so that the threshold rule can be
       applied per version as for copydetect (reported as "this version's tune threshold") and a
       ROC-AUC computed; the shipped constant is named next to it.
+    * where the measured code leaves a program's unused functions out before tiling
+      (``--unused-code``, default ``drop``: ``twinspect/code/unused.py``), also the file-granularity run
+      with ``--unused-code keep`` and the ROC-AUC of the whole files' tiling scores, so the step's effect
+      is read in the same run.
 
     Reported per tool: % of plagiarised pairs linked, % of unrelated (non-plagiarised) labelled pairs
     linked, on all unique pairs, on the test split and on the tune split, and on the test split's
@@ -202,12 +206,23 @@ def tiling_child(folder: Path, pairs_file: Path, out: Path) -> None:
     frags = sorted(frags, key=lambda f: (f.path, f.start_line, f.end_line, f.name))
     idx = {Path(f.path).name: k for k, f in enumerate(frags)}
     labelled = [(a, b) for a, b in json.loads(pairs_file.read_text()) if a in idx and b in idx]
-    base = tiling.program_base_lines(frags, cfg.base_code)
-    tiled, stats = tiling.tile_files(frags, base=base, pairs=[(idx[a], idx[b]) for a, b in labelled])
-    scores = {f"{a}|{b}": [t.avg, t.max, t.coverage, t.len_a, t.len_b] for (a, b), t in zip(labelled, tiled)}
+    # the programs as the default compares them (unused functions left out, where the code has that step),
+    # and, for comparison, the whole files
+    prune = getattr(tiling, "without_unused_functions", None)
+    policy = getattr(cfg, "unused_code", None)
+    programs, unused = prune(frags, policy) if prune is not None and policy is not None else (frags, None)
+
+    def tile(progs):
+        base = tiling.program_base_lines(progs, cfg.base_code)
+        tiled, stats = tiling.tile_files(progs, base=base, pairs=[(idx[a], idx[b]) for a, b in labelled])
+        return base, stats, {f"{a}|{b}": [t.avg, t.max, t.coverage, t.len_a, t.len_b] for (a, b), t in zip(labelled, tiled)}
+
+    base, stats, scores = tile(programs)
+    whole = tile(frags)[2] if unused is not None and unused["unused_functions"] else scores
     out.write_text(json.dumps({"min_match": tiling.MIN_MATCH, "threshold": tiling.THRESHOLD, "measure": tiling.MEASURE,
                                "candidate_dice": tiling.CANDIDATE_DICE, "files": len(frags), "base_lines": len(base),
-                               "stats": stats, "scores": scores}))
+                               "unused": unused, "stats": stats, "scores": scores,
+                               "scores_whole_files": whole if unused is not None else None}))
 
 
 def twinspect_links(report: Path) -> tuple[dict, dict]:
@@ -305,6 +320,9 @@ def evaluate_version(ver: dict, workdir: Path, tw_args: list[str], granularity_o
             s = tl["scores"].get(f"{p['file_a']}|{p['file_b']}")
             p["tiling"] = None if s is None else {"avg": round(s[0], 4), "max": round(s[1], 4), "coverage": s[2],
                                                   "tokens_a": s[3], "tokens_b": s[4]}
+            w = (tl.get("scores_whole_files") or {}).get(f"{p['file_a']}|{p['file_b']}")
+            if w is not None and tl.get("unused") is not None:
+                p["tiling_whole_files"] = {"avg": round(w[0], 4), "max": round(w[1], 4)}
     else:
         print(f"NOTE: no tiling module at this commit ({tl_run['output_tail'][-200:]})", file=sys.stderr)
 
@@ -314,6 +332,9 @@ def evaluate_version(ver: dict, workdir: Path, tw_args: list[str], granularity_o
     if granularity_ok:
         configs = [("twinspect --granularity file", ["--granularity", "file"]),
                    ("twinspect, functions, --min-lines 1", ["--granularity", "function", "--min-lines", "1"])]
+        if tl is not None and tl.get("unused") is not None:  # the code leaves unused functions out: whole files too
+            configs.insert(1, ("twinspect --granularity file --unused-code keep",
+                               ["--granularity", "file", "--unused-code", "keep"]))
     else:
         configs = [("twinspect, functions, --min-lines 1", ["--min-lines", "1"]),
                    ("twinspect, functions, --min-lines 6 (default)", [])]
@@ -374,6 +395,11 @@ def evaluate_version(ver: dict, workdir: Path, tw_args: list[str], granularity_o
     if tl is not None:
         aucs["twinspect tiling avg (every labelled pair tiled)"] = auc(
             pairs, lambda p: p["tiling"]["avg"] if p.get("tiling") else 0.0)
+        aucs["twinspect tiling max (every labelled pair tiled)"] = auc(
+            pairs, lambda p: p["tiling"]["max"] if p.get("tiling") else 0.0)
+        if tl.get("unused") is not None:
+            aucs["twinspect tiling avg, whole files (--unused-code keep)"] = auc(
+                pairs, lambda p: p["tiling_whole_files"]["avg"] if p.get("tiling_whole_files") else 0.0)
     for label, _ in configs:
         aucs[f"{label} similarity (0 when not linked)"] = auc(pairs, lambda p, label=label: p["tw"][label]["similarity"] or 0.0)
     return {
@@ -383,13 +409,14 @@ def evaluate_version(ver: dict, workdir: Path, tw_args: list[str], granularity_o
         "test_pairs": len(test), "tune_pairs": len(tune), "copydetect_threshold": t_cd,
         "copydetect_threshold_95": t95,
         "tiling": None if tl is None else {k: tl[k] for k in ("min_match", "threshold", "measure", "candidate_dice",
-                                                                "files", "base_lines")} | {"tune_threshold": t_tl},
+                                                                "files", "base_lines")} | {"tune_threshold": t_tl,
+                                                                                           "unused": tl.get("unused")},
         "copydetect_version": cd["version"], "copydetect_fingerprinted": cd["fingerprinted"],
         "copydetect_run": {k: cd_run[k] for k in ("seconds", "maxrss_mib", "tree_peak_rss_sum_mib",
                                                   "tree_cpu_seconds_sampled")}, "twinspect_runs": tw_info,
         "rates": table, "by_level": by_level, "auc": aucs,
         "pair_list": [{k: p.get(k) for k in ("a", "b", "label", "splits", "levels", "notes", "copydetect", "tiling",
-                                             "tw")}
+                                             "tiling_whole_files", "tw")}
                       for p in pairs],
     }
 
@@ -448,6 +475,11 @@ def render_md(res: dict, old_md: str | None) -> str:
                      f"{tg['threshold']}, candidate window Dice ≥ {tg['candidate_dice']}; {tg['base_lines']} base-code "
                      f"lines; this version's tune threshold (≤ {res['max_unrelated'] * 100:.0f} % unrelated): "
                      f"avg > {tg['tune_threshold']:.4f}")
+            if tg.get("unused"):
+                u = tg["unused"]
+                L.append(f"- unused code ({u['unused_code']}): {u['programs_analysed']} of {tg['files']} programs have a "
+                         f"`main` and were analysed; {u['unused_functions']} unused functions ({u['unused_lines']} lines) "
+                         "left out of the comparison")
         L.append("")
         L.append("| tool | subset | plagiarised linked | % | unrelated linked | % | target met (≥ 95 % / ≤ 5 %) |")
         L.append("|---|---|---|---|---|---|---|")

@@ -7,7 +7,8 @@ under two different templates then share a small part of each file, so a whole-p
 raw submissions (version 1, ``benchmarks/plagiarism.py``) a plagiarised pair of 751 and 48 lines has
 ``avg`` 0.13 while 92 % of the smaller file is tiled. Dead-code elimination is the compiler's answer
 and the one used here: a function is *used* when its name occurs in code reachable from the program's
-entry point, and the others are blanked before the files are compared.
+entry point, and the others are blanked before the files are compared. It also undoes a disguise
+plagiarists use on purpose: padding a copy with functions that are never called.
 
 Reachability is by name, over the tree-sitter parse (approximate and conservative, like a linker
 that keeps every overload of a referenced name):

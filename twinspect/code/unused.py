@@ -153,16 +153,18 @@ def unused_functions(code: str, language: str) -> UnusedFunctions | None:
         return None
     types = _FUNCTION_TYPES[language]
     functions: list[tuple[str | None, Node]] = []  # (name or None when always used, node)
+    has_main = False
     stack = [tree.root_node]
     while stack:
         n = stack.pop()
         if n.type in types:
             name = _function_name(src, n, language)
+            has_main = has_main or name == "main"
             if name == "main" or (language == "java" and (_is_override(src, n) or name in JAVA_IMPLICIT)):
                 name = None
             functions.append((name, n))
         stack.extend(n.children)
-    if not any(_function_name(src, n, language) == "main" for _, n in functions):
+    if not has_main:
         return None
     by_name: dict[str, list[Node]] = {}
     for name, n in functions:
@@ -188,13 +190,14 @@ def unused_functions(code: str, language: str) -> UnusedFunctions | None:
             done.add(n.id)
             # nested definitions (a local class's methods) are definitions of their own
             referenced |= _identifiers(src, n.children, skip=function_ids)
-    dead = sorted((n for name, n in functions if name is not None and name not in used and n.id not in done),
-                  key=lambda n: n.start_byte)
-    names = tuple(_function_name(src, n, language) or "" for n in dead)
+    # a named function is unused when its name never became used (every node of a used name was reached)
+    dead = sorted(((name, n) for name, n in functions if name is not None and name not in used),
+                  key=lambda item: item[1].start_byte)
+    names = tuple(name for name, _ in dead)
     # a dead function nested in another dead one is covered by its parent
     spans: list[tuple[int, int]] = []
     ranges: list[tuple[int, int]] = []
-    for n in dead:
+    for _, n in dead:
         first, last = n.start_point[0] + 1, n.end_point[0] + 1
         if ranges and n.start_byte < ranges[-1][1]:
             ranges[-1] = (ranges[-1][0], max(ranges[-1][1], n.end_byte))

@@ -26,9 +26,10 @@ saturate in that way:
   other bag's suffix, so ``|A ∩ B| ≤ shared + min(|its suffix|, |other bag| − shared)``, where
   ``shared`` counts the common prefix items; a pair whose bound misses the overlap is dropped.
 
-Both functions are vectorised with numpy/scipy: the prefix index is a sparse incidence matrix
-whose product with its transpose lists the candidate pairs, and the exact overlap of those
-candidates is a sparse element-wise minimum of their count vectors.
+Both functions are vectorised with numpy/scipy, except two inner loops compiled with numba
+(:mod:`twinspect.code.kernels`): the prefix index is an inverted index (item → the rows whose
+prefix holds it) that each row probes, counting the prefix items it shares with each later row;
+the exact overlap of the pairs that pass is a merge of the two rows' sorted item ids.
 """
 
 from __future__ import annotations
@@ -54,10 +55,9 @@ if TYPE_CHECKING:
 
 _REDUCE_CHUNK = 50_000  # representatives projected and added to the reduced index at once (a memory bound)
 _SEARCH_CHUNK = 1024  # queries per index.search call (progress granularity, bounded memory)
-_PREFIX_CHUNK = 256  # rows of the prefix matrix multiplied at once (bounds the candidate arrays held at once)
+_PREFIX_CHUNK = 256  # rows of the prefix index probed per task (progress granularity, bounded result arrays)
 _BAG_CHUNK = 1 << 15  # representatives whose token bags are built at once, at most (bounds the int64 sort keys)
 _BAG_TOKENS = 1 << 21  # and their tokens, at most (the keys and sort orders are int64 per token)
-_VERIFY_CHUNK = 1 << 14  # candidate pairs whose overlap is computed at once (1 << 16 held 0.6 GB of rows)
 _RESCORE_CHUNK = 1 << 18  # neighbour pairs of the reduced index re-scored per progress step
 _SPAN_CHUNK = 1 << 22  # neighbour entries checked for overlapping spans at once (bounded memory)
 _GROUP_CHUNK = 1 << 22  # (query, neighbour) entries ranked per query at once (bounds the sort's temporaries)
@@ -642,50 +642,21 @@ def _overlap_chunk(shared: tuple, chunk: tuple[int, int]) -> tuple[np.ndarray, n
     verified exactly. Returns int64 (P,) row pairs and float64 (P,) overlap similarities ≥ theta."""
     import numpy as np
 
-    from twinspect.code.vectors import rowdot
+    from twinspect.code.kernels import prefix_join, sparse_pair_dots
 
-    theta, prefix, prefix_t, bags, s_sizes, s_need, s_rest, s_last, spans = shared
+    theta, prefix, inverted, bags, s_sizes, s_need, s_rest, s_last, spans = shared
     lo, hi = chunk
-    upper = int(np.searchsorted(s_sizes, s_sizes[hi - 1] / theta + 1e-9, side="right"))
-    cand = prefix[lo:hi] @ prefix_t[:, lo:upper]  # CSR: shared prefix items of each (row, partner)
-    # Every pair kept below shares at least the smaller `need` of its two rows (the extended prefix
-    # filter), so entries under the smallest `need` of the block go first, in the CSR, before any
-    # per-entry index array exists: most of the product shares a few common items (on the stdlib
-    # 23.6 M entries, 0.6 M of them reach `need`; the per-entry filters took as long as the product).
-    floor = min(float(s_need[lo:hi].min()), float(s_need[lo:upper].min()))
-    if floor > 1.0:  # every stored entry is a count of at least 1
-        cand.data[cand.data < floor - 0.5] = 0.0
-        cand.eliminate_zeros()
-    cand = cand.tocoo()
-    a = cand.row.astype(np.int64) + lo
-    b = cand.col.astype(np.int64) + lo
-    shared_items = cand.data
-    # extended prefix filter (see the module doc), then the size filter: |A ∩ B| ≤ min(|A|, |B|),
-    # so min/max must reach theta (sizes ascend, so |a| ≤ |b|); no overlapping pair
-    keep = (a < b) & (shared_items >= np.minimum(s_need[a], s_need[b]) - 0.5)
-    keep &= s_sizes[a] >= theta * s_sizes[b] - 1e-9
-    a, b, shared_items = a[keep], b[keep], shared_items[keep]
-    # the suffix bound (see the module doc): the prefix that ends first in the global order meets
-    # nothing of the other bag's suffix, so |A ∩ B| ≤ shared + min(|its suffix|, |other| − shared)
-    a_first = s_last[a] <= s_last[b]
-    bound = shared_items + np.where(a_first, np.minimum(s_rest[a], s_sizes[b] - shared_items),
-                                    np.minimum(s_rest[b], s_sizes[a] - shared_items))
-    keep = bound >= theta * s_sizes[b] - 1e-6
+    # the extended prefix filter, the size filter and the suffix bound (see the module doc), in the
+    # compiled probe loop: the sparse product it replaced listed every (row, partner) count, of which
+    # 1 % reached `need` on a 50k-representative sample of the 13-MLOC tree
+    a, b = prefix_join(lo, hi, prefix.indptr, prefix.indices, inverted.indptr, inverted.indices,
+                       s_sizes, s_need, s_rest, s_last, theta)
+    keep = ~spans.overlapping(a, b)  # no overlapping pair
     a, b = a[keep], b[keep]
-    keep = ~spans.overlapping(a, b)
-    a, b = a[keep], b[keep]
-    out_a, out_b, out_s = [], [], []
-    for v0 in range(0, len(a), _VERIFY_CHUNK):
-        pa, pb = a[v0:v0 + _VERIFY_CHUNK], b[v0:v0 + _VERIFY_CHUNK]
-        inter = rowdot(bags, pa, pb)
-        sim = inter / np.maximum(s_sizes[pa], s_sizes[pb])
-        ok = sim >= theta - 1e-9
-        out_a.append(pa[ok])
-        out_b.append(pb[ok])
-        out_s.append(sim[ok])
-    if not out_a:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64)
-    return np.concatenate(out_a), np.concatenate(out_b), np.concatenate(out_s)
+    inter = sparse_pair_dots(bags.indptr, bags.indices, None, a, b)  # |A ∩ B| of the item sets
+    sim = inter / np.maximum(s_sizes[a], s_sizes[b])
+    ok = sim >= theta - 1e-9
+    return a[ok], b[ok], sim[ok]
 
 
 def overlap_pairs(
@@ -788,8 +759,9 @@ def overlap_pairs(
         t1 = min(n_tokens, t0 + _BAG_CHUNK * 64)
         items[t0:t1] = offset[tok_sorted[t0:t1]] + occ[t0:t1]
     del tok_sorted, occ, offset, width
-    # boolean entries: the bags are only ever read by rowdot, whose row sums count the shared items as int64
-    # (1 byte an entry instead of float32's 4: about 200 MB less at 67 M tokens, here and in every worker)
+    # boolean entries: only the structure is read (the exact overlap counts shared item ids, and the items
+    # ascend within each row as that merge needs); 1 byte an entry instead of float32's 4: about 200 MB
+    # less at 67 M tokens, here and in every worker
     bags = sp.csr_matrix((np.ones(n_tokens, dtype=bool), items.astype(np.int32, copy=False), indptr),
                          shape=(n, nitems))
     # SourcererCC's global order: rarest item first (ties by item id)
@@ -819,13 +791,13 @@ def overlap_pairs(
     prow, pitem = concatenate_consumed(p_rows), concatenate_consumed(p_items)
     if not len(prow):
         return Candidates.empty()
-    prefix = sp.csr_matrix((np.ones(len(prow), dtype=np.float32), (prow, pitem)), shape=(n, nitems))
+    prefix = sp.csr_matrix((np.ones(len(prow), dtype=bool), (prow, pitem)), shape=(n, nitems))
     del prow, pitem
     s_sizes, s_need, s_rest, s_last = sizes, need, sizes - plen, last  # rows in size order (above)
-    prefix_t = prefix.T.tocsc()  # (items, n): column slices are cheap
+    inverted = prefix.tocsc()  # the inverted index: item -> the rows whose prefix holds it, ascending
     rep_arr = np.asarray(reps, dtype=np.int64)
     found_a, found_b, found_s = [], [], []
-    shared = (theta, prefix, prefix_t, bags, s_sizes, s_need, s_rest, s_last,
+    shared = (theta, prefix, inverted, bags, s_sizes, s_need, s_rest, s_last,
               FragmentSpans([frags[r] for r in rep_rows]))
     del rep_rows
     chunks = [(lo, min(n, lo + _PREFIX_CHUNK)) for lo in range(0, n, _PREFIX_CHUNK)]
@@ -833,7 +805,7 @@ def overlap_pairs(
                else map(functools.partial(_overlap_chunk, shared), chunks))
     # the map holds the matrices from here on: a worker pool's map lets go of them once it has handed
     # them to its workers (about 0.5 GB on a 13-MLOC tree, through the rest of this stage)
-    del shared, prefix, prefix_t, bags
+    del shared, prefix, inverted, bags
     with progress("token-overlap index", total=n, quiet=quiet) as bar:
         for (lo, hi), (pa, pb, sim) in zip(chunks, results):
             # positions as int32 (index_dtype) as they arrive: the found pairs are this index's peak memory

@@ -642,7 +642,7 @@ def _overlap_chunk(shared: tuple, chunk: tuple[int, int]) -> tuple[np.ndarray, n
     verified exactly. Returns int64 (P,) row pairs and float64 (P,) overlap similarities ≥ theta."""
     import numpy as np
 
-    from twinspect.code.kernels import prefix_join, sparse_pair_dots
+    from twinspect.code.kernels import prefix_join, shared_column_counts
 
     theta, prefix, inverted, bags, s_sizes, s_need, s_rest, s_last, spans = shared
     lo, hi = chunk
@@ -653,7 +653,7 @@ def _overlap_chunk(shared: tuple, chunk: tuple[int, int]) -> tuple[np.ndarray, n
                        s_sizes, s_need, s_rest, s_last, theta)
     keep = ~spans.overlapping(a, b)  # no overlapping pair
     a, b = a[keep], b[keep]
-    inter = sparse_pair_dots(bags.indptr, bags.indices, None, a, b)  # |A ∩ B| of the item sets
+    inter = shared_column_counts(bags.indptr, bags.indices, a, b)  # |A ∩ B| of the item sets
     sim = inter / np.maximum(s_sizes[a], s_sizes[b])
     ok = sim >= theta - 1e-9
     return a[ok], b[ok], sim[ok]

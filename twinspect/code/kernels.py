@@ -1,22 +1,23 @@
-"""Compiled loops of the clone pipeline's candidate search (numba), behind numpy signatures.
+"""Compiled loops of the token-overlap index (numba), behind numpy signatures.
 
-Two inner loops of :mod:`twinspect.code.candidates` and :mod:`twinspect.code.vectors` do little
-work per element but run billions of times on a 10-MLOC tree, where scipy's general sparse
-routines spend most of their time building intermediate matrices:
+The candidate search's SourcererCC index (:func:`twinspect.code.candidates.overlap_pairs`) does
+little work per element but billions of times on a 10-MLOC tree, where scipy's general sparse
+routines spent most of their time building intermediate matrices:
 
-* :func:`sparse_pair_dots` — the dot product of rows ``a[i]`` and ``b[i]`` of one CSR matrix, for
-  millions of pairs: a merge of the two rows' sorted column indices. scipy's
-  ``m[a].multiply(m[b]).sum(axis=1)`` builds two gathered matrices and their product first (about
-  10× slower on the lexical encoder's vectors).
-* :func:`prefix_join` — the probe loop of SourcererCC's prefix-filter index (see
-  :func:`twinspect.code.candidates.overlap_pairs`): each probe row walks the inverted lists of its
-  prefix items and counts, per later row, how many prefix items the two share. The sparse product
-  it replaces materialised every (row, partner) count, 99 % of which miss the extended prefix
-  filter.
+* :func:`prefix_join` — the probe loop of the prefix-filter index: each probe row walks the
+  inverted lists of its prefix items and counts, per later row, how many prefix items the two
+  share. The sparse product it replaces materialised every (row, partner) count, 99 % of which miss
+  the extended prefix filter.
+* :func:`shared_column_counts` — the exact overlap of the pairs that pass: how many columns two
+  rows of a boolean CSR matrix share, a merge of their sorted column indices (scipy's
+  ``m[a].multiply(m[b]).sum(axis=1)`` built two gathered matrices and their product first).
 
-Every function is compiled on first use and cached on disk by numba (``cache=True``: the
-package's ``__pycache__``, or numba's user-wide cache directory when that is not writable), and
-releases the GIL (``nogil=True``) so that threads can run them side by side.
+Both are compiled on first use and cached on disk by numba (``cache=True``: the package's
+``__pycache__``, or numba's user-wide cache directory when that is not writable) and release the
+GIL (``nogil=True``). The clone pipeline calls them in its worker processes (the index's row
+chunks, :mod:`twinspect.code.executors`), or in the driver when it runs without workers: loading
+numba costs a process about 115 MB, which the driver of a large scan, whose memory is the scan's
+bound, does not pay.
 """
 
 from __future__ import annotations
@@ -25,25 +26,6 @@ from typing import Any
 
 import numpy as np
 from numba import njit
-
-
-@njit(cache=True, nogil=True)
-def _float_dots(indptr: Any, indices: Any, data: Any, a: Any, b: Any, out: Any) -> None:  # pragma: no cover - compiled
-    for i in range(a.shape[0]):
-        p, pe = indptr[a[i]], indptr[a[i] + 1]
-        q, qe = indptr[b[i]], indptr[b[i] + 1]
-        acc = out[i]
-        while p < pe and q < qe:
-            x, y = indices[p], indices[q]
-            if x == y:
-                acc += data[p] * data[q]
-                p += 1
-                q += 1
-            elif x < y:
-                p += 1
-            else:
-                q += 1
-        out[i] = acc
 
 
 @njit(cache=True, nogil=True)
@@ -65,79 +47,22 @@ def _common_counts(indptr: Any, indices: Any, a: Any, b: Any, out: Any) -> None:
         out[i] = c
 
 
-def sparse_pair_dots(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray | None,
-                     a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Dot products of row pairs of one CSR matrix whose column indices are sorted within each row.
+def shared_column_counts(indptr: np.ndarray, indices: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """How many columns rows ``a[i]`` and ``b[i]`` of one boolean CSR matrix share, for each i.
 
     Args:
         indptr, indices: the CSR structure (int32 or int64); ``indices`` ascending within each row
-            (scipy's ``has_sorted_indices``) and without duplicates — not checked here.
-        data: the stored values (float32 or float64), or None for a boolean matrix (every stored
-            entry counts 1).
-        a, b: int64 (P,) row ids.
+            and without duplicates (not checked here).
+        a, b: int (P,) row ids.
 
     Returns:
-        (P,) array: with ``data``, of ``data``'s dtype, each product summed in ascending column
-        order in that dtype (the order and precision of scipy's sparse matrix product ``m @ m.T``
-        on sorted indices, so the values are the same bits); without, int64 counts of the columns
-        the two rows share.
+        int64 (P,) counts.
     """
     a = np.ascontiguousarray(a, dtype=np.int64)
     b = np.ascontiguousarray(b, dtype=np.int64)
-    if data is None:
-        counts = np.zeros(len(a), dtype=np.int64)
-        _common_counts(indptr, indices, a, b, counts)
-        return counts
-    out = np.zeros(len(a), dtype=data.dtype)
-    _float_dots(indptr, indices, data, a, b, out)
-    return out
-
-
-@njit(cache=True, nogil=True)
-def _min_sums(indptr: Any, indices: Any, data: Any, a: Any, b: Any, inter: Any, sum_a: Any,
-              sum_b: Any) -> None:  # pragma: no cover - compiled
-    for i in range(a.shape[0]):
-        p, pe = indptr[a[i]], indptr[a[i] + 1]
-        q, qe = indptr[b[i]], indptr[b[i] + 1]
-        shared, total_a, total_b = inter[i], sum_a[i], sum_b[i]
-        for k in range(p, pe):
-            total_a += data[k]
-        for k in range(q, qe):
-            total_b += data[k]
-        while p < pe and q < qe:
-            x, y = indices[p], indices[q]
-            if x == y:
-                shared += min(data[p], data[q])
-                p += 1
-                q += 1
-            elif x < y:
-                p += 1
-            else:
-                q += 1
-        inter[i], sum_a[i], sum_b[i] = shared, total_a, total_b
-
-
-def sparse_pair_min_sums(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, a: np.ndarray,
-                         b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Multiset intersection and sizes of row pairs of one count matrix (CSR, sorted column indices).
-
-    Args:
-        indptr, indices, data: the CSR arrays; ``indices`` ascending within each row, no duplicates
-            (not checked here); ``data`` non-negative counts (any numeric dtype).
-        a, b: int64 (P,) row ids.
-
-    Returns:
-        ``(inter, size_a, size_b)``, each (P,) of ``data``'s dtype, summed in ascending column
-        order: ``Σ_j min(A_j, B_j)``, ``Σ_j A_j`` and ``Σ_j B_j`` (exact for integer counts below
-        2**24 in float32).
-    """
-    a = np.ascontiguousarray(a, dtype=np.int64)
-    b = np.ascontiguousarray(b, dtype=np.int64)
-    inter = np.zeros(len(a), dtype=data.dtype)
-    sum_a = np.zeros(len(a), dtype=data.dtype)
-    sum_b = np.zeros(len(a), dtype=data.dtype)
-    _min_sums(indptr, indices, data, a, b, inter, sum_a, sum_b)
-    return inter, sum_a, sum_b
+    counts = np.zeros(len(a), dtype=np.int64)
+    _common_counts(indptr, indices, a, b, counts)
+    return counts
 
 
 @njit(cache=True, nogil=True)

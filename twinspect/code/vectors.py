@@ -29,39 +29,20 @@ def _normalised_csr(m: sp.spmatrix) -> sp.csr_matrix:
     m.sum_duplicates()
     norms = np.sqrt(np.asarray(m.multiply(m).sum(axis=1), dtype=np.float64).ravel())
     norms[norms == 0] = 1.0
-    out = sp.csr_matrix(sp.diags((1.0 / norms).astype(np.float32)) @ m, dtype=np.float32)
-    out.sort_indices()  # canonical order: rowdot's merge needs it, and every product then sums in column order
-    return out
+    return sp.csr_matrix(sp.diags((1.0 / norms).astype(np.float32)) @ m, dtype=np.float32)
 
 
 def rowdot(m: sp.csr_matrix, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Inner product of rows ``a[i]`` and ``b[i]`` of one sparse matrix, for each i.
 
-    A merge of the two rows' sorted column indices, compiled
-    (:func:`twinspect.code.kernels.sparse_pair_dots`): each product summed in ascending column order
-    in ``m``'s precision, as scipy's matrix product ``m @ m.T`` sums it, so a pair's value here
-    and in a matrix product over the same sorted matrix are the same bits.
-
     Args:
-        m: (N, d) CSR matrix without duplicate entries (scipy's canonical form); its column indices
-            are sorted in place first when they are not (``m.sort_indices()``: the same matrix).
+        m: (N, d) CSR matrix.
         a, b: int (P,) row ids.
 
     Returns:
-        (P,) array: float32 / float64 for such an ``m``, int64 for integer ones; for a boolean ``m``
-        int64 counts of the columns the two rows share.
+        (P,) array of ``m``'s dtype; int64 for a boolean ``m`` (the counts of shared non-zeros).
     """
-    from twinspect.code.kernels import sparse_pair_dots
-
-    if not m.has_sorted_indices:
-        m.sort_indices()
-    if m.dtype == np.bool_:
-        data = None
-    elif m.dtype in (np.float32, np.float64):
-        data = m.data
-    else:
-        data = m.data.astype(np.int64 if np.issubdtype(m.dtype, np.integer) else np.float64)
-    return sparse_pair_dots(m.indptr, m.indices, data, a, b)
+    return np.asarray(m[a].multiply(m[b]).sum(axis=1)).ravel()
 
 
 class FragmentVectors:
@@ -171,7 +152,7 @@ class FragmentVectors:
         """Cosine of rows ``a`` and ``b``, clipped to [-1, 1]."""
         a, b = int(self._matrix_rows(a)), int(self._matrix_rows(b))
         if self.sparse:
-            v = float(rowdot(self._m, np.array([a]), np.array([b]))[0])
+            v = float(self._m[a].multiply(self._m[b]).sum())
         else:
             v = float(self._m[a] @ self._m[b])
         return max(-1.0, min(1.0, v))

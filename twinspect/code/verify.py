@@ -615,29 +615,21 @@ def _tfidf_rows(counts: sp.csr_matrix, chunk_entries: int = 1 << 21) -> sp.csr_m
     return m
 
 
-def _min_sums(m: sp.csr_matrix, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``|A ∩ B|``, ``|A|``, ``|B|`` of count-matrix rows ``a[i]``, ``b[i]`` (multisets; (P,) of ``m``'s
-    dtype), by :func:`twinspect.code.kernels.sparse_pair_min_sums` (``m``'s indices sorted in place first
-    when they are not)."""
-    from twinspect.code.kernels import sparse_pair_min_sums
-
-    if not m.has_sorted_indices:
-        m.sort_indices()
-    return sparse_pair_min_sums(m.indptr, m.indices, m.data, a, b)
-
-
 def _intersection(m: sp.csr_matrix, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Multiset intersection sizes ``|A ∩ B|`` of count-matrix rows ``a[i]`` and ``b[i]``, float64 (P,)."""
     import numpy as np
 
-    return _min_sums(m, a, b)[0].astype(np.float64)
+    return np.asarray(m[a].minimum(m[b]).sum(axis=1), dtype=np.float64).ravel()
 
 
 def _overlap(m: sp.csr_matrix, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Multiset overlap ``|A ∩ B| / max(|A|, |B|)`` of count-matrix rows (0 for two empty rows)."""
     import numpy as np
 
-    inter, sa, sb = _min_sums(m, a, b)
+    ra, rb = m[a], m[b]
+    inter = np.asarray(ra.minimum(rb).sum(axis=1)).ravel()
+    sa = np.asarray(ra.sum(axis=1)).ravel()
+    sb = np.asarray(rb.sum(axis=1)).ravel()
     return inter / np.maximum(np.maximum(sa, sb), 1.0)
 
 

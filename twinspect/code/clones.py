@@ -890,7 +890,8 @@ def _candidate_sources(
     # progress display can be live at a time: the thread's bar is silent, and a spinner covers
     # any wait for it after the range search.
     # Each source's tail (joining, ranking and de-duplicating what it found) holds its largest
-    # temporaries; one lock keeps the two tails apart (the same candidates either way).
+    # temporaries; one lock keeps the overlap's tail apart from the whole range search, whose index is
+    # alive until its own tail ends (the same candidates either way).
     tails = threading.Lock()
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="twinspect-overlap") as pool:
         tok_future = None
@@ -898,8 +899,13 @@ def _candidate_sources(
             tok_future = pool.submit(_timed, overlap_pairs, plain, reps, frags, theta=config.token_overlap,
                                      cap=config.max_neighbours, quiet=True, executor=executor, tail=tails)
         t0 = time.perf_counter()
-        emb = range_pairs(vecs, reps, frags, threshold=threshold, cap=config.max_neighbours, index=config.index,
-                          index_params=params, quiet=quiet, tail=tails)
+        # The range search holds the lock from its start, not only for its tail: its index and found keys
+        # (about 1 GB on a 13-MLOC tree) live through its whole search loop, and since the token-overlap
+        # index's compiled probe loop (kernels.py) that index ends minutes earlier: its tail run beside the
+        # search loop peaked the driver at 4,219 MiB (3,836 MiB when it ran after the range search).
+        with tails:
+            emb = range_pairs(vecs, reps, frags, threshold=threshold, cap=config.max_neighbours, index=config.index,
+                              index_params=params, quiet=quiet)
         seconds["range_search"] = time.perf_counter() - t0
         if tok_future is None:
             tok = Candidates.empty()

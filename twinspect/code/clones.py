@@ -900,9 +900,9 @@ def _candidate_sources(
                                      cap=config.max_neighbours, quiet=True, executor=executor, tail=tails)
         t0 = time.perf_counter()
         # The range search holds the lock from its start, not only for its tail: its index and found keys
-        # (about 1 GB on a 13-MLOC tree) live through its whole search loop, and since the token-overlap
-        # index's compiled probe loop (kernels.py) that index ends minutes earlier: its tail run beside the
-        # search loop peaked the driver at 4,219 MiB (3,836 MiB when it ran after the range search).
+        # (about 1 GB on a 13-MLOC tree) live through its whole search loop, and the token-overlap index,
+        # since its probe loop is compiled (kernels.py), ends minutes before it. Its tail run beside that
+        # loop peaked the driver at 4,219 MiB on the 13-MLOC tree; held back so, at 3,778 MiB.
         with tails:
             emb = range_pairs(vecs, reps, frags, threshold=threshold, cap=config.max_neighbours, index=config.index,
                               index_params=params, quiet=quiet)

@@ -55,8 +55,7 @@ def main() -> None:
                     help="Run the variants at the same time (one `twinspect fuzz run` process each), so that they "
                          "share the machine equally instead of meeting different loads one after another.")
     a = ap.parse_args()
-    if a.seeds == "all":
-        a.seeds = ",".join(seeds.ALL_SEEDS)
+    a.seeds = ",".join(seeds.parse_names(a.seeds))
     budget = parse_budget(a.budget)
     work = Path(a.work or tempfile.mkdtemp(prefix="fuzzbench-"))
     if a.parallel and not a.summarise_only:

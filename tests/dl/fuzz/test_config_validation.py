@@ -61,3 +61,24 @@ def test_foreign_non_empty_directory_is_refused_and_kept(tmp_path):
     with pytest.raises(InputError, match="holds no campaign"):
         run_campaign(tmp_path, 10.0, Config())
     assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"]
+
+
+def test_seed_list_expands_all_and_small_in_order_without_repeats():
+    from twinspect.dl.fuzz import seeds
+
+    assert seeds.parse_names("all") == list(seeds.ALL_SEEDS)
+    assert len(seeds.ALL_SEEDS) == 10
+    assert seeds.parse_names(" Xception , small,LeNet5") == ["Xception", "LeNet5", "AlexNet", "LSTM1", "LSTM2"]
+    with pytest.raises(InputError, match="unknown seed model 'VGG16'"):
+        seeds.parse_names("small,VGG16")
+    with pytest.raises(InputError, match="no seed model"):
+        seeds.parse_names(" , ")
+
+
+def test_cli_refuses_a_bad_seed_name_after_all_with_one_line_and_exit_2(tmp_path, capsys):
+    from tests.cli_run import run
+
+    out = tmp_path / "camp"
+    code, _, err = run(capsys, "fuzz", "run", "-o", out, "--budget", "1s", "--seeds", "all,VGG16")
+    assert code == 2 and "unknown seed model 'VGG16'" in err and len(err.strip().splitlines()) == 1
+    assert not out.exists()

@@ -49,7 +49,7 @@ def test_cmode_mutates_the_layer_whose_values_are_uncovered():
     spec = _chain([6, 4], [("Dense", {"units": 4})] * 15 + [("LayerNormalization", {})] + [("Dense", {"units": 4})] * 15)
     cov = Coverage(params={t for t in catalogue.param_values() if t[0] != "LayerNormalization"})
     for k in range(15):
-        m = operators._change_param(spec, cov, random.Random(k), ("mode",), 1)
+        m = operators.change_params(spec, cov, random.Random(k), ("mode",), 1)
         assert m is not None
         new = model_coverage(m).params - cov.params
         assert new and all(t[0] == "LayerNormalization" for t in new)
@@ -61,7 +61,7 @@ def test_cmode_prefers_a_parameter_with_uncovered_values():
     spec = _chain([6, 4], [("Dense", {"units": 4})])
     cov = Coverage(params=set(catalogue.param_values()) - {("Dense", "kernel_initializer", "orthogonal")})
     for k in range(15):
-        m = operators._change_param(spec, cov, random.Random(k), ("mode",), 1)
+        m = operators.change_params(spec, cov, random.Random(k), ("mode",), 1)
         assert m["nodes"][0]["params"]["kernel_initializer"] == "orthogonal"
 
 
@@ -98,7 +98,7 @@ def test_cshape_keeps_a_kernel_that_fits_the_input():
     spec = _chain([2, 2, 3], [("Conv2D", {"filters": 2, "kernel_size": 1, "padding": "valid"})])
     lay = catalogue.BY_NAME["Conv2D"]
     for k in range(20):
-        m = operators._change_param(spec, Coverage(), random.Random(k), ("shape",), 1)
+        m = operators.change_params(spec, Coverage(), random.Random(k), ("shape",), 1)
         ks = m["nodes"][0]["params"]["kernel_size"]
         assert (ks[0] if isinstance(ks, list) else ks) in (1, 2)
         graph.validate(m)

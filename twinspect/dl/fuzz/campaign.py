@@ -29,7 +29,7 @@ import numpy as np
 
 from twinspect._io import atomic_path, write_json
 from twinspect.dl.fuzz import backends as bk
-from twinspect.dl.fuzz import graph, lemon, muffin, operators, oracles, seed_selection, seeds, triage
+from twinspect.dl.fuzz import graph, lemon, muffin, operators, oracles, prior_operators, seed_selection, seeds, triage
 from twinspect.dl.fuzz.coverage import Coverage, model_coverage
 from twinspect.dl.fuzz.executors import Executor, LocalExecutor, make_executor
 from twinspect.dl.fuzz.seed_selection import SeedSelector
@@ -68,7 +68,7 @@ class Config:
         backends: systems under test (full or short names).
         seeds: seed model names (see :mod:`twinspect.dl.fuzz.seeds`).
         variant: one of :data:`VARIANTS`: ``"memo"``, ``"memo_r"`` (random seed selection), ``"memo_o"``
-            (LEMON operators), ``"memo_noreduce"`` (no model reduction of the seeds), ``"muffin"`` (random
+            (the operators of DeepMutation, LEMON and Audee: :mod:`twinspect.dl.fuzz.prior_operators`), ``"memo_noreduce"`` (no model reduction of the seeds), ``"muffin"`` (random
             DAG models from scratch, :mod:`twinspect.dl.fuzz.muffin`; the seeds serve only to calibrate the
             threshold) or ``"lemon"`` (LEMON's rules and inconsistency-guided search on the seeds,
             :mod:`twinspect.dl.fuzz.lemon`). All variants share the catalogue, coverage, oracles and backends.
@@ -211,7 +211,7 @@ class Campaign:
         if holds_campaign(root):
             return cls.open(root)
         names = config.validate(differential=False)
-        ops = operators.LEMON_OPERATORS if config.variant == "memo_o" else operators.MEMO_OPERATORS
+        ops = prior_operators.MEMO_O_OPERATORS if config.variant == "memo_o" else operators.MEMO_OPERATORS
         state = {
             "format": FORMAT, "config": {**config.__dict__, "backends": names}, "seeded": False,
             "elapsed_s": 0.0, "models_generated": 0, "models_valid": 0, "models_invalid": 0, "models_tested": 0,
@@ -299,9 +299,13 @@ class Campaign:
     def _seeded_build(self, spec: dict):
         """:func:`graph.build` of ``spec`` with weights initialised under a seed derived from the campaign seed
         and :meth:`_index`, so two campaigns with the same --seed save the same weights (and reach the same
-        findings). Returns the ``keras.Model``; raises what :func:`graph.build` raises (an invalid spec)."""
+        findings), then the spec's weight edits (MEMO_o's DeepMutation rules,
+        :func:`prior_operators.apply_weight_edits`). Returns the ``keras.Model``; raises what
+        :func:`graph.build` raises (an invalid spec)."""
         graph.keras_module().utils.set_random_seed(int(self.state["config"]["seed"]) * 1_000_003 + self._index())
-        return graph.build(spec)
+        model = graph.build(spec)
+        prior_operators.apply_weight_edits(model, spec)
+        return model
 
     def _save_model(self, spec: dict, name: str, model=None) -> tuple[Path, Path]:
         """Save ``spec`` as ``work/<name>.keras`` and its inputs (seeded by :meth:`_index`) as ``work/<name>.npz``;
@@ -551,7 +555,9 @@ class Campaign:
                 mutant = lemon.apply(op, self.state["pool"][mid], self.rng)
             else:
                 mid, op = self.selector.pick(self.rng)
-                mutant = operators.apply(op, self.state["pool"][mid], self.cov, self.rng)
+                # MEMO_o's operators; a MEMO_o campaign of an older release selects LA/LR/LC/AR from operators.py
+                mutate = prior_operators.apply if op in prior_operators.OPERATORS else operators.apply
+                mutant = mutate(op, self.state["pool"][mid], self.cov, self.rng)
             t = self._tick("generate", t)
             if mutant is None:
                 raise ValueError("operator does not apply")

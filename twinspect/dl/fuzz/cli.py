@@ -70,10 +70,10 @@ def run_cmd(
     budget: str = typer.Option("15m", "--budget", help="Time budget of the search loop (generation and testing; "
                                "backend start-up, seeding and finding minimisation come on top): 90s, 15m, 1h, 1h30m."),
     backends: str = typer.Option("tensorflow,jax,torch,onnxruntime", "--backends", help="Systems under test."),
-    variant: str = typer.Option("memo", "--variant", help="memo | memo_r (random seed selection) | memo_o (LEMON "
-                                "operators) | memo_noreduce (seeds not reduced) | muffin (Muffin-style random DAG models "
+    variant: str = typer.Option("memo", "--variant", help="memo | memo_r (random seed selection) | memo_o (DeepMutation's, "
+                                "LEMON's and Audee's operators) | memo_noreduce (seeds not reduced) | muffin (Muffin-style random DAG models "
                                 "from scratch) | lemon (LEMON-style mutation guided by inconsistency, not coverage)."),
-    seed_models: str = typer.Option("LeNet5,AlexNet,LSTM1,LSTM2", "--seeds", help="Seed models (also ResNet50, DenseNet121, InceptionV3, InceptionResNetV2, MobileNetV2, Xception)."),
+    seed_models: str = typer.Option("LeNet5,AlexNet,LSTM1,LSTM2", "--seeds", help="Seed models, comma-separated (also ResNet50, DenseNet121, InceptionV3, InceptionResNetV2, MobileNetV2, Xception); 'all' for the paper's ten, 'small' for the first four."),
     seed: int = typer.Option(0, "--seed", help="Random seed."),
     timeout: float = typer.Option(60.0, "--timeout", help="Per-model time limit of a backend, seconds."),
     max_models: int = typer.Option(0, "--max-models", help="Stop after this many mutants (0: budget only)."),
@@ -101,10 +101,7 @@ def run_cmd(
     check_format(fmt, ("table", "json"))
     seconds = parse_budget(budget)
     names = [bk.canonical(b) for b in backends.split(",") if b.strip()]
-    seed_list = [s.strip() for s in seed_models.split(",") if s.strip()]
-    for s in seed_list:
-        if s not in sd.ALL_SEEDS:
-            raise InputError(f"unknown seed model {s!r}; choose from {', '.join(sd.ALL_SEEDS)}")
+    seed_list = sd.parse_names(seed_models)
     executors.check(executor, address or None, jobs)
     if not 0.0 < mh_p < 1.0:
         raise InputError(f"--mh-p must be in (0, 1), got {mh_p}")

@@ -1,4 +1,4 @@
-"""MEMO mutation operators on model specs: NLA, LResh, LMerge, LConn, CShape, CMode, NaN (+ MEMO_o's LEMON set).
+"""MEMO mutation operators on model specs: NLA, LResh, LMerge, LConn, CShape, CMode, NaN (+ LEMON's LA, LR, LC, AR).
 
 Each operator takes a built spec (node shapes recorded by :func:`twinspect.dl.fuzz.graph.build`), the
 campaign's :class:`~twinspect.dl.fuzz.coverage.Coverage` (operators prefer unseen layer types, pairs and
@@ -19,9 +19,11 @@ covers the pair with its producer and the pair with its reader. When the shape c
 (a rank change with a different element count) the layer becomes a new output branch instead, as LConn's
 and LMerge's layers always do (the authors' ``connect_two_layers`` adds a model output too).
 
-LEMON-style operators for the MEMO_o ablation (Wang et al., "Deep learning library testing via effective
-model generation", FSE 2020): LA (add a shape-preserving layer), LR (remove a shape-preserving layer),
-LC (copy a shape-preserving layer), AR (replace an activation).
+LEMON-style operators (Wang et al., "Deep learning library testing via effective model generation", FSE
+2020): LA (add a shape-preserving layer), LR (remove a shape-preserving layer), LC (copy a shape-preserving
+layer), AR (replace an activation). The LEMON-style baseline (:mod:`twinspect.dl.fuzz.lemon`) and MEMO_o
+(:mod:`twinspect.dl.fuzz.prior_operators`) use LA, LR and LC; MEMO_o campaigns of releases before
+DeepMutation's and Audee's operators were added selected from :data:`LEMON_OPERATORS`.
 """
 
 from __future__ import annotations
@@ -482,10 +484,12 @@ def _fix_strided_dilation(layer: str, tp: dict, just_set: set[str], rng: random.
         tp[reset] = [1] * len(tp[reset]) if isinstance(tp[reset], (list, tuple)) else 1
 
 
-def _change_param(spec: dict, cov: Coverage, rng: random.Random, kinds: tuple[str, ...], count: int) -> dict | None:
+def change_params(spec: dict, cov: Coverage, rng: random.Random, kinds: tuple[str, ...], count: int,
+                  only: dict[str, tuple[str, ...]] | None = None) -> dict | None:
     """CShape/CMode in MEMO's "diverse" mode: on each of ``count`` distinct layers (fewer when the model has fewer
     such layers) set 1 to :data:`MAX_PARAMS_PER_LAYER` parameters of ``kinds`` to uncovered values; None when
-    the model has no such layer.
+    the model has no such layer. ``only`` (layer type → parameter names), when given, restricts the layers and
+    parameters that may change (MEMO_o's Audee operator: Audee's layer APIs and parameters).
 
     "Diverse" is the authors' rule for every choice of their operators (``maybeLee/COMET``, ``mutation_mode``:
     "first select the global option, if no global option is available, randomly choose one"), applied here
@@ -513,7 +517,9 @@ def _change_param(spec: dict, cov: Coverage, rng: random.Random, kinds: tuple[st
     """
     def mutable(node: dict) -> list[catalogue.Param]:
         lay = catalogue.get(node["layer"])
-        return [p for p in lay.params if p.kind in kinds] if lay else []
+        if lay is None or (only is not None and lay.name not in only):
+            return []
+        return [p for p in lay.params if p.kind in kinds and (only is None or p.name in only[lay.name])]
 
     nodes = [n for n in spec["nodes"] if mutable(n)]
     if not nodes:
@@ -638,13 +644,13 @@ def lresh(spec: dict, cov: Coverage, rng: random.Random) -> dict | None:
 
 def cshape(spec: dict, cov: Coverage, rng: random.Random) -> dict | None:
     """CShape: on 1–5 layers, set 1–3 shape parameters (filters, kernel_size, units, strides, ...) to unseen values."""
-    return _change_param(spec, cov, rng, ("shape", "float"), layers_per_application(rng))
+    return change_params(spec, cov, rng, ("shape", "float"), layers_per_application(rng))
 
 
 def cmode(spec: dict, cov: Coverage, rng: random.Random) -> dict | None:
     """CMode: on 1–5 layers, set 1–3 mode parameters (initialiser, regulariser, padding, activation, ...) to
     unseen values."""
-    return _change_param(spec, cov, rng, ("mode",), layers_per_application(rng))
+    return change_params(spec, cov, rng, ("mode",), layers_per_application(rng))
 
 
 def nan(spec: dict, cov: Coverage, rng: random.Random) -> dict | None:

@@ -33,6 +33,36 @@ SMALL_SEEDS = ("LeNet5", "AlexNet", "LSTM1", "LSTM2")
 ALL_SEEDS = SMALL_SEEDS + tuple(_APPS)
 
 
+def parse_names(text: str) -> list[str]:
+    """The seed model names of a comma-separated ``--seeds`` value, in order, without repeats.
+
+    ``all`` stands for :data:`ALL_SEEDS` (the paper's ten seed models) and ``small`` for
+    :data:`SMALL_SEEDS`; either may be mixed with names (``small,ResNet50``).
+
+    Args:
+        text: e.g. ``"LeNet5,AlexNet"``, ``"all"`` or ``"small,Xception"``; blanks around names are ignored.
+
+    Returns:
+        The names, each one of :data:`ALL_SEEDS`.
+
+    Raises:
+        InputError: a name that is not a seed model, or no name at all.
+    """
+    out: list[str] = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        group = {"all": ALL_SEEDS, "small": SMALL_SEEDS}.get(part.lower(), (part,))
+        for name in group:
+            if name not in ALL_SEEDS:
+                raise InputError(f"unknown seed model {name!r}; choose from all, small, {', '.join(ALL_SEEDS)}")
+            if name not in out:
+                out.append(name)
+    if not out:
+        raise InputError("--seeds names no seed model; choose from all, small, " + ", ".join(ALL_SEEDS))
+    return out
+
+
 def chain(input_shape, layers) -> dict:
     """A sequential model spec: each ``(layer, params)`` reads the one before, the first reads the input.
 

@@ -173,9 +173,10 @@ def test_keep_neighbours_equals_the_per_query_loop(cap, span_chunk, monkeypatch)
 
 @pytest.mark.parametrize("index,hnsw_min", [("exact", None), ("auto", 0)])  # auto from 0 reps: the reduced HNSW path
 def test_candidate_sources_hold_the_shared_tail_lock_while_they_rank(index, hnsw_min, monkeypatch):
-    """Both candidate sources rank and de-duplicate what they found inside the ``tail`` context (the
-    pipeline shares one lock between them so their largest temporaries never coincide), and give
-    the same candidates with it as without it."""
+    """The range search holds its ``hold`` context from building its index to the end, and the token-overlap
+    index ranks and de-duplicates what it found inside its ``tail`` (the pipeline shares one lock between
+    them so the overlap's largest temporaries never coincide with the range search's index); both give the
+    same candidates with it as without it."""
     import threading
 
     from twinspect.code import candidates
@@ -222,10 +223,20 @@ def test_candidate_sources_hold_the_shared_tail_lock_while_they_rank(index, hnsw
         return real_recall(*args, **kwargs)
 
     monkeypatch.setattr(candidates, "measure_recall", recall_spy)
-    got_range = range_pairs(vecs, reps, frags, threshold=0.3, cap=5, index=index, index_params={"seed": 0}, tail=tail)
+    from twinspect.code import index as index_mod
+
+    real_make = index_mod.make_index
+
+    def make_spy(*args, **kwargs):  # the range search's index is built with the lock held
+        held.setdefault("index", []).append(tail.lock.locked())
+        return real_make(*args, **kwargs)
+
+    monkeypatch.setattr(index_mod, "make_index", make_spy)
+    got_range = range_pairs(vecs, reps, frags, threshold=0.3, cap=5, index=index, index_params={"seed": 0}, hold=tail)
     got_overlap = overlap_pairs(toks, reps, frags, theta=0.5, cap=5, tail=tail)
     assert tail.entries == 2 and held["calls"] == [True, True]
     assert held.get("recall") == ([True] if index == "auto" else None)
+    assert held["index"] == [True]
     assert got_range.pairs == plain_range.pairs and got_range.capped == plain_range.capped
     assert got_overlap.pairs == plain_overlap.pairs and got_overlap.capped == plain_overlap.capped
     assert len(plain_range) > 0 and len(plain_overlap) > 0

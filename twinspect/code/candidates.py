@@ -384,7 +384,7 @@ def range_pairs(
     index: str = "exact",
     index_params: dict[str, Any] | None = None,
     quiet: bool = True,
-    tail: contextlib.AbstractContextManager[Any] = contextlib.nullcontext(),
+    hold: contextlib.AbstractContextManager[Any] = contextlib.nullcontext(),
 ) -> Candidates:
     """Every neighbour of every representative at cosine ≥ ``threshold`` (up to ``cap`` per query).
 
@@ -408,12 +408,12 @@ def range_pairs(
         index_params: keyword arguments of the index (HNSW ``M``, ``ef_construction``,
             ``ef_search``, ``seed``, ``num_threads``); with ``"auto"`` only ``seed`` is used.
         quiet: no progress bar.
-        tail: a context held while the found neighbours are joined, re-scored, ranked and
-            de-duplicated and the recall is measured (this search's largest temporaries); a lock shared with
-            :func:`overlap_pairs` running beside it keeps the two sources' tails from coinciding
-            (on a 13-MLOC tree a run whose two sources ended within 5 s of each other peaked
-            220 MiB above one where they ended minutes apart). Default: nothing held (a
-            ``contextlib.nullcontext``, reusable). The result does not depend on it.
+        hold: a context held for the whole search, from building the index to returning. The index,
+            the found neighbour keys and the joining, re-scoring and ranking after them are this search's
+            memory; a lock shared with :func:`overlap_pairs` running beside it (its ``tail``) keeps that
+            index's largest temporaries from coinciding with this search (a 13-MLOC tree peaked at 4,219
+            MiB when the overlap's tail ran beside the search loop, 3,778 MiB held back so). Default:
+            nothing held (a ``contextlib.nullcontext``, reusable). The result does not depend on it.
 
     Returns:
         :class:`Candidates` with cosine scores (always the full vectors' cosine).
@@ -421,6 +421,14 @@ def range_pairs(
     Raises:
         InputError: ``cap < 1``.
     """
+    with hold:
+        return _range_search(vecs, reps, frags, threshold=threshold, cap=cap, index=index,
+                             index_params=index_params, quiet=quiet)
+
+
+def _range_search(vecs: Any, reps: Sequence[int], frags: Sequence[Fragment], *, threshold: float, cap: int,
+                  index: str, index_params: dict[str, Any] | None, quiet: bool) -> Candidates:
+    """:func:`range_pairs` without its held context."""
     import numpy as np
 
     from twinspect._arrays import concatenate_consumed, index_dtype, shrink, unique_sorted
@@ -445,7 +453,7 @@ def range_pairs(
         reduced = AUTO_HNSW_DIM < fv.dim
     if used == "hnsw" and not reduced:  # the reduced index raises ef with its own k (low_search)
         params["ef_search"] = max(int(params.get("ef_search", 100)), cap + 5)
-    idx: Any  # the index; None once the reduced search has measured its recall (see its tail)
+    idx: Any  # the index; None once the reduced search has measured its recall (below)
     with progress("building the neighbour index", total=None, quiet=quiet or used != "hnsw"):
         # the reduced index holds positions (0..n-1) of the representatives, the others their ids
         index_ids = np.arange(len(reps), dtype=np.int64) if reduced else rep_ids
@@ -535,11 +543,10 @@ def range_pairs(
                     found.append((a, b, c))
                     capped += cut
                     bar.advance(hi - lo)
-        with tail:
-            a, b, c = _best_per_pair(*(np.concatenate(x) for x in zip(*found)))  # len(reps) ≥ 2: one chunk at least
-            if used != "hnsw":
-                return Candidates(a, b, c, capped)
-            recall, queries = measure_recall(search, rep_fv, rep_ids, k, threshold, seed=seed)
+        a, b, c = _best_per_pair(*(np.concatenate(x) for x in zip(*found)))  # len(reps) ≥ 2: one chunk at least
+        if used != "hnsw":
+            return Candidates(a, b, c, capped)
+        recall, queries = measure_recall(search, rep_fv, rep_ids, k, threshold, seed=seed)
         return Candidates(a, b, c, capped, index=used, index_recall=recall, index_recall_queries=queries)
 
     # Reduced index: collect every (query, neighbour) the reduced space puts within the margin, re-score
@@ -560,57 +567,56 @@ def range_pairs(
             # each chunk's pairs as sorted distinct keys min·n + max (a pair often turns up from both ends)
             found_keys.append(unique_sorted(np.minimum(a[keep], b[keep]) * n + np.maximum(a[keep], b[keep])))
             bar.advance(hi - lo)
-    with tail:  # see the docstring
-        # the recall measurement first, then the index is let go of: the graph and its copy of the reduced
-        # vectors (about 0.5 GB at 200k representatives and 512 dimensions) are not held through the
-        # joining, re-scoring and ranking below, this search's largest temporaries
-        recall, queries = measure_recall(search, rep_fv, np.arange(n, dtype=np.int64), k, threshold, seed=seed)
-        idx = built = None  # the closures read the index through the same cell: nothing holds it now
-        trim()
-        # one array of every chunk's keys, each chunk dropped once copied in and the array then sorted in
-        # place: about one copy of the keys, where concatenating and sorting a copy held four (~1.2 GB
-        # at 33 M keys)
-        keys = concatenate_consumed(found_keys, np.int64)
-        pair_key = unique_sorted(keys, overwrite=True)
-        del keys
-        pa, pb = (pair_key // n).astype(index_dtype(n)), (pair_key % n).astype(index_dtype(n))
-        del pair_key
-        # the pairs that reach the threshold are moved to the front of the same arrays as each chunk is
-        # re-scored (the write position never passes the chunk being read), then the arrays are cut to
-        # them: no second set of pair arrays beside the first (~0.25 GB at 33 M pairs)
-        cos = np.empty(len(pa), dtype=np.float32)
-        kept_n = 0
-        with progress("re-scoring neighbours", total=len(pa), quiet=quiet) as bar:
-            for lo in range(0, len(pa), _RESCORE_CHUNK):
-                hi = min(len(pa), lo + _RESCORE_CHUNK)
-                c = rep_fv.pair_cosines(pa[lo:hi], pb[lo:hi])
-                ok = c >= threshold
-                m = int(ok.sum())
-                pa[kept_n:kept_n + m] = pa[lo:hi][ok]
-                pb[kept_n:kept_n + m] = pb[lo:hi][ok]
-                cos[kept_n:kept_n + m] = c[ok]
-                kept_n += m
-                bar.advance(hi - lo)
-        pa, pb, cos = shrink(pa, kept_n), shrink(pb, kept_n), shrink(cos, kept_n)  # no views of them remain
-        # Each query's neighbours are its pairs from both ends, by descending cosine, ties by position,
-        # cut at the cap a range of queries at a time (_ends_by_range: a query's group is whole in its range).
-        spans_pos = spans.take(rep_ids)
-        kept: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-        capped = 0
-        for lo, hi, q, v, c, _ in _ends_by_range(pa, pb, cos, n):
-            # positions throughout (spans taken by position), fragment ids for the kept entries only
-            ka, kb, kc, cut = _keep_neighbours(q, v, c, np.searchsorted(q, np.arange(lo, hi + 1)), spans_pos,
-                                               threshold, cap)
-            kept.append((ka, kb, kc))
-            capped += cut
-        del pa, pb, cos
-        # one range at least (n ≥ 2); each range's arrays dropped as they are copied (concatenate_consumed)
-        ka_parts, kb_parts, kc_parts = (list(x) for x in zip(*kept))
-        del kept
-        a = rep_ids[concatenate_consumed(ka_parts)]
-        b = rep_ids[concatenate_consumed(kb_parts)]
-        a, b, c = _best_per_pair(a, b, concatenate_consumed(kc_parts))
-        trim()  # the ranges' temporaries, freed into the C heap, back to the system
+    # the recall measurement first, then the index is let go of: the graph and its copy of the reduced
+    # vectors (about 0.5 GB at 200k representatives and 512 dimensions) are not held through the
+    # joining, re-scoring and ranking below, this search's largest temporaries
+    recall, queries = measure_recall(search, rep_fv, np.arange(n, dtype=np.int64), k, threshold, seed=seed)
+    idx = built = None  # the closures read the index through the same cell: nothing holds it now
+    trim()
+    # one array of every chunk's keys, each chunk dropped once copied in and the array then sorted in
+    # place: about one copy of the keys, where concatenating and sorting a copy held four (~1.2 GB
+    # at 33 M keys)
+    keys = concatenate_consumed(found_keys, np.int64)
+    pair_key = unique_sorted(keys, overwrite=True)
+    del keys
+    pa, pb = (pair_key // n).astype(index_dtype(n)), (pair_key % n).astype(index_dtype(n))
+    del pair_key
+    # the pairs that reach the threshold are moved to the front of the same arrays as each chunk is
+    # re-scored (the write position never passes the chunk being read), then the arrays are cut to
+    # them: no second set of pair arrays beside the first (~0.25 GB at 33 M pairs)
+    cos = np.empty(len(pa), dtype=np.float32)
+    kept_n = 0
+    with progress("re-scoring neighbours", total=len(pa), quiet=quiet) as bar:
+        for lo in range(0, len(pa), _RESCORE_CHUNK):
+            hi = min(len(pa), lo + _RESCORE_CHUNK)
+            c = rep_fv.pair_cosines(pa[lo:hi], pb[lo:hi])
+            ok = c >= threshold
+            m = int(ok.sum())
+            pa[kept_n:kept_n + m] = pa[lo:hi][ok]
+            pb[kept_n:kept_n + m] = pb[lo:hi][ok]
+            cos[kept_n:kept_n + m] = c[ok]
+            kept_n += m
+            bar.advance(hi - lo)
+    pa, pb, cos = shrink(pa, kept_n), shrink(pb, kept_n), shrink(cos, kept_n)  # no views of them remain
+    # Each query's neighbours are its pairs from both ends, by descending cosine, ties by position,
+    # cut at the cap a range of queries at a time (_ends_by_range: a query's group is whole in its range).
+    spans_pos = spans.take(rep_ids)
+    kept: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    capped = 0
+    for lo, hi, q, v, c, _ in _ends_by_range(pa, pb, cos, n):
+        # positions throughout (spans taken by position), fragment ids for the kept entries only
+        ka, kb, kc, cut = _keep_neighbours(q, v, c, np.searchsorted(q, np.arange(lo, hi + 1)), spans_pos,
+                                           threshold, cap)
+        kept.append((ka, kb, kc))
+        capped += cut
+    del pa, pb, cos
+    # one range at least (n ≥ 2); each range's arrays dropped as they are copied (concatenate_consumed)
+    ka_parts, kb_parts, kc_parts = (list(x) for x in zip(*kept))
+    del kept
+    a = rep_ids[concatenate_consumed(ka_parts)]
+    b = rep_ids[concatenate_consumed(kb_parts)]
+    a, b, c = _best_per_pair(a, b, concatenate_consumed(kc_parts))
+    trim()  # the ranges' temporaries, freed into the C heap, back to the system
     return Candidates(a, b, c, capped, index=used, index_recall=recall, index_recall_queries=queries)
 
 

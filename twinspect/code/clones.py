@@ -903,9 +903,8 @@ def _candidate_sources(
         # (about 1 GB on a 13-MLOC tree) live through its whole search loop, and the token-overlap index,
         # since its probe loop is compiled (kernels.py), ends minutes before it. Its tail run beside that
         # loop peaked the driver at 4,219 MiB on the 13-MLOC tree; held back so, at 3,778 MiB.
-        with tails:
-            emb = range_pairs(vecs, reps, frags, threshold=threshold, cap=config.max_neighbours, index=config.index,
-                              index_params=params, quiet=quiet)
+        emb = range_pairs(vecs, reps, frags, threshold=threshold, cap=config.max_neighbours, index=config.index,
+                          index_params=params, quiet=quiet, hold=tails)
         seconds["range_search"] = time.perf_counter() - t0
         if tok_future is None:
             tok = Candidates.empty()

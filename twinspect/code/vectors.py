@@ -36,11 +36,11 @@ def rowdot(m: sp.csr_matrix, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Inner product of rows ``a[i]`` and ``b[i]`` of one sparse matrix, for each i.
 
     Args:
-        m: (N, d) CSR matrix.
+        m: (N, d) float CSR matrix.
         a, b: int (P,) row ids.
 
     Returns:
-        (P,) array of ``m``'s dtype; int64 for a boolean ``m`` (the counts of shared non-zeros).
+        (P,) array of ``m``'s dtype.
     """
     return np.asarray(m[a].multiply(m[b]).sum(axis=1)).ravel()
 

@@ -261,3 +261,13 @@ def _history(obj) -> list[str]:
 def clone(spec: dict) -> dict:
     """Deep copy of a spec."""
     return copy.deepcopy(spec)
+
+
+def as_mutant(spec: dict | None) -> dict | None:
+    """An operator's output made ready to build: nodes nothing reads pruned (:func:`prune`) and the parent's
+    ``shapes_valid`` mark dropped (the mutant's shapes are recorded again when it is built). In place;
+    None (the operator did not apply) stays None."""
+    if spec is not None:
+        prune(spec)
+        spec.pop("shapes_valid", None)
+    return spec

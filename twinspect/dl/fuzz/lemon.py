@@ -146,11 +146,7 @@ def apply(rule: str, spec: dict, rng: random.Random) -> dict | None:
     Raises:
         KeyError: unknown rule.
     """
-    out = _RULE_FN[rule](spec, rng)
-    if out is not None:
-        graph.prune(out)
-        out.pop("shapes_valid", None)
-    return out
+    return graph.as_mutant(_RULE_FN[rule](spec, rng))
 
 
 def inconsistency_degree(results: dict[str, dict]) -> float | None:

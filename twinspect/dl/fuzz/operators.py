@@ -741,8 +741,4 @@ def apply(op: str, spec: dict, cov: Coverage, rng: random.Random) -> dict | None
     Raises:
         KeyError: unknown operator name.
     """
-    out = OPERATORS[op](spec, cov, rng)
-    if out is not None:
-        graph.prune(out)
-        out.pop("shapes_valid", None)
-    return out
+    return graph.as_mutant(OPERATORS[op](spec, cov, rng))

@@ -135,11 +135,7 @@ def apply(op: str, spec: dict, cov: Coverage, rng: random.Random) -> dict | None
     Raises:
         KeyError: unknown operator name.
     """
-    out = OPERATORS[op](spec, cov, rng)
-    if out is not None:
-        graph.prune(out)
-        out.pop("shapes_valid", None)
-    return out
+    return graph.as_mutant(OPERATORS[op](spec, cov, rng))
 
 
 def _neurons(n: int, rng: np.random.Generator) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""``twinspect fuzz catalogue|run|report``: MEMO-style differential testing of Keras 3 backends and ONNX Runtime."""
+"""``twinspect fuzz catalogue|run|report|tracker``: MEMO-style differential testing of Keras 3 backends and ONNX Runtime."""
 
 from __future__ import annotations
 
@@ -149,6 +149,36 @@ def report_cmd(
     emit_text(text, output, show=fmt != "table" or not quiet)
     if plots_dir is not None:
         report.plot(s, plots_dir / "coverage_over_time.png")
+
+
+@fuzz_app.command("tracker")
+def tracker_cmd(
+    campaign: Path = typer.Argument(..., help="Campaign directory."),
+    finding: str = typer.Argument(..., help="Finding id (findings/<id>), or a unique prefix of it."),
+    verdict: str = typer.Option(..., "--verdict", help="known | related | not-found: what a search of the "
+                                "libraries' public issue trackers found for this finding's symptom."),
+    link: list[str] = typer.Option([], "--link", help="URL of a matching thread (repeatable; needed for known and related)."),
+    query: list[str] = typer.Option([], "--query", help="A search that was tried (repeatable; needed for not-found)."),
+    note: str = typer.Option("", "--note", help="What differs (related), versions checked, ..."),
+    fmt: str = format_option(("table", "json")),
+    quiet: QuietOpt = False,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Record a finding's public issue-tracker verdict in its bundle (tracker.json); `fuzz report` shows it.
+
+    twinspect does not search the trackers itself: search them (Keras, TensorFlow, JAX, PyTorch, ONNX Runtime,
+    tf2onnx) for the finding's symptom, then record what you found here.
+    """
+    from twinspect.dl.fuzz import trackers
+
+    check_format(fmt, ("table", "json"))
+    bundle = trackers.bundle_dir(campaign, finding)
+    rec = trackers.record(bundle, verdict, links=link, queries=query, note=note)
+    if fmt == "json":
+        print(json.dumps({"finding": bundle.name, **rec}, indent=1))
+    elif not quiet:
+        print_plain(f"{bundle.name}: {rec['verdict']}" + (f" ({', '.join(rec['links'])})" if rec["links"] else "")
+                    + f" -> {bundle / trackers.TRACKER_FILE}")
 
 
 def register(app: typer.Typer) -> None:

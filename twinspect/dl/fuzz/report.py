@@ -6,6 +6,7 @@ import html
 from collections.abc import Sequence
 from pathlib import Path
 
+from twinspect.dl.fuzz import trackers
 from twinspect.dl.fuzz.campaign import Campaign
 from twinspect.dl.fuzz.coverage import Coverage
 
@@ -17,10 +18,12 @@ def summary(root: str | Path) -> dict:
         ``{"elapsed_s", "models_generated", "models_valid", "models_tested", "models_per_hour",
         "coverage": {"layer_type"|"layer_pair"|"layer_param": {"covered", "total", "ratio"}},
         "coverage_over_time": [[seconds, type_ratio, pair_ratio, param_ratio]], "threshold",
-        "findings": [{"id", "kind", "systems", "deviating", "all_differ", "signature", "dir", "layer"}]
+        "findings": [{"id", "kind", "systems", "deviating", "all_differ", "signature", "dir", "layer",
+        "tracker"}]
         (``systems``: the pair the finding was minimised on; ``deviating``: the system(s) that differed from
         an agreeing majority, else None; ``all_differ``: three or more systems all differed pairwise; absent in
-        campaigns from before it existed),
+        campaigns from before it existed; ``tracker``: the bundle's public-tracker verdict,
+        :func:`twinspect.dl.fuzz.trackers.read`, None when unchecked),
         "phase_s": {phase: seconds of the search loop (generate, check, coverage, save_model, execute,
         findings, state_write)}, "startup_s" (backend start-up before the clock), "findings_after_s"
         (minimising and bundling queued findings after the budget), "pending_findings" (still queued),
@@ -40,7 +43,8 @@ def summary(root: str | Path) -> dict:
         "coverage": Coverage.from_json(st["coverage"]).summary(), "coverage_over_time": st["coverage_over_time"],
         "threshold": st["threshold"], "seed_distances": st["seed_distances"], "reduction": st["reduction"],
         "invalid_reasons": st["invalid_reasons"],
-        "findings": [{**f, "duplicates": st["signatures"].get(f["signature"], 1)} for f in st["findings"]],
+        "findings": [{**f, "duplicates": st["signatures"].get(f["signature"], 1),
+                      "tracker": trackers.read(Path(root) / f["dir"])} for f in st["findings"]],
         "last_run": st.get("last_run"), "phase_s": st.get("phase_s", {}),
         "startup_s": st.get("startup_s"), "findings_after_s": st.get("findings_after_s", 0.0),
         "pending_findings": len(st.get("pending_findings") or []),
@@ -92,6 +96,24 @@ def _systems(f: dict) -> str:
     return ",".join(f["systems"])
 
 
+def _tracker(f: dict) -> str:
+    """A finding's tracker verdict for a table cell: ``known <first link>``, ``related <link>``, ``not found``
+    or ``unchecked``."""
+    t = f.get("tracker")
+    if not t:
+        return "unchecked"
+    return t["verdict"] + (f" {t['links'][0]}" if t.get("links") else "")
+
+
+def tracker_counts(s: dict) -> dict[str, int]:
+    """How many findings of a summary have each tracker verdict (``unchecked`` included, zeros left out)."""
+    out: dict[str, int] = {}
+    for f in s["findings"]:
+        key = (f.get("tracker") or {}).get("verdict", "unchecked")
+        out[key] = out.get(key, 0) + 1
+    return out
+
+
 def table(s: dict) -> str:
     """Plain-text rendering of a summary."""
     lines = [f"variant {s['variant']}  elapsed {s['elapsed_s']:.0f} s  models generated {s['models_generated']}  "
@@ -105,10 +127,12 @@ def table(s: dict) -> str:
     if pts:
         lines.append("coverage over time (s: type / pair / param)")
         lines.extend(f"  {p[0]:>7.0f}  {p[1]:.1%} / {p[2]:.1%} / {p[3]:.1%}" for p in pts)
-    lines.append(f"findings: {len(s['findings'])}")
+    counts = tracker_counts(s)
+    lines.append(f"findings: {len(s['findings'])}" + (" (trackers: " + ", ".join(f"{v} {k}" for k, v in counts.items())
+                                                       + ")" if s["findings"] else ""))
     for f in s["findings"]:
         lines.append(f"  {f['id']}  {f['kind']:<13} {_systems(f):<34} layer {_layer(f)}  "
-                     f"x{f['duplicates']}  {f['dir']}")
+                     f"x{f['duplicates']}  {f['dir']}  tracker: {_tracker(f)}")
     cost = run_cost_line(s)
     if cost:
         lines.append(cost)
@@ -159,7 +183,7 @@ def to_html(s: dict) -> str:
         facts.append(["last run", cost])
     cov = [[k.replace("_", " "), v["covered"], v["total"], f"{v['ratio']:.1%}"] for k, v in s["coverage"].items()]
     over = [[f"{p[0]:.0f}", f"{p[1]:.1%}", f"{p[2]:.1%}", f"{p[3]:.1%}"] for p in coverage_points(s, 20)]
-    finds = [[f["id"], f["kind"], _systems(f), _layer(f), f["duplicates"], f["signature"], f["dir"]]
+    finds = [[f["id"], f["kind"], _systems(f), _layer(f), f["duplicates"], f["signature"], f["dir"], _tracker(f)]
              for f in s["findings"]]
     note = incomplete_note(s)
     return ("<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>twinspect fuzz</title><style>"
@@ -169,7 +193,7 @@ def to_html(s: dict) -> str:
             + tab(["", ""], facts) + "<h2>Coverage</h2>" + tab(["criterion", "covered", "total", "ratio"], cov)
             + "<h2>Coverage over time</h2>" + tab(["loop s", "layer type", "layer pair", "layer parameter"], over)
             + f"<h2>Findings ({len(finds)})</h2>"
-            + tab(["id", "kind", "systems", "layer", "duplicates", "signature", "bundle"], finds)
+            + tab(["id", "kind", "systems", "layer", "duplicates", "signature", "bundle", "public trackers"], finds)
             + "</body></html>\n")
 
 

@@ -1,4 +1,4 @@
-"""``twinspect fuzz catalogue|run|report|tracker``: MEMO-style differential testing of Keras 3 backends and ONNX Runtime."""
+"""``twinspect fuzz catalogue|run|report|tracker|confirm``: MEMO-style differential testing of Keras 3 backends and ONNX Runtime."""
 
 from __future__ import annotations
 
@@ -179,6 +179,45 @@ def tracker_cmd(
     elif not quiet:
         print_plain(f"{bundle.name}: {rec['verdict']}" + (f" ({', '.join(rec['links'])})" if rec["links"] else "")
                     + f" -> {bundle / trackers.TRACKER_FILE}")
+
+
+@fuzz_app.command("confirm")
+def confirm_cmd(
+    campaign: Path = typer.Argument(..., help="Campaign directory."),
+    finding: list[str] = typer.Option([], "--finding", help="Only this finding (id or unique prefix; repeatable)."),
+    timeout: float = typer.Option(1800.0, "--timeout", min=1.0, help="Limit for one bundle's repro.py, seconds."),
+    recorded: bool = typer.Option(False, "--recorded", help="Judge the outputs recorded in the bundles instead of "
+                                  "running the systems (numpy only: checks the bundles' rule, not the libraries)."),
+    resume: bool = typer.Option(False, "--resume", help="Keep the bundles already confirmed as they are."),
+    fmt: str = format_option(("table", "json")),
+    quiet: QuietOpt = False,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Re-run every finding's repro.py in a fresh process and record whether it reproduces (confirm.json).
+
+    A symptom found in a campaign's long-lived workers can depend on their state; `fuzz report` shows each
+    finding as reproduced, not reproduced or unconfirmed once this has run.
+    """
+    from twinspect.dl.fuzz import confirm
+
+    check_format(fmt, ("table", "json"))
+    total = len(confirm.bundles(campaign)) if not finding else len(finding)
+
+    def done(bundle: Path, rec: dict) -> None:
+        if not quiet and fmt == "table":
+            verdict = "reproduces" if rec["reproduces"] else "does not reproduce"
+            print_plain(f"{bundle.name}: {verdict} ({rec.get('seconds', 0):.0f} s)"
+                        + (f"; {rec['error']}" if rec.get("error") else ""))
+
+    if not quiet and fmt == "table":
+        print_plain(f"re-running {total} finding bundle(s) in fresh processes")
+    recs = confirm.confirm_all(campaign, ids=finding or None, timeout_s=timeout, recorded=recorded,
+                               skip_done=resume, on_done=done)
+    if fmt == "json":
+        print(json.dumps(recs, indent=1, default=str))
+    elif not quiet:
+        n = sum(r["reproduces"] for r in recs.values())
+        print(f"{n} of {len(recs)} findings reproduce in a fresh process")
 
 
 def register(app: typer.Typer) -> None:

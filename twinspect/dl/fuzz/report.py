@@ -6,7 +6,7 @@ import html
 from collections.abc import Sequence
 from pathlib import Path
 
-from twinspect.dl.fuzz import trackers
+from twinspect.dl.fuzz import confirm, trackers
 from twinspect.dl.fuzz.campaign import Campaign
 from twinspect.dl.fuzz.coverage import Coverage
 
@@ -23,7 +23,8 @@ def summary(root: str | Path) -> dict:
         (``systems``: the pair the finding was minimised on; ``deviating``: the system(s) that differed from
         an agreeing majority, else None; ``all_differ``: three or more systems all differed pairwise; absent in
         campaigns from before it existed; ``tracker``: the bundle's public-tracker verdict,
-        :func:`twinspect.dl.fuzz.trackers.read`, None when unchecked),
+        :func:`twinspect.dl.fuzz.trackers.read`, None when unchecked; ``confirmed``: the bundle's fresh-process
+        re-run, :func:`twinspect.dl.fuzz.confirm.read`, None when not run),
         "phase_s": {phase: seconds of the search loop (generate, check, coverage, save_model, execute,
         findings, state_write)}, "startup_s" (backend start-up before the clock), "findings_after_s"
         (minimising and bundling queued findings after the budget), "pending_findings" (still queued),
@@ -44,7 +45,8 @@ def summary(root: str | Path) -> dict:
         "threshold": st["threshold"], "seed_distances": st["seed_distances"], "reduction": st["reduction"],
         "invalid_reasons": st["invalid_reasons"],
         "findings": [{**f, "duplicates": st["signatures"].get(f["signature"], 1),
-                      "tracker": trackers.read(Path(root) / f["dir"])} for f in st["findings"]],
+                      "tracker": trackers.read(Path(root) / f["dir"]),
+                      "confirmed": confirm.read(Path(root) / f["dir"])} for f in st["findings"]],
         "last_run": st.get("last_run"), "phase_s": st.get("phase_s", {}),
         "startup_s": st.get("startup_s"), "findings_after_s": st.get("findings_after_s", 0.0),
         "pending_findings": len(st.get("pending_findings") or []),
@@ -105,6 +107,14 @@ def _tracker(f: dict) -> str:
     return t["verdict"] + (f" {t['links'][0]}" if t.get("links") else "")
 
 
+def _fresh(f: dict) -> str:
+    """A finding's fresh-process re-run for a table cell: ``reproduces``, ``does not reproduce`` or ``unconfirmed``."""
+    c = f.get("confirmed")
+    if not c:
+        return "unconfirmed"
+    return ("reproduces" if c["reproduces"] else "does not reproduce") + (" (recorded)" if c.get("recorded") else "")
+
+
 def tracker_counts(s: dict) -> dict[str, int]:
     """How many findings of a summary have each tracker verdict (``unchecked`` included, zeros left out)."""
     out: dict[str, int] = {}
@@ -132,7 +142,7 @@ def table(s: dict) -> str:
                                                        + ")" if s["findings"] else ""))
     for f in s["findings"]:
         lines.append(f"  {f['id']}  {f['kind']:<13} {_systems(f):<34} layer {_layer(f)}  "
-                     f"x{f['duplicates']}  {f['dir']}  tracker: {_tracker(f)}")
+                     f"x{f['duplicates']}  {f['dir']}  fresh run: {_fresh(f)}  tracker: {_tracker(f)}")
     cost = run_cost_line(s)
     if cost:
         lines.append(cost)
@@ -183,7 +193,7 @@ def to_html(s: dict) -> str:
         facts.append(["last run", cost])
     cov = [[k.replace("_", " "), v["covered"], v["total"], f"{v['ratio']:.1%}"] for k, v in s["coverage"].items()]
     over = [[f"{p[0]:.0f}", f"{p[1]:.1%}", f"{p[2]:.1%}", f"{p[3]:.1%}"] for p in coverage_points(s, 20)]
-    finds = [[f["id"], f["kind"], _systems(f), _layer(f), f["duplicates"], f["signature"], f["dir"], _tracker(f)]
+    finds = [[f["id"], f["kind"], _systems(f), _layer(f), f["duplicates"], f["signature"], f["dir"], _fresh(f), _tracker(f)]
              for f in s["findings"]]
     note = incomplete_note(s)
     return ("<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>twinspect fuzz</title><style>"
@@ -193,7 +203,7 @@ def to_html(s: dict) -> str:
             + tab(["", ""], facts) + "<h2>Coverage</h2>" + tab(["criterion", "covered", "total", "ratio"], cov)
             + "<h2>Coverage over time</h2>" + tab(["loop s", "layer type", "layer pair", "layer parameter"], over)
             + f"<h2>Findings ({len(finds)})</h2>"
-            + tab(["id", "kind", "systems", "layer", "duplicates", "signature", "bundle", "public trackers"], finds)
+            + tab(["id", "kind", "systems", "layer", "duplicates", "signature", "bundle", "fresh-process re-run", "public trackers"], finds)
             + "</body></html>\n")
 
 

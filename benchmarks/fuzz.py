@@ -56,12 +56,17 @@ def main() -> None:
                          "share the machine equally instead of meeting different loads one after another.")
     a = ap.parse_args()
     a.seeds = ",".join(seeds.parse_names(a.seeds))
+    if a.parallel and not a.summarise_only and (a.threshold is not None or a.shared_threshold):
+        ap.error("--parallel runs `twinspect fuzz run` per variant, which calibrates its own D_MAD threshold: "
+                 "drop --threshold / --shared-threshold, or run the variants one after another")
     budget = parse_budget(a.budget)
     work = Path(a.work or tempfile.mkdtemp(prefix="fuzzbench-"))
     if a.parallel and not a.summarise_only:
         work.mkdir(parents=True, exist_ok=True)
+        # --timeout as in the sequential path (before, --parallel dropped it silently: the CLI's 60 s applied)
         procs = [subprocess.Popen([sys.executable, "-m", "twinspect", "fuzz", "run", "-o", str(work / v), "--budget", a.budget,
-                                   "--backends", a.backends, "--seeds", a.seeds, "--variant", v, "--seed", "0", "-q"],
+                                   "--backends", a.backends, "--seeds", a.seeds, "--variant", v, "--seed", "0",
+                                   "--timeout", str(a.timeout), "-q"],
                                   stdout=open(work / f"{v}.json", "w"), stderr=open(work / f"{v}.log", "w"))
                  for v in a.variants.split(",")]
         for p in procs:

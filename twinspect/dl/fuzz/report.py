@@ -19,7 +19,7 @@ def summary(root: str | Path) -> dict:
         "coverage": {"layer_type"|"layer_pair"|"layer_param": {"covered", "total", "ratio"}},
         "coverage_over_time": [[seconds, type_ratio, pair_ratio, param_ratio]], "threshold",
         "findings": [{"id", "kind", "systems", "deviating", "all_differ", "signature", "dir", "layer",
-        "tracker"}]
+        "tracker", "confirmed"}]
         (``systems``: the pair the finding was minimised on; ``deviating``: the system(s) that differed from
         an agreeing majority, else None; ``all_differ``: three or more systems all differed pairwise; absent in
         campaigns from before it existed; ``tracker``: the bundle's public-tracker verdict,

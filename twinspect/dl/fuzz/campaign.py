@@ -70,7 +70,8 @@ class Config:
         variant: one of :data:`VARIANTS`: ``"memo"``, ``"memo_r"`` (random seed selection), ``"memo_o"``
             (the operators of DeepMutation, LEMON and Audee: :mod:`twinspect.dl.fuzz.prior_operators`),
             ``"memo_noreduce"`` (no model reduction of the seeds), ``"muffin"`` (random DAG models from
-            scratch, :mod:`twinspect.dl.fuzz.muffin`; the seeds serve only to calibrate the threshold) or ``"lemon"`` (LEMON's rules and inconsistency-guided search on the seeds,
+            scratch, :mod:`twinspect.dl.fuzz.muffin`; the seeds serve only to calibrate the threshold) or
+            ``"lemon"`` (LEMON's rules and inconsistency-guided search on the seeds,
             :mod:`twinspect.dl.fuzz.lemon`). All variants share the catalogue, coverage, oracles and backends.
         seed: RNG seed.
         timeout_s: per-model time limit of each backend worker, seconds.

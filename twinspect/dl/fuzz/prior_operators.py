@@ -212,9 +212,12 @@ def apply_weight_edits(model, spec: dict) -> int:
         The number of edits that changed weights (an edit whose layer a later mutation removed, or whose
         rule does not apply to the layer's current weights, changes nothing).
     """
+    edits = spec.get("weight_edits")
+    if not edits:  # every saved model of every variant is built through here; most have no edits
+        return 0
     done = 0
     names = {layer.name for layer in model.layers}
-    for edit in spec.get("weight_edits", ()):
+    for edit in edits:
         if edit["layer"] not in names:
             continue
         layer = model.get_layer(edit["layer"])

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from tests.cli_run import run
-from twinspect.dl.fuzz import report, trackers
+from twinspect.dl.fuzz import report, trackers, triage
 from twinspect.dl.fuzz.campaign import Campaign, Config
 from twinspect.errors import InputError
 
@@ -51,14 +51,14 @@ def test_bundle_is_found_by_id_or_unique_prefix(tmp_path):
     _bundle(tmp_path, "aa11", "s1")
     _bundle(tmp_path, "aa22", "s2")
     _bundle(tmp_path, "aa2", "s3")
-    assert trackers.bundle_dir(tmp_path, "aa11").name == "aa11"
-    assert trackers.bundle_dir(tmp_path, "aa2").name == "aa2"  # an exact id wins over the prefix
+    assert triage.bundle_dir(tmp_path, "aa11").name == "aa11"
+    assert triage.bundle_dir(tmp_path, "aa2").name == "aa2"  # an exact id wins over the prefix
     with pytest.raises(InputError, match=r"matches 3 findings \(aa11, aa2, aa22\)"):
-        trackers.bundle_dir(tmp_path, "aa")
+        triage.bundle_dir(tmp_path, "aa")
     with pytest.raises(InputError, match="no finding 'zz'"):
-        trackers.bundle_dir(tmp_path, "zz")
+        triage.bundle_dir(tmp_path, "zz")
     with pytest.raises(InputError, match="no findings directory"):
-        trackers.bundle_dir(tmp_path / "aa11", "x")
+        triage.bundle_dir(tmp_path / "aa11", "x")
 
 
 def test_report_shows_each_findings_verdict_and_the_counts(tmp_path, capsys):

@@ -169,10 +169,10 @@ def tracker_cmd(
     twinspect does not search the trackers itself: search them (Keras, TensorFlow, JAX, PyTorch, ONNX Runtime,
     tf2onnx) for the finding's symptom, then record what you found here.
     """
-    from twinspect.dl.fuzz import trackers
+    from twinspect.dl.fuzz import trackers, triage
 
     check_format(fmt, ("table", "json"))
-    bundle = trackers.bundle_dir(campaign, finding)
+    bundle = triage.bundle_dir(campaign, finding)
     rec = trackers.record(bundle, verdict, links=link, queries=query, note=note)
     if fmt == "json":
         print(json.dumps({"finding": bundle.name, **rec}, indent=1))
@@ -198,10 +198,10 @@ def confirm_cmd(
     A symptom found in a campaign's long-lived workers can depend on their state; `fuzz report` shows each
     finding as reproduced, not reproduced or unconfirmed once this has run.
     """
-    from twinspect.dl.fuzz import confirm
+    from twinspect.dl.fuzz import confirm, triage
 
     check_format(fmt, ("table", "json"))
-    total = len(confirm.bundles(campaign)) if not finding else len(finding)
+    total = len(triage.bundle_dirs(campaign)) if not finding else len(finding)
 
     def done(bundle: Path, rec: dict) -> None:
         if not quiet and fmt == "table":

@@ -22,23 +22,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from twinspect._io import write_json
+from twinspect.dl.fuzz import triage
 from twinspect.errors import InputError
 
 CONFIRM_FILE = "confirm.json"
-
-
-def bundles(campaign: str | Path) -> list[Path]:
-    """The finding bundles of a campaign directory, sorted by id (none for a campaign without findings).
-
-    Raises:
-        InputError: neither a ``findings`` directory nor a campaign state (``state.json``).
-    """
-    root = Path(campaign) / "findings"
-    if not root.is_dir() and (Path(campaign) / "state.json").is_file():
-        return []
-    if not root.is_dir():
-        raise InputError(f"{campaign}: no findings directory (not a campaign, or a campaign without findings)")
-    return sorted(p for p in root.iterdir() if (p / "repro.py").is_file())
 
 
 def run(bundle: str | Path, timeout_s: float = 1800.0, recorded: bool = False) -> dict:
@@ -89,7 +76,8 @@ def run(bundle: str | Path, timeout_s: float = 1800.0, recorded: bool = False) -
 def confirm_all(campaign: str | Path, ids: list[str] | None = None, timeout_s: float = 1800.0,
                 recorded: bool = False, skip_done: bool = False,
                 on_done: Callable[[Path, dict], None] | None = None) -> dict[str, dict]:
-    """:func:`run` on every bundle of a campaign (or those whose id starts with one of ``ids``), one after another.
+    """:func:`run` on every bundle of a campaign (:func:`twinspect.dl.fuzz.triage.bundle_dirs`), or on the
+    bundles ``ids`` name (:func:`twinspect.dl.fuzz.triage.bundle_dir`), one after another.
 
     Args:
         campaign: campaign directory.
@@ -102,17 +90,9 @@ def confirm_all(campaign: str | Path, ids: list[str] | None = None, timeout_s: f
         finding id → record (the kept ones included when ``skip_done``).
 
     Raises:
-        InputError: no findings directory, or an id that matches no bundle.
+        InputError: not a campaign, or an id that matches no bundle or several.
     """
-    found = bundles(campaign)
-    if ids:
-        chosen = []
-        for i in ids:
-            hit = [b for b in found if b.name == i] or [b for b in found if b.name.startswith(i)]
-            if not hit:
-                raise InputError(f"{Path(campaign) / 'findings'}: no finding {i!r}")
-            chosen += [b for b in hit if b not in chosen]
-        found = chosen
+    found = list(dict.fromkeys(triage.bundle_dir(campaign, i) for i in ids)) if ids else triage.bundle_dirs(campaign)
     out: dict[str, dict] = {}
     for b in found:
         old = read(b) if skip_done else None

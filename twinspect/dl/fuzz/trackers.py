@@ -36,32 +36,6 @@ def _finding(bundle: Path) -> dict:
         raise InputError(f"{path}: unreadable finding ({exc})") from None
 
 
-def bundle_dir(campaign: str | Path, finding_id: str) -> Path:
-    """The bundle directory of finding ``finding_id`` in a campaign directory.
-
-    Args:
-        campaign: campaign directory (``twinspect fuzz run -o``).
-        finding_id: the finding's id (``findings/<id>``), or a unique prefix of it.
-
-    Returns:
-        The bundle path (it holds ``finding.json``).
-
-    Raises:
-        InputError: no findings directory, no finding with that id or prefix, or an ambiguous prefix.
-    """
-    root = Path(campaign) / "findings"
-    if not root.is_dir():
-        raise InputError(f"{campaign}: no findings directory (not a campaign, or a campaign without findings)")
-    hits = sorted(p for p in root.iterdir() if p.is_dir() and p.name.startswith(finding_id)) if finding_id else []
-    if not hits:
-        raise InputError(f"{root}: no finding {finding_id!r}")
-    exact = [p for p in hits if p.name == finding_id]
-    if len(hits) > 1 and not exact:
-        shown = ", ".join(p.name for p in hits[:4]) + (", ..." if len(hits) > 4 else "")
-        raise InputError(f"{root}: {finding_id!r} matches {len(hits)} findings ({shown})")
-    return exact[0] if exact else hits[0]
-
-
 def record(bundle: str | Path, verdict: str, links: list[str] | None = None, queries: list[str] | None = None,
            note: str = "", checked: str | None = None) -> dict:
     """Write a finding's tracker verdict into its bundle (``tracker.json``, replaced atomically).

@@ -36,6 +36,7 @@ import numpy as np
 
 from twinspect._io import atomic_directory
 from twinspect.dl.fuzz import oracles
+from twinspect.errors import InputError
 
 
 def library_versions() -> dict[str, str]:
@@ -403,6 +404,48 @@ def repro_flagged(finding: dict) -> list[str]:
     """The systems ``oracle.judge`` must flag in the reproducer's run of :func:`repro_systems` (a NaN finding's
     reproducer runs only the first system with non-finite outputs)."""
     return finding["systems"][:1] if finding["kind"] == "nan" else list(finding["systems"])
+
+
+def bundle_dirs(campaign: str | Path) -> list[Path]:
+    """The finding bundles of a campaign directory (``findings/<id>/`` holding ``finding.json``), sorted by id;
+    none for a campaign without findings. A bundle still being written (:func:`write_bundle`'s hidden
+    temporary directory) is not one.
+
+    Raises:
+        InputError: neither a ``findings`` directory nor a campaign state (``state.json``).
+    """
+    root = Path(campaign) / "findings"
+    if not root.is_dir():
+        if (Path(campaign) / "state.json").is_file():
+            return []
+        raise InputError(f"{campaign}: no findings directory (not a campaign, or a campaign without findings)")
+    return sorted(p for p in root.iterdir()
+                  if p.is_dir() and not p.name.startswith(".") and (p / "finding.json").is_file())
+
+
+def bundle_dir(campaign: str | Path, finding_id: str) -> Path:
+    """The bundle of finding ``finding_id`` in a campaign directory.
+
+    Args:
+        campaign: campaign directory (``twinspect fuzz run -o``).
+        finding_id: the finding's id (``findings/<id>``), or a unique prefix of it; an exact id wins over
+            longer ids it is a prefix of.
+
+    Returns:
+        The bundle path (see :func:`bundle_dirs`).
+
+    Raises:
+        InputError: not a campaign, no finding with that id or prefix, or an ambiguous prefix.
+    """
+    root = Path(campaign) / "findings"
+    hits = [p for p in bundle_dirs(campaign) if p.name.startswith(finding_id)] if finding_id else []
+    if not hits:
+        raise InputError(f"{root}: no finding {finding_id!r}")
+    exact = [p for p in hits if p.name == finding_id]
+    if len(hits) > 1 and not exact:
+        shown = ", ".join(p.name for p in hits[:4]) + (", ..." if len(hits) > 4 else "")
+        raise InputError(f"{root}: {finding_id!r} matches {len(hits)} findings ({shown})")
+    return exact[0] if exact else hits[0]
 
 
 def write_bundle(root: Path, fid: str, finding: dict, spec: dict, model_path: Path, inputs_path: Path,
